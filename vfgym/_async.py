@@ -1,0 +1,84 @@
+"""Small async helpers shared by every layer.
+
+User code (reward functions, tools, hooks) may be sync or async. Sync user code
+that may block runs in a worker thread so it never stalls the event loop that
+thousands of rollouts share; cheap framework hooks can opt to run inline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import inspect
+import threading
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def is_async_callable(func: Callable[..., Any]) -> bool:
+    """True for `async def` functions, bound methods and callables with an async `__call__`."""
+    while isinstance(func, functools.partial):
+        func = func.func
+    return inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(
+        getattr(func, "__call__", None)  # noqa: B004 - callable objects are allowed here
+    )
+
+
+async def call_offloaded(func: Callable[..., T | Awaitable[T]], /, *args: Any, **kwargs: Any) -> T:
+    """Call sync or async user code without blocking the event loop.
+
+    Async callables are awaited directly. Sync ones run in the loop's default
+    thread pool (with the caller's context variables), because user code such as a
+    reward function or a tool may do blocking I/O or heavy computation.
+    """
+    if is_async_callable(func):
+        return await func(*args, **kwargs)  # type: ignore[misc]
+    loop = asyncio.get_running_loop()
+    ctx = contextvars.copy_context()
+    result = await loop.run_in_executor(None, functools.partial(ctx.run, func, *args, **kwargs))
+    if inspect.isawaitable(result):
+        return await result
+    return result  # type: ignore[return-value]
+
+
+async def maybe_await(func: Callable[..., T | Awaitable[T]], /, *args: Any, **kwargs: Any) -> T:
+    """Call a hook inline and await its result if it returned an awaitable.
+
+    For framework hooks that are cheap state transitions (`env_response` of a
+    game, `is_completed`), where a thread hop would cost more than the work.
+    """
+    result = func(*args, **kwargs)
+    if inspect.isawaitable(result):
+        return await result
+    return result  # type: ignore[return-value]
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine to completion from sync code, even inside a running event loop.
+
+    With no running loop this is `asyncio.run`. Inside one (a notebook, an async
+    test) the coroutine runs on a fresh loop in a short-lived thread, because the
+    running loop cannot be re-entered from the code it is currently executing.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+
+    outcome: dict[str, Any] = {}
+
+    def runner() -> None:
+        try:
+            outcome["value"] = asyncio.run(coro)
+        except BaseException as exc:  # re-raised in the caller's thread below
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=runner, name="vfgym-run-sync", daemon=True)
+    thread.start()
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
