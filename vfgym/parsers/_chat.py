@@ -1,0 +1,65 @@
+"""Read chat messages whether they are plain dicts or openai message objects.
+
+Environments keep messages as dicts, but user code sometimes hands over the
+objects the openai client returned; parsers and rubrics accept both so that a
+reward function never fails on the shape of a message rather than its content.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def message_field(message: Any, key: str) -> Any:
+    """One field of a message, or None when it is absent."""
+    if isinstance(message, dict):
+        return message.get(key)
+    return getattr(message, key, None)
+
+
+def message_role(message: Any) -> str | None:
+    """The message's role ("system", "user", "assistant", "tool")."""
+    return message_field(message, "role")
+
+
+def message_text(message: Any) -> str:
+    """The message's text; "" for a tool-call-only turn.
+
+    Content may also be a list of parts (the multimodal wire format); the text
+    parts are joined so parsers see the words the model wrote.
+    """
+    content = message_field(message, "content")
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = []
+        for part in content:
+            if message_field(part, "type") == "text":
+                texts.append(str(message_field(part, "text") or ""))
+        return "".join(texts)
+    return str(content)
+
+
+def tool_calls(message: Any) -> list[Any]:
+    """The tool calls of an assistant message (empty when it made none)."""
+    calls = message_field(message, "tool_calls")
+    return list(calls) if calls else []
+
+
+def tool_call_name(call: Any) -> str | None:
+    """The function name a tool call asked for, from a dict or an openai object."""
+    function = message_field(call, "function")
+    if function is None:
+        return message_field(call, "name")
+    return message_field(function, "name")
+
+
+def is_tool_call_only(message: Any) -> bool:
+    """True for an assistant turn that only calls tools and writes no text.
+
+    Format rewards skip such turns: they carry no text to judge, and scoring
+    them 0 would punish a model for using tools.
+    """
+    return bool(tool_calls(message)) and not message_text(message).strip()

@@ -1,0 +1,189 @@
+"""JudgeRubric: an LLM grades the answer, for tasks no string comparison can check.
+
+The judge is any OpenAI-compatible chat endpoint. Reward functions ask for an
+argument named `judge` and await `judge(prompt, completion, answer, state)`,
+which returns the judge's text; what counts as a pass is theirs to decide.
+Answers are cached per rollout in `state["judge_response"]`, keyed by the
+filled-in judge prompt, so several reward functions can share one verdict.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import string
+from typing import Any
+
+from vfgym._async import call_offloaded
+from vfgym.parsers._chat import message_role, message_text
+from vfgym.parsers.parser import Parser
+from vfgym.rubrics.rubric import Rubric
+from vfgym.types import Messages, State
+
+DEFAULT_JUDGE_PROMPT = """You are grading an answer against the reference answer.
+
+Question:
+```
+{question}
+```
+
+Reference answer:
+```
+{answer}
+```
+
+Answer to grade:
+```
+{response}
+```
+
+Does the answer to grade agree with the reference answer? Reply with "yes" or "no" only."""
+
+JUDGE_PROMPT_FIELDS = frozenset({"question", "answer", "response"})
+
+
+def _check_template(template: str) -> None:
+    if not isinstance(template, str):
+        raise TypeError(f"judge_prompt must be a string, got {type(template).__name__}")
+    try:
+        names = {f for _, f, _, _ in string.Formatter().parse(template) if f is not None}
+    except ValueError as exc:
+        raise ValueError(
+            f"judge_prompt is not a valid format string ({exc}); write literal braces as {{{{ }}}}"
+        ) from exc
+    unknown = names - JUDGE_PROMPT_FIELDS
+    if unknown:
+        raise ValueError(
+            f"judge_prompt uses unknown placeholder(s) {sorted(unknown)}; it may use "
+            f"{sorted(JUDGE_PROMPT_FIELDS)}, and literal braces must be doubled"
+        )
+
+
+def question_of(prompt: Messages) -> str:
+    """The question a rollout answered: the last user message (or the prompt string)."""
+    if isinstance(prompt, str):
+        return prompt
+    users = [m for m in prompt if message_role(m) == "user"]
+    if users:
+        return message_text(users[-1])
+    return message_text(prompt[-1]) if prompt else ""
+
+
+class JudgeRubric(Rubric):
+    """A rubric whose reward functions can consult an LLM judge."""
+
+    def __init__(
+        self,
+        parser: Parser | None = None,
+        parallelize_scoring: bool = False,
+        judge_client: Any | None = None,
+        judge_model: str = "gpt-4.1-nano",
+        judge_sampling_args: dict[str, Any] | None = None,
+        judge_prompt: str = DEFAULT_JUDGE_PROMPT,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(parser=parser, parallelize_scoring=parallelize_scoring, **kwargs)
+        _check_template(judge_prompt)
+        self._judge_client = judge_client
+        self.judge_model = judge_model
+        self.judge_prompt = judge_prompt
+        self.judge_sampling_args = dict(judge_sampling_args or {})
+        self._inflight: dict[tuple[int, str], asyncio.Future[str]] = {}
+        self.class_objects.update(
+            judge=self.judge,
+            judge_model=self.judge_model,
+            judge_prompt=self.judge_prompt,
+            judge_sampling_args=self.judge_sampling_args,
+        )
+        if judge_client is not None:
+            self.class_objects["judge_client"] = judge_client
+
+    @property
+    def judge_client(self) -> Any:
+        """The judge's client; an `AsyncOpenAI()` from the environment, made on first use."""
+        if self._judge_client is None:
+            from openai import AsyncOpenAI, OpenAIError
+
+            try:
+                self._judge_client = AsyncOpenAI()
+            except OpenAIError as exc:
+                raise RuntimeError(
+                    "JudgeRubric has no judge_client and none can be made from the environment "
+                    f"({exc}). Pass judge_client=AsyncOpenAI(base_url=..., api_key=...) or set "
+                    "OPENAI_API_KEY (and OPENAI_BASE_URL for another server)."
+                ) from exc
+            self.class_objects["judge_client"] = self._judge_client
+        return self._judge_client
+
+    @judge_client.setter
+    def judge_client(self, client: Any) -> None:
+        self._judge_client = client
+        self.class_objects["judge_client"] = client
+
+    def _request_args(self) -> dict[str, Any]:
+        return {k: v for k, v in self.judge_sampling_args.items() if v is not None}
+
+    async def _ask(self, judge_prompt: str) -> str:
+        create = self.judge_client.chat.completions.create
+        try:
+            response = await call_offloaded(
+                create,
+                model=self.judge_model,
+                messages=[{"role": "user", "content": judge_prompt}],
+                **self._request_args(),
+            )
+        except Exception as exc:
+            raise RuntimeError(
+                f"judge model {self.judge_model!r} could not answer: {type(exc).__name__}: {exc}. "
+                "Check the judge server, the model name and the API key."
+            ) from exc
+        choices = getattr(response, "choices", None)
+        if not choices:
+            raise RuntimeError(f"judge model {self.judge_model!r} returned no choices")
+        return str(choices[0].message.content or "")
+
+    async def judge(
+        self,
+        prompt: Messages,
+        completion: Messages,
+        answer: Any,
+        state: State,
+        **kwargs: Any,
+    ) -> str:
+        """The judge's reply on this rollout's answer, asked at most once per rollout.
+
+        The judge prompt is filled with the question (last user message), the
+        reference `answer` and the parser's answer from `completion`.
+        """
+        response = self.parser.parse_answer(completion)
+        filled = self.judge_prompt.format(
+            question=question_of(prompt),
+            answer=answer,
+            response="" if response is None else response,
+        )
+        cache = state.get("judge_response")
+        if not isinstance(cache, dict):
+            cache = state["judge_response"] = {}
+        if filled in cache:
+            return cache[filled]
+        # Concurrent reward functions of one rollout share a single request.
+        key = (id(state), filled)
+        pending = self._inflight.get(key)
+        if pending is not None and pending.get_loop() is asyncio.get_running_loop():
+            return await asyncio.shield(pending)
+        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._inflight[key] = future
+        try:
+            text = await self._ask(filled)
+        except asyncio.CancelledError:
+            future.cancel()
+            raise
+        except Exception as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved here, so an unshared failure is not reported twice
+            raise
+        else:
+            future.set_result(text)
+            cache[filled] = text
+            return text
+        finally:
+            self._inflight.pop(key, None)

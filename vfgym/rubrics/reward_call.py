@@ -1,0 +1,128 @@
+"""How a rubric calls one reward function: which arguments it gets and what it may return.
+
+A reward function names the arguments it wants (`def f(completion, answer)`)
+and gets only those; one with `**kwargs` gets everything. Reading a signature
+is slow next to scoring a rollout, so it is read once, when the function joins
+a rubric, and kept in a `RewardSpec`.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from vfgym._async import is_async_callable
+
+STANDARD_ARGS = frozenset(
+    {"prompt", "completion", "answer", "state", "task", "info", "example_id", "parser"}
+)
+"""Arguments every rubric offers to its reward functions."""
+
+
+def reward_func_name(func: Callable[..., Any]) -> str:
+    """The metric name of a reward function.
+
+    A function's `__name__`; for a `functools.partial` without its own
+    `__name__`, the name of the function it wraps; for a callable object
+    without one, its class name.
+    """
+    name = getattr(func, "__name__", None)
+    if isinstance(name, str) and name:
+        return name
+    if isinstance(func, functools.partial):
+        return reward_func_name(func.func)
+    return type(func).__name__
+
+
+def _signature(func: Callable[..., Any], name: str) -> inspect.Signature:
+    try:
+        return inspect.signature(func)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(
+            f"cannot read the parameters of reward function {name!r} ({exc}); wrap it in a "
+            "def that names the arguments it needs, e.g. def f(completion, answer): ..."
+        ) from exc
+
+
+@dataclass(frozen=True, slots=True)
+class RewardSpec:
+    """A reward function with its name and the arguments it accepts, read once."""
+
+    func: Callable[..., Any]
+    name: str
+    is_async: bool
+    accepts_all: bool
+    params: tuple[str, ...]
+    required: frozenset[str]
+
+    @classmethod
+    def of(cls, func: Callable[..., Any]) -> RewardSpec:
+        """Inspect `func`; raise TypeError when it cannot be called by keyword."""
+        if not callable(func):
+            raise TypeError(f"a reward function must be callable, got {type(func).__name__}")
+        name = reward_func_name(func)
+        params: list[str] = []
+        required: set[str] = set()
+        accepts_all = False
+        for param in _signature(func, name).parameters.values():
+            if param.kind is param.VAR_KEYWORD:
+                accepts_all = True
+            elif param.kind is param.VAR_POSITIONAL:
+                continue
+            elif param.kind is param.POSITIONAL_ONLY:
+                if param.default is param.empty:
+                    raise TypeError(
+                        f"reward function {name!r} has a positional-only parameter "
+                        f"{param.name!r}; rubrics pass arguments by name, so make it a "
+                        "normal parameter"
+                    )
+            else:
+                params.append(param.name)
+                if param.default is param.empty:
+                    required.add(param.name)
+        return cls(
+            func, name, is_async_callable(func), accepts_all, tuple(params), frozenset(required)
+        )
+
+    def select(self, available: Mapping[str, Any]) -> dict[str, Any]:
+        """The keyword arguments to call the function with, out of everything on offer."""
+        if self.accepts_all:
+            return dict(available)
+        missing = self.required.difference(available)
+        if missing:
+            raise TypeError(
+                f"reward function {self.name!r} needs argument(s) {sorted(missing)} that the "
+                f"rubric does not provide; it offers {sorted(available)}. Give the parameter "
+                "a default, or pass the object with Rubric(..., class_objects={name: value})"
+            )
+        return {key: available[key] for key in self.params if key in available}
+
+
+def to_reward(name: str, value: Any) -> float:
+    """A reward function's result as a float; TypeError for anything that is not a number."""
+    if isinstance(value, bool | int | float):
+        return float(value)
+    if value is None or isinstance(value, str | bytes | complex) or not hasattr(value, "__float__"):
+        raise TypeError(
+            f"reward function {name!r} returned {value!r} ({type(value).__name__}); "
+            "it must return a number (float, int or bool)"
+        )
+    return float(value)
+
+
+def call_specs(specs: list[RewardSpec], available: Mapping[str, Any]) -> list[Any]:
+    """Call several sync reward functions in turn, catching each one's exception.
+
+    Meant to run in a worker thread: one hop for all of a rollout's sync
+    functions. Each slot of the result is the return value or the exception.
+    """
+    outcomes: list[Any] = []
+    for spec in specs:
+        try:
+            outcomes.append(spec.func(**spec.select(available)))
+        except Exception as exc:  # recorded by the rubric, never dropped
+            outcomes.append(exc)
+    return outcomes

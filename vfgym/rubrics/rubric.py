@@ -1,0 +1,386 @@
+"""Rubric: turns a finished rollout into a reward and per-function metrics.
+
+The reward is the weighted sum of the reward functions' values. Scoring runs
+on the event loop that thousands of rollouts share, so sync reward functions
+run in a worker thread (all of one rollout's in a single hop) and async ones
+are awaited, concurrently when `parallelize_scoring` is on.
+
+A reward function that raises, or returns something that is not a number, is
+an error, not a zero: its metric is NaN, the error is appended to
+`state["reward_errors"]`, the metric `reward_errors` counts them for the
+rollout, and the reward is the weighted sum of the functions that succeeded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+import math
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from vfgym._async import call_offloaded
+from vfgym.parsers.parser import Parser
+from vfgym.rubrics.reward_call import STANDARD_ARGS, RewardSpec, call_specs, to_reward
+from vfgym.types import Info, Messages, RewardFunc, RolloutScore, RolloutScores, State
+
+REWARD_ERRORS = "reward_errors"
+"""Metric counting a rollout's failed reward functions; also the state key listing them."""
+
+
+def error_entry(name: str, exc: BaseException) -> dict[str, str]:
+    """The record of one failed reward function, as stored in `state["reward_errors"]`."""
+    return {"func": name, "type": type(exc).__name__, "message": str(exc)}
+
+
+def add_scoring_time(state: State, elapsed_ms: float) -> None:
+    """Record scoring time in `state["timing"]` and add it to the rollout's total."""
+    timing = state.get("timing")
+    if not isinstance(timing, dict):
+        timing = state["timing"] = {}
+    timing["scoring_ms"] = elapsed_ms
+    timing["total_ms"] = timing.get("total_ms", 0.0) + elapsed_ms
+
+
+def scores_to_columns(scores: list[RolloutScore], names: Iterable[str]) -> RolloutScores:
+    """Turn per-rollout scores into columns; a metric one rollout lacks counts 0 there."""
+    keys = list(dict.fromkeys(names))
+    for score in scores:
+        keys.extend(k for k in score.metrics if k not in keys)
+    return RolloutScores(
+        reward=[s.reward for s in scores],
+        metrics={k: [s.metrics.get(k, 0.0) for s in scores] for k in keys},
+    )
+
+
+class Rubric:
+    """A set of weighted reward functions and the machinery to call them.
+
+    Reward functions receive only the arguments they declare, out of `prompt`,
+    `completion`, `answer`, `state`, `task`, `info`, `example_id`, `parser`,
+    the rubric's `class_objects` and any extra keyword given to `score_rollout`;
+    one with `**kwargs` receives them all.
+    """
+
+    def __init__(
+        self,
+        funcs: list[RewardFunc] | None = None,
+        weights: list[float] | None = None,
+        parser: Parser | None = None,
+        parallelize_scoring: bool = True,
+        *,
+        class_objects: Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if kwargs:
+            raise TypeError(
+                f"{type(self).__name__} got unexpected keyword argument(s) {sorted(kwargs)}. "
+                "To offer extra objects to reward functions pass "
+                "class_objects={'name': value}; a subclass keeps its own attributes itself."
+            )
+        self.logger = logging.getLogger(f"vfgym.rubrics.{type(self).__name__}")
+        self.parser: Parser = parser if parser is not None else Parser()
+        self.parallelize_scoring = parallelize_scoring
+        self.reward_funcs: list[RewardFunc] = []
+        self.reward_weights: list[float] = []
+        self._specs: dict[int, RewardSpec] = {}
+        self._warned: set[str] = set()
+        self.class_objects: dict[str, Any] = {"parser": self.parser}
+        for name, value in (class_objects or {}).items():
+            if not isinstance(name, str) or not name.isidentifier():
+                raise ValueError(f"class_objects keys must be parameter names, got {name!r}")
+            if name in STANDARD_ARGS:
+                raise ValueError(
+                    f"class_objects may not replace the standard argument {name!r}"
+                    + ("; pass parser=... instead" if name == "parser" else "")
+                )
+            self.class_objects[name] = value
+        funcs = list(funcs or [])
+        if weights is None:
+            weights = [1.0] * len(funcs)
+        elif len(weights) != len(funcs):
+            raise ValueError(
+                f"{len(funcs)} reward function(s) but {len(weights)} weight(s): give one weight "
+                "per function, or none for 1.0 each"
+            )
+        for func, weight in zip(funcs, weights, strict=True):
+            self.add_reward_func(func, weight)
+
+    # -- the functions -------------------------------------------------------
+
+    def _spec_for(self, func: RewardFunc) -> RewardSpec:
+        """The cached spec of `func`, inspecting it if it reached the list another way."""
+        spec = self._specs.get(id(func))
+        if spec is None or spec.func is not func:
+            spec = self._specs[id(func)] = RewardSpec.of(func)
+        return spec
+
+    def get_reward_func_names(self) -> list[str]:
+        """Metric names of the reward functions, in order."""
+        return [self._spec_for(f).name for f in self.get_reward_funcs()]
+
+    def get_reward_funcs(self) -> list[RewardFunc]:
+        """The reward functions, in order."""
+        return self.reward_funcs
+
+    def get_reward_weights(self) -> list[float]:
+        """The weights, one per reward function."""
+        return self.reward_weights
+
+    def add_reward_func(self, func: RewardFunc, weight: float = 1.0) -> None:
+        """Add a reward function; its parameters are read now, once."""
+        spec = RewardSpec.of(func)
+        if isinstance(weight, bool) or not isinstance(weight, int | float):
+            raise TypeError(f"weight of {spec.name!r} must be a number, got {weight!r}")
+        if spec.name == REWARD_ERRORS or spec.name in self.get_reward_func_names():
+            raise ValueError(
+                f"a reward function named {spec.name!r} is already in this rubric (or the name "
+                "is reserved); metrics are keyed by name, so give it a distinct __name__"
+            )
+        self._specs[id(func)] = spec
+        self.reward_funcs.append(func)
+        self.reward_weights.append(float(weight))
+
+    # -- calling them --------------------------------------------------------
+
+    def _offer(
+        self,
+        prompt: Messages,
+        completion: Messages,
+        answer: Any,
+        state: State,
+        task: str,
+        info: Info | None,
+        example_id: int | None,
+        kwargs: Mapping[str, Any],
+    ) -> dict[str, Any]:
+        available: dict[str, Any] = {
+            "prompt": prompt,
+            "completion": completion,
+            "answer": answer,
+            "state": state,
+            "task": task,
+            "info": info if info is not None else {},
+            "example_id": example_id,
+        }
+        available.update(self.class_objects)
+        available.update(kwargs)
+        return available
+
+    async def _settle(self, spec: RewardSpec, outcome: Any) -> Any:
+        """Await a sync function's awaitable result; return the value or the exception."""
+        if not inspect.isawaitable(outcome):
+            return outcome
+        try:
+            return await outcome
+        except Exception as exc:
+            return exc
+
+    async def _run_sync(self, specs: list[RewardSpec], available: dict[str, Any]) -> list[Any]:
+        outcomes = await call_offloaded(call_specs, specs, available)
+        return [await self._settle(s, o) for s, o in zip(specs, outcomes, strict=True)]
+
+    async def _run_async(self, spec: RewardSpec, available: dict[str, Any]) -> Any:
+        try:
+            return await spec.func(**spec.select(available))
+        except Exception as exc:
+            return exc
+
+    async def _run_all(self, specs: list[RewardSpec], available: dict[str, Any]) -> list[Any]:
+        """Every function's value or exception, in the order of `specs`."""
+        outcomes: list[Any] = [None] * len(specs)
+        if self.parallelize_scoring:
+            sync_idx = [i for i, s in enumerate(specs) if not s.is_async]
+            async_idx = [i for i, s in enumerate(specs) if s.is_async]
+            jobs = [self._run_async(specs[i], available) for i in async_idx]
+            if sync_idx:
+                jobs.append(self._run_sync([specs[i] for i in sync_idx], available))
+            results = await asyncio.gather(*jobs)
+            for i, result in zip(async_idx, results, strict=False):
+                outcomes[i] = result
+            if sync_idx:
+                for i, result in zip(sync_idx, results[-1], strict=True):
+                    outcomes[i] = result
+            return outcomes
+        # In order: consecutive sync functions share one thread hop.
+        i = 0
+        while i < len(specs):
+            if specs[i].is_async:
+                outcomes[i] = await self._run_async(specs[i], available)
+                i += 1
+                continue
+            j = i
+            while j < len(specs) and not specs[j].is_async:
+                j += 1
+            outcomes[i:j] = await self._run_sync(specs[i:j], available)
+            i = j
+        return outcomes
+
+    def _record_error(self, state: State, name: str, exc: BaseException) -> None:
+        errors = state.get(REWARD_ERRORS)
+        if not isinstance(errors, list):
+            errors = state[REWARD_ERRORS] = []
+        errors.append(error_entry(name, exc))
+        # One warning per function; the rest at debug level, or a broken function
+        # would print ten thousand lines in a large run.
+        level = logging.DEBUG if name in self._warned else logging.WARNING
+        self._warned.add(name)
+        self.logger.log(level, "reward function %r failed: %s: %s", name, type(exc).__name__, exc)
+
+    async def call_reward_func(
+        self,
+        func: RewardFunc,
+        prompt: Messages,
+        completion: Messages,
+        answer: Any,
+        state: State,
+        task: str = "default",
+        info: Info | None = None,
+        example_id: int | None = None,
+        **kwargs: Any,
+    ) -> float:
+        """Call one reward function as the rubric would; NaN (and a recorded error) on failure."""
+        spec = self._spec_for(func)
+        available = self._offer(prompt, completion, answer, state, task, info, example_id, kwargs)
+        [outcome] = await self._run_all([spec], available)
+        try:
+            if isinstance(outcome, Exception):
+                raise outcome
+            return to_reward(spec.name, outcome)
+        except Exception as exc:
+            self._record_error(state, spec.name, exc)
+            return math.nan
+
+    # -- scoring -------------------------------------------------------------
+
+    async def score_rollout(
+        self,
+        prompt: Messages,
+        completion: Messages,
+        answer: Any,
+        state: State,
+        task: str = "default",
+        info: Info | None = None,
+        example_id: int | None = None,
+        *,
+        apply_weights: bool = True,
+        **kwargs: Any,
+    ) -> RolloutScore:
+        """Score one rollout: reward = sum of weight x value over the functions that succeeded.
+
+        Extra keywords are offered to the reward functions. With
+        `apply_weights=False` every weight counts as 1.
+        """
+        started = time.perf_counter()
+        if state is None:
+            state = {}
+        funcs = self.get_reward_funcs()
+        weights = self.get_reward_weights()
+        if len(weights) != len(funcs):
+            raise ValueError(
+                f"{type(self).__name__} has {len(funcs)} reward function(s) but {len(weights)} "
+                "weight(s); add functions with add_reward_func(func, weight)"
+            )
+        specs = [self._spec_for(f) for f in funcs]
+        available = self._offer(prompt, completion, answer, state, task, info, example_id, kwargs)
+        outcomes = await self._run_all(specs, available)
+
+        reward = 0.0
+        errors = 0
+        metrics: dict[str, float] = {}
+        for spec, weight, outcome in zip(specs, weights, outcomes, strict=True):
+            try:
+                if isinstance(outcome, Exception):
+                    raise outcome
+                value = to_reward(spec.name, outcome)
+            except Exception as exc:
+                self._record_error(state, spec.name, exc)
+                metrics[spec.name] = math.nan
+                errors += 1
+                continue
+            metrics[spec.name] = value
+            reward += value * (weight if apply_weights else 1.0)
+        metrics[REWARD_ERRORS] = float(errors)
+        add_scoring_time(state, (time.perf_counter() - started) * 1000.0)
+        return RolloutScore(reward=reward, metrics=metrics)
+
+    async def score_group(self, states: list[State], **kwargs: Any) -> None:
+        """Hook for comparisons across a batch (ranking, voting), run before per-rollout scoring.
+
+        Override it to write group-level results into each rollout's state,
+        where reward functions can read them. The default does nothing.
+        """
+        return None
+
+    async def score_rollouts(
+        self,
+        prompts: list[Messages],
+        completions: list[Messages],
+        answers: list[Any],
+        states: list[State],
+        tasks: list[str],
+        infos: list[Info],
+        example_ids: list[int] | None = None,
+        max_concurrent: int = -1,
+        use_tqdm: bool = False,
+        apply_weights: bool = True,
+        **kwargs: Any,
+    ) -> RolloutScores:
+        """Score a batch of rollouts concurrently (at most `max_concurrent` at once if > 0)."""
+        n = len(prompts)
+        if tasks is None:
+            tasks = ["default"] * n
+        if infos is None:
+            infos = [{} for _ in range(n)]
+        if example_ids is None:
+            example_ids = list(range(n))
+        columns = {
+            "completions": completions,
+            "answers": answers,
+            "states": states,
+            "tasks": tasks,
+            "infos": infos,
+            "example_ids": example_ids,
+        }
+        wrong = {k: len(v) for k, v in columns.items() if len(v) != n}
+        if wrong:
+            raise ValueError(f"score_rollouts got {n} prompts but lengths {wrong}; align them")
+        await self.score_group(
+            states,
+            prompts=prompts,
+            completions=completions,
+            answers=answers,
+            tasks=tasks,
+            infos=infos,
+            example_ids=example_ids,
+            **kwargs,
+        )
+        extra = dict(kwargs)
+        if not apply_weights:
+            extra["apply_weights"] = False
+        semaphore = asyncio.Semaphore(max_concurrent) if max_concurrent > 0 else None
+
+        async def score_one(i: int) -> RolloutScore:
+            async with semaphore if semaphore is not None else contextlib.nullcontext():
+                return await self.score_rollout(
+                    prompts[i],
+                    completions[i],
+                    answers[i],
+                    states[i],
+                    tasks[i],
+                    infos[i],
+                    example_ids[i],
+                    **extra,
+                )
+
+        jobs = [score_one(i) for i in range(n)]
+        if use_tqdm:
+            from tqdm.asyncio import tqdm_asyncio
+
+            scores = await tqdm_asyncio.gather(*jobs, total=n, desc=f"Scoring {n} rollouts")
+        else:
+            scores = await asyncio.gather(*jobs)
+        return scores_to_columns(list(scores), [*self.get_reward_func_names(), REWARD_ERRORS])

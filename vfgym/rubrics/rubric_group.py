@@ -1,0 +1,125 @@
+"""RubricGroup: several rubrics scored as one.
+
+Useful when rewards come from independent sources (a correctness rubric, a
+judge, a tool-use counter): each keeps its own parser and functions. Rewards
+add up; metrics of the same name are summed, so `reward_errors` is the total
+count of failed functions across the group.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vfgym.rubrics.rubric import Rubric, add_scoring_time
+from vfgym.types import Info, Messages, RewardFunc, RolloutScore, RolloutScores, State
+
+
+def _total_ms(state: State) -> float:
+    timing = state.get("timing")
+    return timing.get("total_ms", 0.0) if isinstance(timing, dict) else 0.0
+
+
+def _settle_timing(state: State, total_before: float) -> None:
+    """Make `scoring_ms` the whole group's time: the members each added their own to the total."""
+    spent = _total_ms(state) - total_before
+    add_scoring_time(state, 0.0)
+    state["timing"]["scoring_ms"] = spent
+
+
+class RubricGroup(Rubric):
+    """Scores with every member rubric in turn and adds the results up."""
+
+    def __init__(self, rubrics: list[Rubric], **kwargs: Any) -> None:
+        if not rubrics:
+            raise ValueError("RubricGroup needs at least one rubric")
+        bad = [type(r).__name__ for r in rubrics if not isinstance(r, Rubric)]
+        if bad:
+            raise TypeError(f"RubricGroup members must be Rubric instances, got {bad}")
+        super().__init__(**kwargs)
+        self.rubrics = list(rubrics)
+
+    def get_reward_func_names(self) -> list[str]:
+        """Every member's function names, member by member."""
+        return [name for r in self.rubrics for name in r.get_reward_func_names()]
+
+    def get_reward_funcs(self) -> list[RewardFunc]:
+        """Every member's functions, member by member."""
+        return [func for r in self.rubrics for func in r.get_reward_funcs()]
+
+    def get_reward_weights(self) -> list[float]:
+        """Every member's weights, member by member."""
+        return [weight for r in self.rubrics for weight in r.get_reward_weights()]
+
+    def add_reward_func(self, func: RewardFunc, weight: float = 1.0) -> None:
+        """Add the function to the first member rubric (the group itself holds none)."""
+        self.rubrics[0].add_reward_func(func, weight)
+
+    async def score_rollout(
+        self,
+        prompt: Messages,
+        completion: Messages,
+        answer: Any,
+        state: State,
+        task: str = "default",
+        info: Info | None = None,
+        example_id: int | None = None,
+        **kwargs: Any,
+    ) -> RolloutScore:
+        """Score with each member in turn; rewards add up, same-named metrics are summed."""
+        if state is None:
+            state = {}
+        total_before = _total_ms(state)
+        reward = 0.0
+        metrics: dict[str, float] = {}
+        for rubric in self.rubrics:
+            score = await rubric.score_rollout(
+                prompt, completion, answer, state, task, info, example_id, **kwargs
+            )
+            reward += score.reward
+            for key, value in score.metrics.items():
+                metrics[key] = metrics.get(key, 0.0) + value
+        _settle_timing(state, total_before)
+        return RolloutScore(reward=reward, metrics=metrics)
+
+    async def score_rollouts(
+        self,
+        prompts: list[Messages],
+        completions: list[Messages],
+        answers: list[Any],
+        states: list[State],
+        tasks: list[str],
+        infos: list[Info],
+        example_ids: list[int] | None = None,
+        max_concurrent: int = -1,
+        use_tqdm: bool = False,
+        apply_weights: bool = True,
+        **kwargs: Any,
+    ) -> RolloutScores:
+        """Each member scores the whole batch (so its `score_group` hook runs), then columns add."""
+        totals_before = [_total_ms(s) for s in states]
+        if not apply_weights:
+            kwargs["apply_weights"] = False
+        merged = RolloutScores(reward=[0.0] * len(prompts), metrics={})
+        for rubric in self.rubrics:
+            scores = await rubric.score_rollouts(
+                prompts,
+                completions,
+                answers,
+                states,
+                tasks,
+                infos,
+                example_ids,
+                max_concurrent=max_concurrent,
+                use_tqdm=use_tqdm,
+                **kwargs,
+            )
+            merged.reward = [a + b for a, b in zip(merged.reward, scores.reward, strict=True)]
+            for key, column in scores.metrics.items():
+                if key in merged.metrics:
+                    old = merged.metrics[key]
+                    merged.metrics[key] = [a + b for a, b in zip(old, column, strict=True)]
+                else:
+                    merged.metrics[key] = list(column)
+        for state, before in zip(states, totals_before, strict=True):
+            _settle_timing(state, before)
+        return merged

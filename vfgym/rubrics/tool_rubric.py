@@ -1,0 +1,82 @@
+"""ToolRubric: how often the model called each tool, reported as metrics.
+
+The counts have weight 0, so they show up next to the reward without changing
+it; add the rubric to a RubricGroup, or give a count a weight, to reward or
+punish tool use.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from vfgym.parsers._chat import message_role, tool_call_name, tool_calls
+from vfgym.rubrics.reward_call import reward_func_name
+from vfgym.rubrics.rubric import Rubric
+from vfgym.types import Messages, State
+
+
+def tool_name(tool: Any) -> str:
+    """The name of a tool given as a function or as an OpenAI tool schema dict."""
+    if isinstance(tool, dict):
+        function = tool.get("function", tool)
+        name = function.get("name") if isinstance(function, dict) else None
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"tool schema without a name: {tool!r}")
+        return name
+    if callable(tool):
+        return reward_func_name(tool)
+    raise TypeError(f"a tool must be a function or an OpenAI tool schema, got {tool!r}")
+
+
+def count_tool_calls(completion: Messages, state: State | None) -> Counter[str]:
+    """Calls per tool name.
+
+    `state["tools_called"]` (entries with a "name", or plain names) is the
+    record when the environment keeps one; otherwise the assistant messages'
+    `tool_calls` are counted.
+    """
+    counts: Counter[str] = Counter()
+    recorded = state.get("tools_called") if isinstance(state, dict) else None
+    if isinstance(recorded, list):
+        for entry in recorded:
+            name = entry if isinstance(entry, str) else tool_call_name(entry)
+            counts[str(name)] += 1
+        return counts
+    if isinstance(completion, str):
+        return counts
+    for message in completion:
+        if message_role(message) == "assistant":
+            for call in tool_calls(message):
+                counts[str(tool_call_name(call))] += 1
+    return counts
+
+
+class ToolCallCounter:
+    """Reward function counting the calls to one tool (a class, so it pickles)."""
+
+    def __init__(self, tool: str) -> None:
+        self.tool = tool
+        self.__name__ = f"{tool}_calls"
+
+    def __call__(self, completion: Messages, state: State) -> float:
+        """Number of calls to this tool in the rollout."""
+        return float(count_tool_calls(completion, state)[self.tool])
+
+
+class ToolRubric(Rubric):
+    """Metrics `total_tool_calls` and `<tool>_calls` for each tool, weight 0."""
+
+    def __init__(self, tools: list[Callable[..., Any] | dict[str, Any]] | None = None) -> None:
+        self.tools = list(tools or [])
+        self.tool_names = [tool_name(t) for t in self.tools]
+        counters = [ToolCallCounter(name) for name in self.tool_names]
+        super().__init__(
+            funcs=[self.total_tool_calls, *counters],
+            weights=[0.0] * (1 + len(counters)),
+        )
+
+    def total_tool_calls(self, completion: Messages, state: State) -> float:
+        """Number of tool calls in the rollout, whatever the tool."""
+        return float(sum(count_tool_calls(completion, state).values()))
