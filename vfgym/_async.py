@@ -82,3 +82,32 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     if "error" in outcome:
         raise outcome["error"]
     return outcome["value"]
+
+
+class SuspendedError(RuntimeError):
+    """A coroutine driven inline tried to wait on something; it needs an event loop."""
+
+
+def run_inline(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine that never suspends, with no event loop at all.
+
+    An `async def` hook that only does CPU work (a game move) completes on its
+    first `send`; driving it directly costs a microsecond, where an event-loop
+    round trip costs tens. If the coroutine does suspend, it is closed and
+    `SuspendedError` says so: the caller must use an event loop for that hook.
+    """
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        return done.value
+    coro.close()
+    raise SuspendedError(
+        "a hook awaited real I/O while being driven without an event loop; "
+        "call the async API (await env.astep(...)) for this environment"
+    )
+
+
+def never_suspends(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Mark an `async def` hook as pure computation, safe to drive with `run_inline`."""
+    func.__vfgym_inline__ = True  # type: ignore[attr-defined]
+    return func

@@ -1,0 +1,1 @@
+"""Build contexts of the sandbox images, installed as `vfgym.sandboxes` package data."""

@@ -1,0 +1,63 @@
+"""vfgym: sandboxed multi-turn text games and tool environments for LLM RL and evaluation.
+
+`import vfgym as vf` gives the same names an environment written for the
+verifiers 0.1.x API expects: environments, parsers, rubrics, the seed's types
+and `load_environment`.
+"""
+
+from vfgym.client import RetryPolicy
+from vfgym.data import build_prompt
+from vfgym.envs import (
+    EnvGroup,
+    Environment,
+    MultiTurnEnv,
+    SingleTurnEnv,
+    StatefulToolEnv,
+    ToolEnv,
+)
+from vfgym.errors import ContextLengthExceeded, ModelCallError, VFGymError
+from vfgym.parsers import (
+    MaybeThinkParser,
+    Parser,
+    ThinkParser,
+    XMLParser,
+    extract_boxed_answer,
+    extract_hash_answer,
+)
+from vfgym.registry import UnknownEnvironmentError, list_environments, load_environment
+from vfgym.rubrics import JudgeRubric, Rubric, RubricGroup, ToolRubric
+from vfgym.tools import Tool, convert_func_to_oai_tool
+from vfgym.types import *  # noqa: F403  (the seed's vocabulary is the public contract)
+from vfgym.types import __all__ as _types_all
+
+__version__ = "0.1.0"
+
+__all__ = [
+    *_types_all,
+    "ContextLengthExceeded",
+    "EnvGroup",
+    "Environment",
+    "JudgeRubric",
+    "MaybeThinkParser",
+    "ModelCallError",
+    "MultiTurnEnv",
+    "Parser",
+    "RetryPolicy",
+    "Rubric",
+    "RubricGroup",
+    "SingleTurnEnv",
+    "StatefulToolEnv",
+    "ThinkParser",
+    "Tool",
+    "ToolEnv",
+    "ToolRubric",
+    "UnknownEnvironmentError",
+    "VFGymError",
+    "XMLParser",
+    "build_prompt",
+    "convert_func_to_oai_tool",
+    "extract_boxed_answer",
+    "extract_hash_answer",
+    "list_environments",
+    "load_environment",
+]

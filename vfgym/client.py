@@ -1,0 +1,175 @@
+"""Talking to an OpenAI-compatible server: sampling arguments, retries, overflow.
+
+Every model call of a rollout goes through `request_model_response`, so the retry
+policy, the handling of vLLM's extra sampling keys and the recognition of a
+context-length overflow live in one place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import json
+import random
+from dataclasses import dataclass
+from typing import Any
+
+import openai
+from openai import AsyncOpenAI, OpenAI
+from openai.resources.chat.completions import AsyncCompletions as AsyncChatCompletions
+from openai.resources.completions import AsyncCompletions
+
+from vfgym.errors import ContextLengthExceeded, ModelCallError
+from vfgym.types import ChatCompletionToolParam, Messages, MessageType, ModelResponse
+
+_CONTEXT_MARKERS = (
+    "maximum context length",
+    "context_length_exceeded",
+    "context length",
+    "prompt is too long",
+    "too many tokens",
+)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How transient server failures are retried: exponential backoff with jitter.
+
+    Retried: HTTP 429 and 5xx, timeouts, dropped connections and bodies that are
+    not valid JSON. Anything else (a 400, a 401) is the caller's to fix and fails
+    at once.
+    """
+
+    max_retries: int = 4
+    initial_delay: float = 0.25
+    max_delay: float = 8.0
+    jitter: float = 0.25
+
+    def delay(self, attempt: int, retry_after: float | None = None) -> float:
+        """Seconds to wait before retry number `attempt` (1-based)."""
+        if retry_after is not None:
+            return min(self.max_delay, retry_after)
+        base = min(self.max_delay, self.initial_delay * (2 ** (attempt - 1)))
+        return base * (1.0 + random.uniform(-self.jitter, self.jitter))
+
+
+def is_context_overflow(exc: BaseException) -> bool:
+    """True when the server refused the request because the prompt is too long."""
+    if not isinstance(exc, openai.BadRequestError):
+        return False
+    text = str(exc).lower()
+    return any(marker in text for marker in _CONTEXT_MARKERS)
+
+
+def is_transient(exc: BaseException) -> bool:
+    """True for failures that a later identical request may not meet."""
+    if isinstance(exc, openai.APIConnectionError | openai.RateLimitError):
+        return True  # APITimeoutError is an APIConnectionError
+    if isinstance(exc, openai.APIStatusError):
+        return exc.status_code >= 500 or exc.status_code in (408, 409, 429)
+    return isinstance(exc, openai.APIResponseValidationError | json.JSONDecodeError)
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    response = getattr(exc, "response", None)
+    header = response.headers.get("retry-after") if response is not None else None
+    try:
+        return float(header) if header is not None else None
+    except ValueError:
+        return None
+
+
+@functools.cache
+def _accepted_params(kind: MessageType) -> frozenset[str]:
+    """The keyword arguments the installed openai client's `create` accepts."""
+    resource = AsyncChatCompletions if kind == "chat" else AsyncCompletions
+    return frozenset(inspect.signature(resource.create).parameters) - {"self"}
+
+
+def prepare_sampling_args(
+    sampling_args: dict[str, Any] | None, message_type: MessageType, accepted: frozenset[str]
+) -> dict[str, Any]:
+    """Turn SamplingArgs into keyword arguments for the openai client.
+
+    `None` values are dropped; `max_tokens` becomes `max_completion_tokens` for chat
+    (the name OpenAI's newer models require, and vLLM accepts); keys the client does
+    not know (vLLM's `top_k`, `min_p`, `repetition_penalty`, ...) move into
+    `extra_body`, which is sent to the server verbatim.
+    """
+    if not sampling_args:
+        return {}
+    args = {k: v for k, v in sampling_args.items() if v is not None}
+    if message_type == "chat" and "max_tokens" in args:
+        args.setdefault("max_completion_tokens", args.pop("max_tokens"))
+    extra = dict(args.pop("extra_body", None) or {})
+    for key in [k for k in args if k not in accepted]:
+        extra[key] = args.pop(key)
+    if extra:
+        args["extra_body"] = extra
+    return args
+
+
+async def _create(
+    client: AsyncOpenAI | OpenAI,
+    model: str,
+    prompt: Messages,
+    message_type: MessageType,
+    oai_tools: list[ChatCompletionToolParam] | None,
+    sampling_args: dict[str, Any] | None,
+) -> ModelResponse:
+    if message_type == "chat":
+        create = client.chat.completions.create
+        kwargs = prepare_sampling_args(sampling_args, "chat", _accepted_params("chat"))
+        kwargs["messages"] = prompt
+        if oai_tools:
+            kwargs["tools"] = oai_tools
+    else:
+        create = client.completions.create
+        kwargs = prepare_sampling_args(sampling_args, "completion", _accepted_params("completion"))
+        kwargs["prompt"] = prompt
+    if isinstance(client, AsyncOpenAI):
+        return await create(model=model, **kwargs)
+    return await asyncio.to_thread(create, model=model, **kwargs)
+
+
+async def request_model_response(
+    client: AsyncOpenAI | OpenAI,
+    model: str,
+    prompt: Messages,
+    *,
+    message_type: MessageType = "chat",
+    oai_tools: list[ChatCompletionToolParam] | None = None,
+    sampling_args: dict[str, Any] | None = None,
+    retry: RetryPolicy | None = None,
+) -> ModelResponse:
+    """One model turn, retried through transient failures.
+
+    Raises `ContextLengthExceeded` when the prompt no longer fits (the rollout ends
+    as truncated) and `ModelCallError` when the server still fails after the
+    retries (the rollout ends as errored). Sync `OpenAI` clients run in a thread.
+    """
+    policy = retry or RetryPolicy()
+    attempt = 0
+    while True:
+        try:
+            return await _create(client, model, prompt, message_type, oai_tools, sampling_args)
+        except openai.BadRequestError as exc:
+            if is_context_overflow(exc):
+                raise ContextLengthExceeded(str(exc)) from exc
+            raise ModelCallError(
+                f"the model server rejected the request (HTTP 400): {exc}", attempts=attempt + 1
+            ) from exc
+        except Exception as exc:
+            if not is_transient(exc):
+                raise ModelCallError(
+                    f"model call failed: {type(exc).__name__}: {exc}", attempts=attempt + 1
+                ) from exc
+            attempt += 1
+            if attempt > policy.max_retries:
+                raise ModelCallError(
+                    f"model server still failing after {attempt} attempts "
+                    f"({type(exc).__name__}: {exc}); check that it is up and not overloaded",
+                    attempts=attempt,
+                ) from exc
+            await asyncio.sleep(policy.delay(attempt, _retry_after(exc)))

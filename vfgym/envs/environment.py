@@ -1,0 +1,411 @@
+"""The base of every environment: data, prompts, model calls, generate and evaluate."""
+
+from __future__ import annotations
+
+import logging
+import random
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from openai import AsyncOpenAI, OpenAI
+
+from vfgym._async import run_sync
+from vfgym.client import RetryPolicy, request_model_response
+from vfgym.data import DatasetLike, format_rows, to_rows
+from vfgym.parsers import Parser
+from vfgym.rubrics import Rubric
+from vfgym.types import (
+    ChatCompletionToolParam,
+    ChatMessage,
+    GenerateInputs,
+    GenerateOutputs,
+    Info,
+    Messages,
+    MessageType,
+    ModelResponse,
+    ProcessedOutputs,
+    SamplingArgs,
+    State,
+)
+
+if TYPE_CHECKING:
+    from vfgym.processing import Tokenizer
+
+# Keyword arguments verifiers 0.1.x environments accepted that vfgym has no use for.
+# They are accepted (so such environments run unchanged) and ignored.
+_IGNORED_COMPAT_KWARGS = frozenset({"max_workers", "map_kwargs"})
+
+
+class Environment(ABC):
+    """Holds the data and the rubric of a task and runs rollouts against a model.
+
+    Subclasses implement `rollout`; `MultiTurnEnv` gives the usual turn loop.
+    """
+
+    def __init__(
+        self,
+        dataset: DatasetLike | None = None,
+        eval_dataset: DatasetLike | None = None,
+        system_prompt: str | None = None,
+        few_shot: list[ChatMessage] | None = None,
+        parser: Parser | None = None,
+        rubric: Rubric | None = None,
+        sampling_args: SamplingArgs | None = None,
+        message_type: MessageType = "chat",
+        oai_tools: list[ChatCompletionToolParam] | None = None,
+        env_id: str | None = None,
+        env_args: dict[str, Any] | None = None,
+        retry: RetryPolicy | None = None,
+        rollout_token_budget: int | None = None,
+        **kwargs: Any,
+    ):
+        unknown = set(kwargs) - _IGNORED_COMPAT_KWARGS
+        if unknown:
+            raise TypeError(
+                f"{type(self).__name__} got unexpected keyword argument(s) {sorted(unknown)}; "
+                "a subclass that needs its own settings should take them in its __init__"
+            )
+        if message_type not in ("chat", "completion"):
+            raise ValueError(f"message_type must be 'chat' or 'completion', not {message_type!r}")
+        if message_type == "completion" and (system_prompt or few_shot):
+            raise ValueError(
+                "system_prompt and few_shot need message_type='chat'; for completion "
+                "tasks put the full text in each row's 'prompt'"
+            )
+        if dataset is None and eval_dataset is None:
+            raise ValueError(
+                "give a dataset or an eval_dataset (a datasets.Dataset or a list of dicts)"
+            )
+        if rollout_token_budget is not None and rollout_token_budget <= 0:
+            raise ValueError("rollout_token_budget must be a positive number of tokens or None")
+        self.logger = logging.getLogger(f"vfgym.envs.{type(self).__name__}")
+        self.message_type: MessageType = message_type
+        self.system_prompt = system_prompt
+        self.few_shot = list(few_shot) if few_shot else None
+        self.parser = parser if parser is not None else Parser()
+        self.rubric = rubric if rubric is not None else Rubric(parser=self.parser)
+        self.oai_tools = oai_tools
+        self.sampling_args: SamplingArgs = {"n": 1, "extra_body": {}}
+        for key, value in (sampling_args or {}).items():
+            if key == "extra_body":
+                self.sampling_args["extra_body"].update(value or {})
+            else:
+                self.sampling_args[key] = value
+        self.env_id = env_id or ""
+        self.env_args = dict(env_args or {})
+        self.retry = retry or RetryPolicy()
+        self.rollout_token_budget = rollout_token_budget
+        self.dataset = self.format_dataset(dataset) if dataset is not None else None
+        self.eval_dataset = self.format_dataset(eval_dataset) if eval_dataset is not None else None
+
+    # ------------------------------------------------------------------ data
+
+    def format_dataset(self, dataset: DatasetLike, *_: Any, **__: Any) -> list[dict[str, Any]]:
+        """Rows with a ready `prompt`, plus `answer`, `info`, `task` and `example_id`."""
+        return format_rows(
+            to_rows(dataset),
+            message_type=self.message_type,
+            system_prompt=self.system_prompt,
+            few_shot=self.few_shot,
+        )
+
+    def get_dataset(self, n: int = -1, seed: int | None = None) -> list[dict[str, Any]]:
+        """The training rows (the first `n`, shuffled first when `seed` is given)."""
+        if self.dataset is None:
+            raise ValueError(f"{type(self).__name__} has no training dataset; use eval_dataset")
+        return _take(self.dataset, n, seed)
+
+    def get_eval_dataset(self, n: int = -1, seed: int | None = None) -> list[dict[str, Any]]:
+        """The evaluation rows, falling back to the training rows when there are none."""
+        rows = self.eval_dataset if self.eval_dataset is not None else self.dataset
+        assert rows is not None
+        return _take(rows, n, seed)
+
+    def get_reward_funcs(self) -> list[Callable[..., Any]]:
+        return self.rubric.get_reward_funcs()
+
+    def get_reward_weights(self) -> list[float]:
+        return self.rubric.get_reward_weights()
+
+    # ----------------------------------------------------------------- model
+
+    def merged_sampling_args(self, sampling_args: SamplingArgs | None) -> SamplingArgs:
+        """The environment's defaults overlaid with the caller's (extra_body merged)."""
+        merged = dict(self.sampling_args)
+        merged["extra_body"] = dict(self.sampling_args.get("extra_body") or {})
+        for key, value in (sampling_args or {}).items():
+            if key == "extra_body":
+                merged["extra_body"].update(value or {})
+            else:
+                merged[key] = value
+        if merged.get("n", 1) == 1:
+            merged.pop("n", None)
+        if not merged["extra_body"]:
+            merged.pop("extra_body")
+        return merged
+
+    async def get_model_response(
+        self,
+        client: AsyncOpenAI | OpenAI,
+        model: str,
+        prompt: Messages,
+        oai_tools: list[ChatCompletionToolParam] | None = None,
+        sampling_args: SamplingArgs | None = None,
+        message_type: MessageType | None = None,
+        **kwargs: Any,
+    ) -> ModelResponse:
+        """One model turn through the retry policy (see `vfgym.client`)."""
+        return await request_model_response(
+            client,
+            model,
+            prompt,
+            message_type=message_type or self.message_type,
+            oai_tools=oai_tools,
+            sampling_args=sampling_args,
+            retry=self.retry,
+        )
+
+    # --------------------------------------------------------------- rollouts
+
+    async def init_completion(self) -> Messages:
+        return [] if self.message_type == "chat" else ""
+
+    async def init_state(
+        self,
+        prompt: Messages,
+        completion: Messages,
+        answer: str,
+        task: str,
+        info: Info,
+        example_id: int,
+        **kwargs: Any,
+    ) -> State:
+        """The State every rollout starts from (see the type reference)."""
+        return new_state(prompt, completion, answer, task, info, example_id)
+
+    @abstractmethod
+    async def rollout(
+        self,
+        client: AsyncOpenAI,
+        model: str,
+        prompt: Messages,
+        completion: Messages | None = None,
+        answer: str = "",
+        state: State | None = None,
+        task: str = "default",
+        info: Info | None = None,
+        example_id: int = 0,
+        sampling_args: SamplingArgs | None = None,
+        **kwargs: Any,
+    ) -> tuple[Messages, State]:
+        """Run one episode and return `(completion, state)`."""
+
+    # --------------------------------------------------- generate / evaluate
+
+    async def generate(
+        self,
+        inputs: GenerateInputs | DatasetLike | Mapping[str, list[Any]],
+        client: AsyncOpenAI | OpenAI,
+        model: str,
+        sampling_args: SamplingArgs | None = None,
+        num_examples: int | None = None,
+        rollouts_per_example: int | None = None,
+        score_rollouts: bool = True,
+        max_concurrent: int = -1,
+        results_path: str | Path | None = None,
+        state_columns: list[str] | None = None,
+        resume: bool = False,
+        use_tqdm: bool = False,
+        on_result: Callable[[dict[str, Any]], None] | None = None,
+        **kwargs: Any,
+    ) -> GenerateOutputs:
+        """Run one rollout per input row, concurrently, and score each as it ends.
+
+        Inputs keep their order in the outputs, so the copies of one example stay
+        adjacent (group order, as GRPO needs). With `results_path` every finished
+        rollout is appended to `results.jsonl` there as it ends, and `resume=True`
+        skips the rollouts already in that file.
+        """
+        from vfgym.runner import run_batch
+
+        return await run_batch(
+            self,
+            inputs,
+            client=client,
+            model=model,
+            sampling_args=sampling_args,
+            num_examples=num_examples,
+            rollouts_per_example=rollouts_per_example or 1,
+            score_rollouts=score_rollouts,
+            max_concurrent=max_concurrent,
+            results_path=results_path,
+            state_columns=state_columns,
+            resume=resume,
+            use_tqdm=use_tqdm,
+            on_result=on_result,
+            **_compat_generate_kwargs(kwargs),
+        )
+
+    def generate_sync(
+        self,
+        inputs: GenerateInputs | DatasetLike | Mapping[str, list[Any]],
+        client: AsyncOpenAI | OpenAI,
+        model: str,
+        sampling_args: SamplingArgs | None = None,
+        **kwargs: Any,
+    ) -> GenerateOutputs:
+        """`generate` for sync code; works inside a running event loop too (notebooks)."""
+        return run_sync(self.generate(inputs, client, model, sampling_args, **kwargs))
+
+    def get_eval_inputs(
+        self, num_examples: int = -1, rollouts_per_example: int = 1, seed: int | None = None
+    ) -> list[dict[str, Any]]:
+        """The evaluation rows, each repeated `rollouts_per_example` times in a row."""
+        if rollouts_per_example < 1:
+            raise ValueError("rollouts_per_example must be at least 1")
+        rows = self.get_eval_dataset(n=num_examples, seed=seed)
+        return [row for row in rows for _ in range(rollouts_per_example)]
+
+    async def evaluate(
+        self,
+        client: AsyncOpenAI | OpenAI,
+        model: str,
+        sampling_args: SamplingArgs | None = None,
+        num_examples: int = -1,
+        rollouts_per_example: int = 1,
+        score_rollouts: bool = True,
+        max_concurrent: int = -1,
+        results_path: str | Path | None = None,
+        state_columns: list[str] | None = None,
+        resume: bool = False,
+        **kwargs: Any,
+    ) -> GenerateOutputs:
+        """Evaluate the model on the evaluation rows (training rows if there are none)."""
+        inputs = self.get_eval_inputs(num_examples, rollouts_per_example)
+        return await self.generate(
+            inputs,
+            client=client,
+            model=model,
+            sampling_args=sampling_args,
+            rollouts_per_example=rollouts_per_example,
+            score_rollouts=score_rollouts,
+            max_concurrent=max_concurrent,
+            results_path=results_path,
+            state_columns=state_columns,
+            resume=resume,
+            **kwargs,
+        )
+
+    def evaluate_sync(
+        self,
+        client: AsyncOpenAI | OpenAI,
+        model: str,
+        sampling_args: SamplingArgs | None = None,
+        num_examples: int = -1,
+        rollouts_per_example: int = 1,
+        **kwargs: Any,
+    ) -> GenerateOutputs:
+        """`evaluate` for sync code; works inside a running event loop too (notebooks)."""
+        return run_sync(
+            self.evaluate(
+                client,
+                model,
+                sampling_args,
+                num_examples=num_examples,
+                rollouts_per_example=rollouts_per_example,
+                **kwargs,
+            )
+        )
+
+    # ------------------------------------------------------------ training
+
+    def process_env_results(
+        self,
+        prompts: list[Messages],
+        completions: list[Messages],
+        states: list[State],
+        rewards: list[float],
+        processing_class: Tokenizer,
+        max_seq_len: int = -1,
+        mask_env_responses: bool = False,
+        mask_truncated_completions: bool = False,
+        zero_truncated_completions: bool = False,
+        **kwargs: Any,
+    ) -> ProcessedOutputs:
+        """Token ids, masks and logprobs for training (see `vfgym.processing`)."""
+        from vfgym.processing import process_env_results
+
+        return process_env_results(
+            prompts,
+            completions,
+            states,
+            rewards,
+            processing_class,
+            max_seq_len=max_seq_len,
+            mask_env_responses=mask_env_responses,
+            mask_truncated_completions=mask_truncated_completions,
+            zero_truncated_completions=zero_truncated_completions,
+            message_type=self.message_type,
+            oai_tools=self.oai_tools,
+        )
+
+    process_env_results_vllm = process_env_results
+
+
+def new_state(
+    prompt: Messages,
+    completion: Messages,
+    answer: str,
+    task: str,
+    info: Info,
+    example_id: int,
+) -> State:
+    """A fresh State; a function of its own so EnvGroup and the Gym adapter share it."""
+    return {
+        "prompt": prompt,
+        "completion": completion,
+        "answer": answer,
+        "task": task,
+        "info": info,
+        "example_id": example_id,
+        "responses": [],
+        "turn": 0,
+        "completion_tokens": 0,
+        "is_truncated": False,
+        "stop_reason": None,
+        "timing": {"generation_ms": 0.0, "scoring_ms": 0.0, "total_ms": 0.0},
+    }
+
+
+def _take(rows: list[dict[str, Any]], n: int, seed: int | None) -> list[dict[str, Any]]:
+    if seed is not None:
+        rows = list(rows)
+        random.Random(seed).shuffle(rows)
+    return rows if n is None or n < 0 else rows[:n]
+
+
+# verifiers-era tuning knobs that vfgym's scheduler has no use for: scoring runs
+# as each rollout ends and results stream as they finish, so these change nothing.
+_IGNORED_GENERATE_KWARGS = frozenset(
+    {
+        "max_concurrent_generation",
+        "max_concurrent_scoring",
+        "generation_semaphore",
+        "scoring_semaphore",
+        "interleave_scoring",
+        "save_every",
+    }
+)
+
+
+def _compat_generate_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Keep the keyword arguments `run_batch` understands; refuse unknown ones."""
+    unknown = set(kwargs) - _IGNORED_GENERATE_KWARGS - {"semaphore"}
+    if unknown:
+        raise TypeError(f"generate() got unexpected keyword argument(s) {sorted(unknown)}")
+    return {k: v for k, v in kwargs.items() if k == "semaphore"}
+
+
+__all__ = ["Environment", "new_state"]

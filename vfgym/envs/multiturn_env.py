@@ -1,0 +1,241 @@
+"""The turn loop: model turn, environment turn, until the episode ends."""
+
+from __future__ import annotations
+
+import time
+from abc import abstractmethod
+from typing import Any
+
+from openai import AsyncOpenAI, OpenAI
+
+from vfgym._async import is_async_callable, maybe_await
+from vfgym.envs.environment import Environment
+from vfgym.errors import ContextLengthExceeded, error_record
+from vfgym.messages import assistant_message, completion_text
+from vfgym.types import ChatMessage, Info, Messages, ModelResponse, SamplingArgs, State
+
+#: Why an episode ended. "completed" is a natural end (Gymnasium's `terminated`);
+#: the others cut it short (`truncated`), except "error", which is neither.
+STOP_REASONS = ("completed", "max_turns", "token_budget", "context_length", "error")
+TRUNCATING = frozenset({"max_turns", "token_budget", "context_length"})
+
+
+class MultiTurnEnv(Environment):
+    """An environment that answers each model turn until `is_completed` says stop.
+
+    Authors implement `env_response(messages, state) -> (messages, state)` and
+    usually `is_completed`; both may be sync or async. `setup_state` prepares a
+    fresh State (deal the cards, acquire a sandbox) and `cleanup_state` always runs
+    when the episode ends: normally, on error and on cancellation.
+    """
+
+    def __init__(self, max_turns: int = -1, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.max_turns = max_turns
+
+    # ------------------------------------------------------------- hooks
+
+    async def setup_state(self, state: State, **kwargs: Any) -> State:
+        """Prepare a new episode's State; the default leaves it as it is."""
+        return state
+
+    async def is_completed(self, messages: Messages, state: State, **kwargs: Any) -> bool:
+        """True when the episode has reached its natural end.
+
+        The turn limit, the token budget and a context overflow are enforced by
+        the loop itself (and reported as truncation), so overriding this only
+        needs the environment's own end condition.
+        """
+        return bool(state.get("prompt_too_long", False))
+
+    @abstractmethod
+    async def env_response(
+        self, messages: Messages, state: State, **kwargs: Any
+    ) -> tuple[Messages, State]:
+        """The environment's reply to the model's last turn, and the updated State."""
+
+    async def cleanup_state(self, state: State, **kwargs: Any) -> None:
+        """Release what `setup_state` acquired. Runs exactly once per episode."""
+
+    async def max_turns_reached(self, state: State) -> bool:
+        return 0 < self.max_turns <= state["turn"]
+
+    async def prompt_too_long(self, state: State) -> bool:
+        return bool(state.get("prompt_too_long", False))
+
+    async def get_context_messages(self, state: State) -> Messages:
+        return state["prompt"] + state["completion"]
+
+    @property
+    def hooks_are_sync(self) -> bool:
+        """True when every per-turn hook is plain sync code (or a default that never waits).
+
+        Then a turn can be driven without an event loop (see `vfgym._async.run_inline`),
+        which is what lets the Gym adapter step a game in microseconds.
+        """
+        base = MultiTurnEnv
+        for name in (
+            "setup_state",
+            "is_completed",
+            "env_response",
+            "cleanup_state",
+            "get_context_messages",
+            "max_turns_reached",
+            "prompt_too_long",
+        ):
+            impl = getattr(type(self), name)
+            if getattr(base, name, None) is impl:
+                continue
+            if is_async_callable(getattr(self, name)) and not getattr(
+                impl, "__vfgym_inline__", False
+            ):
+                return False
+        return True
+
+    # ----------------------------------------------------- episode pieces
+
+    def record_model_turn(
+        self, state: State, message: ChatMessage | str, response: ModelResponse = None
+    ) -> None:
+        """Append the model's turn to the completion and count it.
+
+        Shared by `rollout` (message from the server) and the Gym adapter
+        (message given as the action).
+        """
+        if response is not None:
+            state["responses"].append(response)
+            usage = getattr(response, "usage", None)
+            if usage is not None and usage.completion_tokens is not None:
+                state["completion_tokens"] += usage.completion_tokens
+        if self.message_type == "chat":
+            state["completion"].append(message)
+        else:
+            state.setdefault("responses_start_idx", []).append(len(state["completion"]))
+            state["completion"] += message
+        state["turn"] += 1
+
+    async def check_stop(self, state: State, **kwargs: Any) -> str | None:
+        """Why the episode must end now, or None to go on."""
+        context = await self.get_context_messages(state)
+        if await maybe_await(self.is_completed, context, state, **kwargs):
+            return "context_length" if state.get("prompt_too_long") else "completed"
+        if await self.max_turns_reached(state):
+            return "max_turns"
+        budget = self.rollout_token_budget
+        if budget is not None and state["completion_tokens"] >= budget:
+            return "token_budget"
+        return None
+
+    async def advance(self, state: State, **kwargs: Any) -> tuple[Messages, str | None]:
+        """After a model turn: end the episode, or let the environment answer.
+
+        Returns the environment's new messages and the stop reason (None to go
+        on). The end is checked again after the environment's turn, because a
+        game can end on its own move.
+        """
+        stop = await self.check_stop(state, **kwargs)
+        if stop is not None:
+            return ([] if self.message_type == "chat" else ""), stop
+        context = await self.get_context_messages(state)
+        env_messages, new_state = await maybe_await(self.env_response, context, state, **kwargs)
+        if new_state is not None and new_state is not state:
+            state.update(new_state)
+        if self.message_type == "chat":
+            if isinstance(env_messages, dict):
+                env_messages = [env_messages]
+            if not isinstance(env_messages, list):
+                raise TypeError(
+                    f"{type(self).__name__}.env_response must return (list of messages, state), "
+                    f"got {type(env_messages).__name__} as the messages"
+                )
+            state["completion"].extend(env_messages)
+        else:
+            state["completion"] += env_messages
+        return env_messages, await self.check_stop(state, **kwargs)
+
+    def finish(self, state: State, stop_reason: str) -> None:
+        """Mark how the episode ended."""
+        state["stop_reason"] = stop_reason
+        state["is_truncated"] = stop_reason in TRUNCATING
+
+    def _turn_sampling_args(self, state: State, sampling_args: SamplingArgs) -> SamplingArgs:
+        """Clamp the turn's max tokens to what is left of the rollout's token budget."""
+        budget = self.rollout_token_budget
+        if budget is None:
+            return sampling_args
+        left = budget - state["completion_tokens"]
+        key = "max_completion_tokens" if "max_completion_tokens" in sampling_args else "max_tokens"
+        current = sampling_args.get(key)
+        if current is None or current > left:
+            return {**sampling_args, key: left}
+        return sampling_args
+
+    # ---------------------------------------------------------------- loop
+
+    async def rollout(
+        self,
+        client: AsyncOpenAI | OpenAI,
+        model: str,
+        prompt: Messages,
+        completion: Messages | None = None,
+        answer: str = "",
+        state: State | None = None,
+        task: str = "default",
+        info: Info | None = None,
+        example_id: int = 0,
+        sampling_args: SamplingArgs | None = None,
+        **kwargs: Any,
+    ) -> tuple[Messages, State]:
+        """Play one episode against the model; never raises for a failed model call.
+
+        A server that keeps failing ends the rollout with `state["error"]`; a
+        context overflow ends it as truncated. `cleanup_state` always runs.
+        """
+        info = info if info is not None else {}
+        if not state:
+            if completion is None:
+                completion = await self.init_completion()
+            state = await self.init_state(prompt, completion, answer, task, info, example_id)
+        start = time.perf_counter()
+        args = self.merged_sampling_args(sampling_args)
+        tools = info.get("oai_tools") or self.oai_tools
+        try:
+            state = await maybe_await(self.setup_state, state, **kwargs)
+            stop = await self.check_stop(state, **kwargs)
+            while stop is None:
+                context = await self.get_context_messages(state)
+                try:
+                    response = await self.get_model_response(
+                        client,
+                        model,
+                        context,
+                        oai_tools=tools,
+                        sampling_args=self._turn_sampling_args(state, args),
+                        message_type=self.message_type,
+                    )
+                except ContextLengthExceeded:
+                    state["prompt_too_long"] = True
+                    stop = "context_length"
+                    break
+                message = (
+                    assistant_message(response)  # type: ignore[arg-type]
+                    if self.message_type == "chat"
+                    else completion_text(response)  # type: ignore[arg-type]
+                )
+                self.record_model_turn(state, message, response)
+                _, stop = await self.advance(state, **kwargs)
+            self.finish(state, stop)
+        except Exception as exc:  # the batch goes on; the rollout is reported as errored
+            state["error"] = error_record(exc)
+            self.finish(state, "error")
+            self.logger.warning("rollout %s failed: %s", example_id, state["error"]["message"])
+        finally:
+            try:
+                await maybe_await(self.cleanup_state, state, **kwargs)
+            except Exception as exc:  # a failed cleanup must not hide the episode's result
+                state["cleanup_error"] = error_record(exc)
+                self.logger.warning("cleanup of rollout %s failed: %s", example_id, exc)
+            elapsed = (time.perf_counter() - start) * 1000
+            state["timing"]["generation_ms"] = elapsed
+            state["timing"]["total_ms"] = elapsed
+        return state["completion"], state

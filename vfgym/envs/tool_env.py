@@ -1,0 +1,187 @@
+"""Tool use: plain Python functions the model calls through OpenAI tool calls."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+from vfgym._async import call_offloaded, never_suspends
+from vfgym.envs.multiturn_env import MultiTurnEnv
+from vfgym.tools import Tool, tool_name
+from vfgym.types import ChatMessage, Messages, State
+
+
+def default_error_formatter(exc: Exception) -> str:
+    """What the model reads when its tool call fails: the error's type and message."""
+    return f"Error: {type(exc).__name__}: {exc}"
+
+
+class ToolCallError(Exception):
+    """A tool call the environment could not make (bad JSON, unknown tool, bad arguments)."""
+
+
+class ToolEnv(MultiTurnEnv):
+    """Offers `tools` to the model and answers each tool call with a tool message.
+
+    A malformed call never ends the rollout: bad JSON, an unknown tool, arguments
+    of the wrong type and a tool that raises each become a tool message telling
+    the model what went wrong, and the episode goes on. Every call is recorded in
+    `state["tools_called"]` (names, in order) and `state["tool_call_log"]`
+    (arguments, outcome, duration).
+    """
+
+    def __init__(
+        self,
+        tools: list[Callable[..., Any]] | None = None,
+        max_turns: int = 10,
+        error_formatter: Callable[[Exception], str] = default_error_formatter,
+        **kwargs: Any,
+    ):
+        self.tools: list[Callable[..., Any]] = []
+        self.tool_map: dict[str, Callable[..., Any]] = {}
+        self._tool_specs: dict[str, Tool] = {}
+        self.error_formatter = error_formatter
+        super().__init__(max_turns=max_turns, oai_tools=[], **kwargs)
+        for tool in tools or []:
+            self.add_tool(tool)
+
+    # ------------------------------------------------------------- tools
+
+    def _register(self, spec: Tool) -> None:
+        if spec.name in self._tool_specs:
+            raise ValueError(f"a tool named {spec.name!r} is already registered")
+        self.tools.append(spec.func)
+        self.tool_map[spec.name] = spec.func
+        self._tool_specs[spec.name] = spec
+        assert self.oai_tools is not None
+        self.oai_tools.append(spec.schema)
+
+    def add_tool(self, tool: Callable[..., Any]) -> None:
+        """Offer another function to the model; its schema comes from its signature."""
+        self._register(Tool.from_function(tool))
+
+    def remove_tool(self, tool: Callable[..., Any]) -> None:
+        name = tool_name(tool)
+        if name not in self._tool_specs:
+            raise KeyError(f"no tool named {name!r}; tools are {sorted(self._tool_specs)}")
+        spec = self._tool_specs.pop(name)
+        self.tools.remove(spec.func)
+        self.tool_map.pop(name)
+        assert self.oai_tools is not None
+        self.oai_tools.remove(spec.schema)
+
+    # ------------------------------------------------------------- hooks
+
+    @never_suspends
+    async def is_completed(self, messages: Messages, state: State, **kwargs: Any) -> bool:
+        """Done when the model answers without calling a tool."""
+        if state.get("prompt_too_long"):
+            return True
+        if not isinstance(messages, list) or not messages:
+            return False
+        last = messages[-1]
+        return last.get("role") == "assistant" and not last.get("tool_calls")
+
+    def prepare_tool_args(
+        self,
+        tool_name: str,
+        tool_args: dict[str, Any],
+        messages: Messages,
+        state: State,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        """Hook to add arguments the model does not see (StatefulToolEnv uses it)."""
+        return tool_args
+
+    async def call_tool(
+        self, tool_name: str, tool_args: dict[str, Any], tool_call_id: str, **kwargs: Any
+    ) -> ChatMessage:
+        """Run one tool and wrap its result in a tool message.
+
+        Sync tools run in a worker thread, so a slow tool never stalls the other
+        rollouts. An exception propagates to `env_response`, which turns it into
+        the model's error message with `error_formatter`.
+        """
+        result = await call_offloaded(self.tool_map[tool_name], **tool_args)
+        content = "" if result is None else str(result)
+        return {"role": "tool", "content": content, "tool_call_id": tool_call_id}
+
+    def _parse_call(self, call: Any) -> tuple[str, str, dict[str, Any]]:
+        """(id, name, arguments) of one tool call; ToolCallError says what is malformed."""
+        if not isinstance(call, dict):
+            call = call.model_dump() if hasattr(call, "model_dump") else {}
+        call_id = str(call.get("id") or "")
+        function = call.get("function") or {}
+        name = function.get("name") or ""
+        if name not in self._tool_specs:
+            known = ", ".join(sorted(self._tool_specs)) or "none"
+            raise ToolCallError(f"unknown tool {name!r}; the available tools are: {known}")
+        raw = function.get("arguments")
+        if raw is None or raw == "":
+            args: Any = {}
+        elif isinstance(raw, dict):
+            args = raw
+        else:
+            try:
+                args = json.loads(raw)
+            except json.JSONDecodeError as exc:
+                raise ToolCallError(
+                    f"the arguments of {name} are not valid JSON ({exc.msg} at position "
+                    f'{exc.pos}); send a JSON object such as {{"arg": value}}'
+                ) from None
+        if not isinstance(args, dict):
+            raise ToolCallError(
+                f"the arguments of {name} must be a JSON object, not {type(args).__name__}"
+            )
+        return call_id, name, args
+
+    async def env_response(
+        self, messages: Messages, state: State, **kwargs: Any
+    ) -> tuple[Messages, State]:
+        """Answer every tool call of the last assistant turn, in order."""
+        assert isinstance(messages, list)
+        calls = messages[-1].get("tool_calls") or []
+        called = state.setdefault("tools_called", [])
+        log = state.setdefault("tool_call_log", [])
+        replies: list[ChatMessage] = []
+        for index, call in enumerate(calls):
+            started = time.perf_counter()
+            call_id = (call.get("id") if isinstance(call, dict) else getattr(call, "id", "")) or ""
+            name = ""
+            try:
+                call_id, name, args = self._parse_call(call)
+                args = self._tool_specs[name].validate(args)
+                args = self.prepare_tool_args(name, args, messages, state, **kwargs)
+            except (ToolCallError, ValueError) as exc:
+                if not name and isinstance(call, dict):
+                    name = str((call.get("function") or {}).get("name") or "")
+                reply: ChatMessage = {
+                    "role": "tool",
+                    "content": f"Error: {exc}",
+                    "tool_call_id": call_id or f"call_{index}",
+                }
+                ok = False
+            else:
+                try:
+                    reply = await self.call_tool(name, args, call_id, state=state)
+                    ok = True
+                except Exception as exc:
+                    reply = {
+                        "role": "tool",
+                        "content": self.error_formatter(exc),
+                        "tool_call_id": call_id,
+                    }
+                    ok = False
+            called.append(name)
+            log.append(
+                {
+                    "name": name,
+                    "id": call_id,
+                    "ok": ok,
+                    "duration_s": time.perf_counter() - started,
+                }
+            )
+            replies.append(reply)
+        return replies, state

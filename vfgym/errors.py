@@ -1,0 +1,42 @@
+"""Exceptions a user can meet, each saying what went wrong and what to do."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class VFGymError(Exception):
+    """Base class of every error vfgym raises on purpose."""
+
+
+class ModelCallError(VFGymError):
+    """The model server could not answer, even after retries.
+
+    The rollout that met it ends with `state["error"]` and is reported as errored,
+    never scored as a wrong answer.
+    """
+
+    def __init__(self, message: str, *, attempts: int, cause: BaseException | None = None):
+        super().__init__(message)
+        self.attempts = attempts
+        self.cause = cause
+
+
+class ContextLengthExceeded(VFGymError):
+    """The conversation no longer fits the model's context window.
+
+    Not a failure of the server: the rollout ends as truncated.
+    """
+
+
+class TokenBudgetExhausted(VFGymError):
+    """The rollout spent its budget of completion tokens across turns."""
+
+
+def error_record(exc: BaseException) -> dict[str, Any]:
+    """The JSON-friendly form of an exception stored in `state["error"]`."""
+    record: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)}
+    cause = getattr(exc, "cause", None) or exc.__cause__
+    if cause is not None:
+        record["cause"] = {"type": type(cause).__name__, "message": str(cause)}
+    return record

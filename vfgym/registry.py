@@ -1,0 +1,159 @@
+"""Finding environments by name: the `vfgym.environments` entry-point group.
+
+The built-in catalogue registers through the same entry-point group a
+third-party package uses, so a user's own package of games plugs in exactly like
+the built-in ones:
+
+    [project.entry-points."vfgym.environments"]
+    my-game = "my_package.my_game:load_environment"
+
+A module may describe itself with module-level constants, read without
+building the environment: `GYM_ID` (default: `vfgym/<CamelCaseName>-v0`), `KIND`
+("game" or "tool"), `NEEDS_SANDBOX` (bool); its docstring's first line is the
+summary.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import importlib.util
+import inspect
+from dataclasses import dataclass
+from importlib import metadata
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from vfgym.envs.environment import Environment
+
+ENTRY_POINT_GROUP = "vfgym.environments"
+
+
+class UnknownEnvironmentError(LookupError):
+    """No environment is registered under that name."""
+
+
+@dataclass(frozen=True)
+class EnvironmentInfo:
+    """What `vfgym list` shows about one registered environment."""
+
+    name: str
+    target: str
+    gym_id: str
+    kind: str
+    needs_sandbox: bool
+    summary: str
+    distribution: str | None
+
+
+def camel_case(name: str) -> str:
+    """`guess-the-number` -> `GuessTheNumber`: the name part of a Gym id."""
+    return "".join(
+        part[:1].upper() + part[1:] for part in name.replace("_", "-").split("-") if part
+    )
+
+
+def _entry_points() -> dict[str, metadata.EntryPoint]:
+    found: dict[str, metadata.EntryPoint] = {}
+    for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        found.setdefault(ep.name, ep)  # the first installed distribution wins
+    return found
+
+
+def registered_names() -> list[str]:
+    """Every environment name installed packages register, sorted."""
+    return sorted(_entry_points())
+
+
+def _module_of(ep: metadata.EntryPoint) -> ModuleType:
+    return importlib.import_module(ep.module)
+
+
+def describe(name: str) -> EnvironmentInfo:
+    """The registry's description of `name` (imports its module, builds nothing)."""
+    ep = _lookup(name)
+    module = _module_of(ep)
+    doc = inspect.getdoc(module) or ""
+    return EnvironmentInfo(
+        name=name,
+        target=ep.value,
+        gym_id=getattr(module, "GYM_ID", f"vfgym/{camel_case(name)}-v0"),
+        kind=getattr(module, "KIND", "game"),
+        needs_sandbox=bool(getattr(module, "NEEDS_SANDBOX", False)),
+        summary=doc.splitlines()[0] if doc else "",
+        distribution=ep.dist.name if ep.dist is not None else None,
+    )
+
+
+def list_environments() -> list[EnvironmentInfo]:
+    """Descriptions of every registered environment (built-in and third-party)."""
+    return [describe(name) for name in registered_names()]
+
+
+def _lookup(name: str) -> metadata.EntryPoint:
+    eps = _entry_points()
+    if name in eps:
+        return eps[name]
+    alias = name.replace("_", "-").lower()
+    for candidate in (alias, alias.removeprefix("vf-")):
+        if candidate in eps:
+            return eps[candidate]
+    close = difflib.get_close_matches(alias, list(eps), n=3, cutoff=0.5)
+    hint = f" Did you mean: {', '.join(close)}?" if close else ""
+    raise UnknownEnvironmentError(
+        f"no environment named {name!r} is registered.{hint} "
+        f"Run `vfgym list` to see them all (registered: {', '.join(sorted(eps)) or 'none'})."
+    )
+
+
+def _load_function(name: str) -> Any:
+    try:
+        return _lookup(name).load()
+    except UnknownEnvironmentError:
+        # verifiers-style: an installed module named after the environment that has
+        # a load_environment function ("vf-wordle" -> module vf_wordle).
+        module_name = name.replace("-", "_")
+        if module_name.isidentifier() and importlib.util.find_spec(module_name) is not None:
+            module = importlib.import_module(module_name)
+            if hasattr(module, "load_environment"):
+                return module.load_environment
+        raise
+
+
+def load_environment(env_id: str, **env_args: Any) -> Environment:
+    """Build a registered environment by name; keyword arguments go to its loader.
+
+    Raises `UnknownEnvironmentError` with the closest names when there is none,
+    and `TypeError` naming the accepted arguments when the loader refuses one.
+    """
+    loader = _load_function(env_id)
+    try:
+        signature = inspect.signature(loader)
+    except (TypeError, ValueError):
+        signature = None
+    if signature is not None and not any(
+        p.kind is p.VAR_KEYWORD for p in signature.parameters.values()
+    ):
+        unknown = set(env_args) - set(signature.parameters)
+        if unknown:
+            raise TypeError(
+                f"environment {env_id!r} does not take argument(s) {sorted(unknown)}; "
+                f"it takes: {', '.join(signature.parameters) or 'none'}"
+            )
+    env = loader(**env_args)
+    env.env_id = env.env_id or env_id
+    env.env_args = {**env.env_args, **env_args}
+    return env
+
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "EnvironmentInfo",
+    "UnknownEnvironmentError",
+    "camel_case",
+    "describe",
+    "list_environments",
+    "load_environment",
+    "registered_names",
+]

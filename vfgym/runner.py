@@ -1,0 +1,240 @@
+"""The batch scheduler behind `generate` and `evaluate`.
+
+Each rollout is one task that plays, scores and records itself as soon as it
+ends, so a result line is on disk the moment a rollout is done, and one slow
+rollout never holds back the scoring of the others. Inputs in, outputs out, no
+process-global state: a batch can be sharded across workers as it is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from openai import AsyncOpenAI, OpenAI
+
+from vfgym.data import to_rows
+from vfgym.errors import error_record
+from vfgym.results import ResultsWriter, make_record
+from vfgym.types import GenerateInputs, GenerateOutputs, SamplingArgs, State
+
+if TYPE_CHECKING:
+    from vfgym.envs.environment import Environment
+
+NAN = float("nan")
+
+
+def normalize_inputs(env: Environment, inputs: Any) -> list[dict[str, Any]]:
+    """One row per rollout, with prompt, answer, info, task and example_id."""
+    if isinstance(inputs, GenerateInputs):
+        inputs = inputs.model_dump(exclude_none=True)
+    rows = to_rows(inputs)
+    if any("prompt" not in row for row in rows):
+        return env.format_dataset(rows)
+    out = []
+    for i, row in enumerate(rows):
+        row = dict(row)
+        row.setdefault("answer", "")
+        row["info"] = dict(row.get("info") or {})
+        row["task"] = row.get("task") or "default"
+        row.setdefault("example_id", i)
+        out.append(row)
+    return out
+
+
+def as_async_client(client: AsyncOpenAI | OpenAI) -> AsyncOpenAI:
+    """An async twin of a sync client, so a batch never parks one thread per request."""
+    if isinstance(client, AsyncOpenAI):
+        return client
+    return AsyncOpenAI(
+        api_key=client.api_key,
+        base_url=client.base_url,
+        organization=client.organization,
+        timeout=client.timeout,
+        max_retries=client.max_retries,
+    )
+
+
+def _metric_columns(scored: list[dict[str, float]]) -> dict[str, list[float]]:
+    names: dict[str, None] = {}
+    for metrics in scored:
+        names.update(dict.fromkeys(metrics))
+    return {name: [m.get(name, NAN) for m in scored] for name in names}
+
+
+def summarize(rewards: list[float], states: list[State]) -> dict[str, Any]:
+    """Counts and means for metadata and reports; errored rollouts counted apart."""
+    ok = [
+        r for r, s in zip(rewards, states, strict=True) if not s.get("error") and not math.isnan(r)
+    ]
+    return {
+        "num_rollouts": len(states),
+        "num_errored": sum(1 for s in states if s.get("error")),
+        "num_truncated": sum(1 for s in states if s.get("is_truncated")),
+        "avg_reward": (sum(ok) / len(ok)) if ok else None,
+        "completion_tokens": sum(int(s.get("completion_tokens") or 0) for s in states),
+    }
+
+
+async def run_batch(
+    env: Environment,
+    inputs: Any,
+    *,
+    client: AsyncOpenAI | OpenAI,
+    model: str,
+    sampling_args: SamplingArgs | None = None,
+    num_examples: int | None = None,
+    rollouts_per_example: int = 1,
+    score_rollouts: bool = True,
+    max_concurrent: int = -1,
+    semaphore: asyncio.Semaphore | None = None,
+    results_path: str | Path | None = None,
+    state_columns: list[str] | None = None,
+    resume: bool = False,
+    use_tqdm: bool = False,
+    on_result: Callable[[dict[str, Any]], None] | None = None,
+) -> GenerateOutputs:
+    """Run, score and record every input row; see `Environment.generate`."""
+    rows = normalize_inputs(env, inputs)
+    if num_examples is not None and num_examples > 0:
+        rows = rows[: num_examples * max(1, rollouts_per_example)]
+    n = len(rows)
+    aclient = as_async_client(client)
+    started = time.perf_counter()
+
+    completions: list[Any] = [None] * n
+    states: list[State] = [{}] * n
+    rewards: list[float] = [NAN] * n
+    metrics: list[dict[str, float]] = [{}] * n
+
+    metadata = {
+        "env_id": env.env_id,
+        "env_args": env.env_args,
+        "model": model,
+        "base_url": str(aclient.base_url),
+        "sampling_args": env.merged_sampling_args(sampling_args),
+        "num_inputs": n,
+        "rollouts_per_example": rollouts_per_example,
+        "num_examples": n // max(1, rollouts_per_example),
+    }
+    writer = ResultsWriter(results_path, metadata, resume=resume) if results_path else None
+
+    if semaphore is None and max_concurrent > 0:
+        semaphore = asyncio.Semaphore(max_concurrent)
+    limit = semaphore if semaphore is not None else contextlib.nullcontext()
+    progress = _progress_bar(n, use_tqdm)
+
+    async def run_one(i: int) -> None:
+        row = rows[i]
+        prompt = row["prompt"]
+        info = row["info"]
+        async with limit:
+            try:
+                completion, state = await env.rollout(
+                    aclient,
+                    model,
+                    list(prompt) if isinstance(prompt, list) else prompt,
+                    answer=row["answer"],
+                    task=row["task"],
+                    info=dict(info),
+                    example_id=row["example_id"],
+                    sampling_args=sampling_args,
+                )
+            except Exception as exc:  # a custom rollout that raised: record, go on
+                from vfgym.envs.environment import new_state
+
+                state = new_state(prompt, [], row["answer"], row["task"], info, row["example_id"])
+                state["error"] = error_record(exc)
+                state["stop_reason"] = "error"
+                completion = state["completion"]
+        reward, scores = NAN, {}
+        if score_rollouts and not state.get("error"):
+            try:
+                score = await env.rubric.score_rollout(
+                    prompt,
+                    completion,
+                    row["answer"],
+                    state,
+                    task=row["task"],
+                    info=info,
+                    example_id=row["example_id"],
+                )
+                reward, scores = score.reward, dict(score.metrics)
+            except Exception as exc:
+                state["error"] = error_record(exc)
+        state["reward"] = reward
+        state["metrics"] = scores
+        completions[i], states[i], rewards[i], metrics[i] = completion, state, reward, scores
+        if writer is not None or on_result is not None:
+            record = make_record(i, row, completion, state, reward, scores, state_columns)
+            if writer is not None:
+                writer.write(record)
+            if on_result is not None:
+                on_result(record)
+        if progress is not None:
+            progress.update(1)
+
+    def restore(i: int, record: dict[str, Any]) -> None:
+        state = {k: v for k, v in record.items() if k not in ("prompt", "completion", "metrics")}
+        state.update(record.get("state") or {})
+        state["prompt"], state["completion"] = record["prompt"], record["completion"]
+        reward = record.get("reward")
+        completions[i], states[i] = record["completion"], state
+        rewards[i] = NAN if reward is None else float(reward)
+        metrics[i] = {k: NAN if v is None else float(v) for k, v in record["metrics"].items()}
+
+    status = "interrupted"
+    try:
+        with writer if writer is not None else contextlib.nullcontext():
+            pending = []
+            for i in range(n):
+                done = writer.finished.get(i) if writer is not None else None
+                if done is not None:
+                    restore(i, done)
+                    if progress is not None:
+                        progress.update(1)
+                else:
+                    pending.append(i)
+            await asyncio.gather(*(run_one(i) for i in pending))
+            status = "complete"
+            if writer is not None:
+                writer.close(status, summarize(rewards, states))
+    finally:
+        if progress is not None:
+            progress.close()
+
+    return GenerateOutputs(
+        prompt=[row["prompt"] for row in rows],
+        completion=completions,
+        answer=[row["answer"] for row in rows],
+        state=states,
+        info=[row["info"] for row in rows],
+        task=[row["task"] for row in rows],
+        reward=rewards,
+        metrics=_metric_columns(metrics),
+        example_id=[row["example_id"] for row in rows],
+        metadata={
+            **metadata,
+            **summarize(rewards, states),
+            "status": status,
+            "duration_s": time.perf_counter() - started,
+        },
+    )
+
+
+def _progress_bar(total: int, enabled: bool) -> Any:
+    if not enabled:
+        return None
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=total, desc="rollouts", unit="rollout")
+
+
+__all__ = ["as_async_client", "normalize_inputs", "run_batch", "summarize"]
