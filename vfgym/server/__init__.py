@@ -1,0 +1,23 @@
+"""An OpenAI-compatible model server of the project's own, for tests, benchmarks and demos.
+
+`ModelServer` serves a policy (a plain function standing in for a model) over
+real HTTP on loopback; `ByteTokenizer` is the deterministic byte-level tokenizer
+it counts and returns tokens with.
+"""
+
+from vfgym.server.faults import FAULT_KINDS, Fault
+from vfgym.server.policy import Policy, PolicySpec, UnknownModelError
+from vfgym.server.server import ModelServer
+from vfgym.server.tokenizer import ByteTokenizer, assistant_text, render_tool_calls
+
+__all__ = [
+    "FAULT_KINDS",
+    "ByteTokenizer",
+    "Fault",
+    "ModelServer",
+    "Policy",
+    "PolicySpec",
+    "UnknownModelError",
+    "assistant_text",
+    "render_tool_calls",
+]

@@ -1,0 +1,429 @@
+"""The aiohttp application: OpenAI-compatible routes over a policy and a tokenizer.
+
+Routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models,
+POST /tokenize, POST /detokenize (vLLM style) and GET /health. Generation
+requests are recorded and may be hit by an injected fault (see `faults`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import math
+import os
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+
+from vfgym.server.faults import Fault, FaultQueue
+from vfgym.server.policy import PolicyReplyError, PolicyRouter, UnknownModelError, normalise_reply
+from vfgym.server.protocol import (
+    HTTPFailure,
+    TokenizerView,
+    bad_request,
+    chat_logprobs,
+    completion_logprobs,
+    context_overflow,
+    finish_text,
+    finish_turn,
+    reply_text,
+)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+_dumps = json.JSONEncoder(separators=(",", ":")).encode
+
+
+def json_response(payload: Any, status: int = 200, headers: dict[str, str] | None = None):
+    """A JSON answer without aiohttp's per-call encoder setup."""
+    return web.Response(
+        body=_dumps(payload).encode("ascii"),
+        status=status,
+        headers=headers,
+        content_type="application/json",
+    )
+
+
+def _int_param(body: dict[str, Any], name: str, *, minimum: int, maximum: int | None = None):
+    value = body.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise bad_request(f"'{name}' must be an integer, got {value!r}", name)
+    if value < minimum or (maximum is not None and value > maximum):
+        upper = f" and <= {maximum}" if maximum is not None else ""
+        raise bad_request(f"'{name}' must be >= {minimum}{upper}, got {value}", name)
+    return value
+
+
+class ServerCore:
+    """Everything the route handlers share: policies, tokenizer, limits, faults, records."""
+
+    def __init__(
+        self,
+        router: PolicyRouter,
+        view: TokenizerView,
+        *,
+        model_name: str,
+        max_model_len: int,
+        record_requests: bool,
+    ) -> None:
+        self.router = router
+        self.view = view
+        self.model_name = model_name
+        self.max_model_len = max_model_len
+        self.faults = FaultQueue()
+        self.record_requests = record_requests
+        self._records: list[dict[str, Any]] = []
+        self._records_lock = threading.Lock()
+        self._response_ids = itertools.count()
+        self._id_prefix = os.urandom(4).hex()
+        self.call_ids = itertools.count()
+        self.created = int(time.time())
+
+    # -- records ------------------------------------------------------------
+
+    def record(self, body: dict[str, Any]) -> None:
+        if self.record_requests:
+            with self._records_lock:
+                self._records.append(body)
+
+    def records(self) -> list[dict[str, Any]]:
+        with self._records_lock:
+            return list(self._records)
+
+    def clear_records(self) -> None:
+        with self._records_lock:
+            self._records.clear()
+
+    def _new_id(self, prefix: str) -> str:
+        return f"{prefix}-{self._id_prefix}{next(self._response_ids):08x}"
+
+    # -- shared request checks ------------------------------------------------
+
+    def _sampling(self, body: dict[str, Any], prompt_tokens: int, *, chat: bool) -> int:
+        """Check the context window; return how many tokens the completion may have."""
+        max_tokens = _int_param(body, "max_completion_tokens", minimum=1)
+        if max_tokens is None:
+            max_tokens = _int_param(body, "max_tokens", minimum=1)
+        requested = prompt_tokens + (max_tokens or 0)
+        if prompt_tokens >= self.max_model_len or requested > self.max_model_len:
+            raise context_overflow(self.max_model_len, prompt_tokens, max_tokens or 0, chat=chat)
+        return max_tokens if max_tokens is not None else self.max_model_len - prompt_tokens
+
+    async def _replies(self, body: dict[str, Any], prompt: Any, n: int) -> list[Any]:
+        model = body.get("model")
+        try:
+            policy = self.router.get(model)
+        except UnknownModelError as exc:
+            raise HTTPFailure(404, str(exc), param="model") from None
+        try:
+            if n == 1:
+                return [await policy(prompt, body)]
+            return list(await asyncio.gather(*(policy(prompt, body) for _ in range(n))))
+        except HTTPFailure:
+            raise
+        except Exception as exc:
+            raise HTTPFailure(
+                500, f"the policy for model {model!r} raised {type(exc).__name__}: {exc}"
+            ) from exc
+
+    def _normalise(self, reply: Any, model: Any) -> dict[str, Any]:
+        try:
+            return normalise_reply(reply, self.call_ids)
+        except PolicyReplyError as exc:
+            raise HTTPFailure(
+                500, f"the policy for model {model!r} returned a bad reply: {exc}"
+            ) from None
+
+    def _usage(self, prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
+        return {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        }
+
+    # -- endpoints ----------------------------------------------------------------
+
+    async def chat(self, body: dict[str, Any]) -> dict[str, Any]:
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            raise bad_request("'messages' must be a non-empty list of message dicts", "messages")
+        if body.get("stream"):
+            raise bad_request("streaming is not supported by this server; omit 'stream'", "stream")
+        tools = body.get("tools")
+        view = self.view
+        try:
+            prompt_tokens = view.chat_count(messages, tools)
+        except (TypeError, ValueError) as exc:
+            raise bad_request(
+                f"cannot apply the chat template to 'messages': {exc}", "messages"
+            ) from None
+        limit = self._sampling(body, prompt_tokens, chat=True)
+        n = _int_param(body, "n", minimum=1, maximum=128) or 1
+        top_n = _int_param(body, "top_logprobs", minimum=0, maximum=20) or 0
+        want_logprobs = bool(body.get("logprobs"))
+        as_ids = bool(body.get("return_tokens_as_token_ids"))
+        want_ids = bool(body.get("return_token_ids"))
+        model = body.get("model")
+        replies = await self._replies(body, messages, n)
+
+        choices = []
+        completion_tokens = 0
+        stop = body.get("stop")
+        for index, reply in enumerate(replies):
+            message, ids, finish = finish_turn(view, self._normalise(reply, model), limit, stop)
+            completion_tokens += len(ids)
+            choice: dict[str, Any] = {
+                "index": index,
+                "message": message,
+                "logprobs": chat_logprobs(view, ids, top_n, as_ids) if want_logprobs else None,
+                "finish_reason": finish,
+            }
+            if want_ids:
+                choice["token_ids"] = ids
+            choices.append(choice)
+        response: dict[str, Any] = {
+            "id": self._new_id("chatcmpl"),
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model if model is not None else self.model_name,
+            "choices": choices,
+            "usage": self._usage(prompt_tokens, completion_tokens),
+        }
+        if want_ids:
+            response["prompt_token_ids"] = view.chat_ids(messages, tools)
+        return response
+
+    def _prompts(self, prompt: Any) -> list[tuple[str, list[int] | None]]:
+        """The prompts of a text completion as (text, ids if the client sent ids)."""
+        if isinstance(prompt, str):
+            return [(prompt, None)]
+        if isinstance(prompt, list) and prompt:
+            if all(isinstance(p, str) for p in prompt):
+                return [(p, None) for p in prompt]
+            if all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
+                return [(self._detokenize(prompt), list(prompt))]
+            if all(isinstance(p, list) for p in prompt):
+                return [(self._detokenize(p), list(p)) for p in prompt]
+        raise bad_request(
+            "'prompt' must be a string, a list of strings, a list of token ids "
+            "or a list of token-id lists",
+            "prompt",
+        )
+
+    def _detokenize(self, tokens: Any) -> str:
+        if not isinstance(tokens, list) or not all(
+            isinstance(t, int) and not isinstance(t, bool) for t in tokens
+        ):
+            raise bad_request("'tokens' must be a list of integer token ids", "tokens")
+        try:
+            return self.view.decode(tokens)
+        except (ValueError, IndexError, KeyError, TypeError) as exc:
+            raise bad_request(f"cannot decode the token ids: {exc}", "tokens") from None
+
+    async def completions(self, body: dict[str, Any]) -> dict[str, Any]:
+        if body.get("stream"):
+            raise bad_request("streaming is not supported by this server; omit 'stream'", "stream")
+        if body.get("echo"):
+            raise bad_request("'echo' is not supported by this server", "echo")
+        view = self.view
+        prompts = self._prompts(body.get("prompt"))
+        n = _int_param(body, "n", minimum=1, maximum=128) or 1
+        top_n = _int_param(body, "logprobs", minimum=0, maximum=20)
+        as_ids = bool(body.get("return_tokens_as_token_ids"))
+        want_ids = bool(body.get("return_token_ids"))
+        stop = body.get("stop")
+        model = body.get("model")
+
+        choices = []
+        prompt_total = completion_total = 0
+        for p_index, (text, given_ids) in enumerate(prompts):
+            prompt_tokens = len(given_ids) if given_ids is not None else view.count(text)
+            limit = self._sampling(body, prompt_tokens, chat=False)
+            prompt_total += prompt_tokens
+            replies = await self._replies(body, text, n)
+            for j, reply in enumerate(replies):
+                out, ids, finish = finish_text(
+                    view, reply_text(self._normalise(reply, model)), limit, stop
+                )
+                completion_total += len(ids)
+                choice: dict[str, Any] = {
+                    "index": p_index * n + j,
+                    "text": out,
+                    "logprobs": (
+                        completion_logprobs(view, ids, top_n, as_ids) if top_n is not None else None
+                    ),
+                    "finish_reason": finish,
+                }
+                if want_ids:
+                    choice["prompt_token_ids"] = (
+                        given_ids if given_ids is not None else view.encode(text)
+                    )
+                    choice["token_ids"] = ids
+                choices.append(choice)
+        return {
+            "id": self._new_id("cmpl"),
+            "object": "text_completion",
+            "created": int(time.time()),
+            "model": model if model is not None else self.model_name,
+            "choices": choices,
+            "usage": self._usage(prompt_total, completion_total),
+        }
+
+    def models(self) -> dict[str, Any]:
+        return {
+            "object": "list",
+            "data": [
+                {
+                    "id": name,
+                    "object": "model",
+                    "created": self.created,
+                    "owned_by": "vfgym",
+                    "root": name,
+                    "max_model_len": self.max_model_len,
+                }
+                for name in self.router.models
+            ],
+        }
+
+    def tokenize(self, body: dict[str, Any]) -> dict[str, Any]:
+        try:
+            self.router.check(body.get("model"))
+        except UnknownModelError as exc:
+            raise HTTPFailure(404, str(exc), param="model") from None
+        if "messages" in body:
+            messages = body["messages"]
+            if not isinstance(messages, list):
+                raise bad_request("'messages' must be a list of message dicts", "messages")
+            try:
+                ids = self.view.chat_ids(
+                    messages, body.get("tools"), bool(body.get("add_generation_prompt", True))
+                )
+            except (TypeError, ValueError) as exc:
+                raise bad_request(f"cannot apply the chat template: {exc}", "messages") from None
+        elif isinstance(body.get("prompt"), str):
+            ids = self.view.encode(body["prompt"])
+        else:
+            raise bad_request("send either 'prompt' (a string) or 'messages' (a list)", "prompt")
+        return {
+            "count": len(ids),
+            "max_model_len": self.max_model_len,
+            "tokens": ids,
+            "token_strs": None,
+        }
+
+    def detokenize(self, body: dict[str, Any]) -> dict[str, Any]:
+        try:
+            self.router.check(body.get("model"))
+        except UnknownModelError as exc:
+            raise HTTPFailure(404, str(exc), param="model") from None
+        return {"prompt": self._detokenize(body.get("tokens"))}
+
+    # -- faults -------------------------------------------------------------------
+
+    async def apply_fault(
+        self, fault: Fault, request: web.Request, body: dict[str, Any], *, chat: bool
+    ) -> web.StreamResponse | None:
+        """Answer with `fault`; None means go on and answer normally (after a delay)."""
+        kind = fault.kind
+        if kind == "slow":
+            await asyncio.sleep(fault.seconds)
+            return None
+        if kind == "500":
+            raise HTTPFailure(500, "injected fault: internal server error")
+        if kind == "503":
+            raise HTTPFailure(503, "injected fault: service unavailable")
+        if kind == "429":
+            headers = {
+                "Retry-After": str(math.ceil(fault.seconds)),
+                "retry-after-ms": str(round(fault.seconds * 1000)),
+            }
+            raise HTTPFailure(429, "injected fault: rate limit reached", headers=headers)
+        if kind == "context":
+            requested = _int_param(body, "max_tokens", minimum=1) or 1
+            raise context_overflow(self.max_model_len, self.max_model_len, requested, chat=chat)
+        if kind == "malformed":
+            return web.Response(
+                status=200, body=b"<html>this is not JSON", content_type="application/json"
+            )
+        # "drop": close the connection without writing a response.
+        transport = request.transport
+        if transport is not None:
+            transport.abort()
+        raise _Dropped
+
+
+class _Dropped(Exception):
+    """Raised inside a handler whose connection was closed on purpose."""
+
+
+async def _read_body(request: web.Request) -> dict[str, Any]:
+    raw = await request.read()
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        raise bad_request("the request body is not valid JSON") from None
+    if not isinstance(body, dict):
+        raise bad_request("the request body must be a JSON object")
+    return body
+
+
+def _error(exc: HTTPFailure) -> web.Response:
+    return json_response(exc.body(), status=exc.status, headers=exc.headers)
+
+
+def build_app(core: ServerCore) -> web.Application:
+    """The aiohttp application serving `core`."""
+
+    async def generation(request: web.Request, chat: bool) -> web.StreamResponse:
+        try:
+            body = await _read_body(request)
+            core.record(body)
+            fault = core.faults.take()
+            if fault is not None:
+                answer = await core.apply_fault(fault, request, body, chat=chat)
+                if answer is not None:
+                    return answer
+            payload = await (core.chat(body) if chat else core.completions(body))
+            return json_response(payload)
+        except HTTPFailure as exc:
+            return _error(exc)
+        except _Dropped:
+            raise asyncio.CancelledError from None
+
+    async def chat_completions(request: web.Request) -> web.StreamResponse:
+        return await generation(request, True)
+
+    async def completions(request: web.Request) -> web.StreamResponse:
+        return await generation(request, False)
+
+    async def models(request: web.Request) -> web.StreamResponse:
+        return json_response(core.models())
+
+    async def tokenize(request: web.Request) -> web.StreamResponse:
+        try:
+            return json_response(core.tokenize(await _read_body(request)))
+        except HTTPFailure as exc:
+            return _error(exc)
+
+    async def detokenize(request: web.Request) -> web.StreamResponse:
+        try:
+            return json_response(core.detokenize(await _read_body(request)))
+        except HTTPFailure as exc:
+            return _error(exc)
+
+    async def health(request: web.Request) -> web.StreamResponse:
+        return web.Response(status=200)
+
+    app = web.Application(client_max_size=64 * 1024 * 1024)
+    app.router.add_post("/v1/chat/completions", chat_completions)
+    app.router.add_post("/v1/completions", completions)
+    app.router.add_get("/v1/models", models)
+    app.router.add_post("/tokenize", tokenize)
+    app.router.add_post("/detokenize", detokenize)
+    app.router.add_get("/health", health)
+    return app
