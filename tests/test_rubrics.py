@@ -1,0 +1,659 @@
+"""Rubrics: argument injection, sync/async scoring, errors, groups, tool counts, the judge."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import math
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+import pytest
+from openai.types.chat import ChatCompletionMessageToolCall
+
+from vfgym.parsers import XMLParser
+from vfgym.rubrics import (
+    DEFAULT_JUDGE_PROMPT,
+    REWARD_ERRORS,
+    JudgeRubric,
+    Rubric,
+    RubricGroup,
+    ToolRubric,
+)
+from vfgym.server import ModelServer
+
+PROMPT = [{"role": "user", "content": "What is 2+2?"}]
+COMPLETION = [{"role": "assistant", "content": "<answer>4</answer>"}]
+STANDARD = {"prompt", "completion", "answer", "state", "task", "info", "example_id", "parser"}
+
+
+async def score(rubric: Rubric, state: dict | None = None, **kwargs: Any) -> Any:
+    state = {} if state is None else state
+    return await rubric.score_rollout(
+        PROMPT, COMPLETION, "4", state, task="math", info={"level": 1}, example_id=7, **kwargs
+    )
+
+
+# -- argument injection -----------------------------------------------------------
+
+
+async def test_functions_receive_only_the_arguments_they_declare() -> None:
+    seen: dict[str, Any] = {}
+
+    def wants_two(completion, answer):
+        seen["two"] = (completion, answer)
+        return 1.0
+
+    def wants_meta(task, info, example_id, parser):
+        seen["meta"] = (task, info, example_id, parser)
+        return 1.0
+
+    def wants_nothing():
+        return 0.5
+
+    rubric = Rubric([wants_two, wants_meta, wants_nothing])
+    result = await score(rubric)
+    assert seen["two"] == (COMPLETION, "4")
+    assert seen["meta"] == ("math", {"level": 1}, 7, rubric.parser)
+    assert result.reward == 2.5
+
+
+async def test_a_function_with_var_kwargs_receives_everything() -> None:
+    received: dict[str, Any] = {}
+
+    def everything(completion, **kwargs):
+        received.update(kwargs, completion=completion)
+        return 1.0
+
+    rubric = Rubric([everything], class_objects={"lookup": {"a": 1}})
+    await score(rubric, extra_value=3)
+    assert set(received) == STANDARD | {"lookup", "extra_value"}
+    assert received["lookup"] == {"a": 1}
+    assert received["extra_value"] == 3
+
+
+async def test_class_objects_are_offered_by_name() -> None:
+    def uses_table(completion, table):
+        return table[completion[-1]["content"]]
+
+    rubric = Rubric([uses_table], class_objects={"table": {"<answer>4</answer>": 0.25}})
+    assert (await score(rubric)).reward == 0.25
+
+
+def test_unknown_constructor_kwargs_are_an_error_not_an_attribute() -> None:
+    with pytest.raises(TypeError, match=r"unexpected keyword argument\(s\) \['judge_thing'\]"):
+        Rubric(judge_thing=1)
+    with pytest.raises(ValueError, match="may not replace the standard argument 'answer'"):
+        Rubric(class_objects={"answer": 1})
+
+
+async def test_a_missing_required_argument_is_a_recorded_error() -> None:
+    def needs_secret(completion, secret):
+        return 1.0
+
+    state: dict = {}
+    result = await score(Rubric([needs_secret]), state)
+    assert math.isnan(result.metrics["needs_secret"])
+    [error] = state["reward_errors"]
+    assert error["type"] == "TypeError"
+    assert "['secret']" in error["message"] and "class_objects" in error["message"]
+
+
+def test_positional_only_parameters_are_refused_when_added() -> None:
+    def positional(completion, /):
+        return 1.0
+
+    with pytest.raises(TypeError, match="positional-only"):
+        Rubric([positional])
+
+
+async def test_signatures_are_read_once_not_per_rollout() -> None:
+    class Counted:
+        reads = 0
+        __name__ = "counted"
+
+        @property
+        def __signature__(self) -> inspect.Signature:
+            Counted.reads += 1
+            kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+            return inspect.Signature([inspect.Parameter("completion", kind)])
+
+        def __call__(self, completion):
+            return 1.0
+
+    rubric = Rubric([Counted()])
+    reads_after_add = Counted.reads
+    for _ in range(20):
+        await score(rubric)
+    assert Counted.reads == reads_after_add
+
+
+# -- names and weights ------------------------------------------------------------
+
+
+async def test_names_of_partials_and_callable_objects() -> None:
+    def base(completion, scale):
+        return scale
+
+    class Scorer:
+        def __call__(self, completion):
+            return 1.0
+
+    named = functools.partial(base, scale=3.0)
+    renamed = functools.partial(base, scale=5.0)
+    renamed.__name__ = "five"  # type: ignore[attr-defined]
+    rubric = Rubric([named, renamed, Scorer()], weights=[1.0, 0.0, 2.0])
+    assert rubric.get_reward_func_names() == ["base", "five", "Scorer"]
+    result = await score(rubric)
+    assert result.metrics == {"base": 3.0, "five": 5.0, "Scorer": 1.0, REWARD_ERRORS: 0.0}
+    assert result.reward == 5.0
+
+
+async def test_reward_is_the_weighted_sum() -> None:
+    def one(completion):
+        return 1.0
+
+    def half(completion):
+        return 0.5
+
+    rubric = Rubric([one], weights=[2.0])
+    rubric.add_reward_func(half, weight=-4.0)
+    assert rubric.get_reward_weights() == [2.0, -4.0]
+    assert rubric.get_reward_funcs() == [one, half]
+    assert (await score(rubric)).reward == 0.0
+    assert (await score(rubric, apply_weights=False)).reward == 1.5
+
+
+def test_weight_and_name_mistakes_are_reported() -> None:
+    def f(completion):
+        return 1.0
+
+    with pytest.raises(ValueError, match="1 reward function"):
+        Rubric([f], weights=[1.0, 2.0])
+    with pytest.raises(ValueError, match="already in this rubric"):
+        Rubric([f, f])
+    with pytest.raises(TypeError, match="must be a number"):
+        Rubric().add_reward_func(f, weight="1")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="must be callable"):
+        Rubric([42])  # type: ignore[list-item]
+
+
+async def test_bools_and_numpy_numbers_count_as_rewards() -> None:
+    def flag(completion):
+        return True
+
+    def numpy_value(completion):
+        return np.float32(0.25)
+
+    result = await score(Rubric([flag, numpy_value]))
+    assert result.metrics["flag"] == 1.0
+    assert result.metrics["numpy_value"] == 0.25
+    assert result.reward == 1.25
+
+
+# -- sync and async, off the event loop -------------------------------------------
+
+
+async def test_sync_and_async_functions_both_score() -> None:
+    def sync_fn(completion):
+        return 1.0
+
+    async def async_fn(completion):
+        await asyncio.sleep(0)
+        return 2.0
+
+    class AsyncCallable:
+        async def __call__(self, answer):
+            return 3.0
+
+    result = await score(Rubric([sync_fn, async_fn, AsyncCallable()]))
+    assert result.metrics["sync_fn"] == 1.0
+    assert result.metrics["async_fn"] == 2.0
+    assert result.metrics["AsyncCallable"] == 3.0
+    assert result.reward == 6.0
+
+
+async def test_a_sleeping_sync_function_does_not_stall_the_event_loop() -> None:
+    def slow(completion):
+        time.sleep(0.2)
+        return 1.0
+
+    ticks = 0
+    stop = asyncio.Event()
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while not stop.is_set():
+            ticks += 1
+            await asyncio.sleep(0.01)
+
+    task = asyncio.create_task(ticker())
+    await asyncio.sleep(0)
+    start_ticks = ticks
+    try:
+        result = await score(Rubric([slow]))
+    finally:
+        stop.set()
+        await task
+    assert result.reward == 1.0
+    assert ticks - start_ticks >= 5
+
+
+class CountingExecutor(ThreadPoolExecutor):
+    def __init__(self) -> None:
+        super().__init__(max_workers=2)
+        self.submits = 0
+
+    def submit(self, fn, /, *args, **kwargs):  # type: ignore[override]
+        self.submits += 1
+        return super().submit(fn, *args, **kwargs)
+
+
+@pytest.mark.parametrize("parallel", [True, False])
+async def test_all_sync_functions_of_a_rollout_share_one_thread_hop(parallel: bool) -> None:
+    threads: list[int] = []
+
+    def make(name: str):
+        def func(completion):
+            threads.append(threading.get_ident())
+            return 1.0
+
+        func.__name__ = name
+        return func
+
+    executor = CountingExecutor()
+    asyncio.get_running_loop().set_default_executor(executor)
+    rubric = Rubric([make("a"), make("b"), make("c")], parallelize_scoring=parallel)
+    for _ in range(3):
+        await score(rubric)
+    assert executor.submits == 3
+    assert threading.get_ident() not in threads
+
+
+async def test_sequential_scoring_keeps_the_declared_order() -> None:
+    def first(state):
+        state.setdefault("order", []).append("first")
+        return 1.0
+
+    async def second(state):
+        state["order"].append("second")
+        return 1.0
+
+    def third(state):
+        state["order"].append("third")
+        return 1.0
+
+    state: dict = {}
+    await score(Rubric([first, second, third], parallelize_scoring=False), state)
+    assert state["order"] == ["first", "second", "third"]
+
+
+async def test_parallel_scoring_runs_async_functions_concurrently() -> None:
+    a_started, b_started = asyncio.Event(), asyncio.Event()
+
+    async def a(completion):
+        a_started.set()
+        await b_started.wait()
+        return 1.0
+
+    async def b(completion):
+        b_started.set()
+        await a_started.wait()
+        return 1.0
+
+    # Each waits for the other: this only finishes if they run at the same time.
+    result = await asyncio.wait_for(score(Rubric([a, b])), timeout=10)
+    assert result.reward == 2.0
+
+
+# -- errors -----------------------------------------------------------------------
+
+
+async def test_failures_are_recorded_never_a_silent_zero() -> None:
+    def good(completion):
+        return 1.0
+
+    def raises(completion):
+        raise ValueError("cannot parse the board")
+
+    async def async_raises(completion):
+        raise KeyError("missing")
+
+    def returns_none(completion):
+        return None
+
+    def returns_text(completion):
+        return "1.0"
+
+    state: dict = {"reward_errors": [{"func": "earlier", "type": "X", "message": "kept"}]}
+    rubric = Rubric(
+        [good, raises, async_raises, returns_none, returns_text], weights=[2, 1, 1, 1, 1]
+    )
+    result = await score(rubric, state)
+    assert result.reward == 2.0  # only the function that succeeded counts
+    assert result.metrics["good"] == 1.0
+    for name in ("raises", "async_raises", "returns_none", "returns_text"):
+        assert math.isnan(result.metrics[name])
+    assert result.metrics[REWARD_ERRORS] == 4.0
+    errors = {e["func"]: e for e in state["reward_errors"]}
+    assert errors["earlier"]["message"] == "kept"
+    assert errors["raises"] == {
+        "func": "raises",
+        "type": "ValueError",
+        "message": "cannot parse the board",
+    }
+    assert errors["async_raises"]["type"] == "KeyError"
+    assert "returned None" in errors["returns_none"]["message"]
+    assert "returned '1.0' (str)" in errors["returns_text"]["message"]
+
+
+async def test_call_reward_func_returns_nan_and_records_on_failure() -> None:
+    def broken(completion):
+        raise RuntimeError("boom")
+
+    rubric = Rubric()
+    state: dict = {}
+    value = await rubric.call_reward_func(broken, PROMPT, COMPLETION, "4", state)
+    assert math.isnan(value)
+    assert state["reward_errors"][0]["message"] == "boom"
+
+
+# -- timing and batches -----------------------------------------------------------
+
+
+async def test_scoring_time_is_recorded_in_state() -> None:
+    def f(completion):
+        return 1.0
+
+    fresh: dict = {}
+    await score(Rubric([f]), fresh)
+    assert fresh["timing"]["scoring_ms"] >= 0.0
+    assert fresh["timing"]["total_ms"] == fresh["timing"]["scoring_ms"]
+
+    existing = {"timing": {"generation_ms": 5.0, "total_ms": 5.0}}
+    await score(Rubric([f]), existing)
+    timing = existing["timing"]
+    assert timing["total_ms"] == pytest.approx(5.0 + timing["scoring_ms"])
+    assert timing["generation_ms"] == 5.0
+
+
+async def test_score_rollouts_returns_columns_in_order() -> None:
+    def correct(completion, answer):
+        return float(completion[-1]["content"] == answer)
+
+    async def ident(example_id):
+        return float(example_id)
+
+    rubric = Rubric([correct, ident])
+    n = 4
+    scores = await rubric.score_rollouts(
+        prompts=[PROMPT] * n,
+        completions=[[{"role": "assistant", "content": str(i)}] for i in range(n)],
+        answers=["1", "1", "2", "3"],
+        states=[{} for _ in range(n)],
+        tasks=["default"] * n,
+        infos=[{} for _ in range(n)],
+    )
+    assert scores.metrics["correct"] == [0.0, 1.0, 1.0, 1.0]
+    assert scores.metrics["ident"] == [0.0, 1.0, 2.0, 3.0]
+    assert scores.reward == [0.0, 2.0, 3.0, 4.0]
+    assert scores.metrics[REWARD_ERRORS] == [0.0] * n
+
+
+async def test_score_rollouts_respects_max_concurrent() -> None:
+    active = peak = 0
+
+    async def tracked(completion):
+        nonlocal active, peak
+        active += 1
+        peak = max(peak, active)
+        await asyncio.sleep(0.005)
+        active -= 1
+        return 1.0
+
+    n = 12
+    scores = await Rubric([tracked]).score_rollouts(
+        [PROMPT] * n,
+        [COMPLETION] * n,
+        ["4"] * n,
+        [{} for _ in range(n)],
+        ["default"] * n,
+        [{} for _ in range(n)],
+        max_concurrent=3,
+    )
+    assert scores.reward == [1.0] * n
+    assert 1 <= peak <= 3
+
+
+async def test_score_group_runs_before_each_rollout_is_scored() -> None:
+    class Ranked(Rubric):
+        async def score_group(self, states, **kwargs):
+            lengths = [len(c[-1]["content"]) for c in kwargs["completions"]]
+            for state, length in zip(states, lengths, strict=True):
+                state["shortest"] = length == min(lengths)
+
+    def shortest(state):
+        return float(state["shortest"])
+
+    completions = [[{"role": "assistant", "content": t}] for t in ("long answer", "ok", "medium")]
+    scores = await Ranked([shortest]).score_rollouts(
+        [PROMPT] * 3, completions, ["x"] * 3, [{}, {}, {}], ["t"] * 3, [{}, {}, {}]
+    )
+    assert scores.reward == [0.0, 1.0, 0.0]
+
+
+async def test_score_rollouts_checks_lengths_and_handles_empty_batches() -> None:
+    def f(completion):
+        return 1.0
+
+    rubric = Rubric([f])
+    with pytest.raises(ValueError, match="2 prompts"):
+        await rubric.score_rollouts(
+            [PROMPT] * 2, [COMPLETION], ["4"] * 2, [{}, {}], ["t"] * 2, [{}, {}]
+        )
+    empty = await rubric.score_rollouts([], [], [], [], [], [])
+    assert empty.reward == []
+    assert empty.metrics == {"f": [], REWARD_ERRORS: []}
+
+
+# -- RubricGroup ------------------------------------------------------------------
+
+
+def shared(completion):
+    return 1.0
+
+
+async def test_rubric_group_sums_rewards_and_merges_metrics() -> None:
+    def only_a(completion):
+        return 2.0
+
+    def only_b(completion):
+        raise ValueError("b failed")
+
+    a = Rubric([shared, only_a], weights=[1.0, 0.5])
+    b = Rubric([shared, only_b], weights=[3.0, 1.0])
+    group = RubricGroup([a, b])
+    assert group.get_reward_func_names() == ["shared", "only_a", "shared", "only_b"]
+    assert group.get_reward_weights() == [1.0, 0.5, 3.0, 1.0]
+    assert group.get_reward_funcs() == [shared, only_a, shared, only_b]
+
+    state: dict = {}
+    result = await score(group, state)
+    assert result.reward == 1.0 + 1.0 + 3.0
+    assert result.metrics["shared"] == 2.0
+    assert result.metrics["only_a"] == 2.0
+    assert math.isnan(result.metrics["only_b"])
+    assert result.metrics[REWARD_ERRORS] == 1.0
+    assert state["timing"]["scoring_ms"] == pytest.approx(state["timing"]["total_ms"])
+
+    scores = await group.score_rollouts(
+        [PROMPT] * 2, [COMPLETION] * 2, ["4"] * 2, [{}, {}], ["t"] * 2, [{}, {}]
+    )
+    assert scores.reward == [5.0, 5.0]
+    assert scores.metrics["shared"] == [2.0, 2.0]
+    assert scores.metrics[REWARD_ERRORS] == [1.0, 1.0]
+
+
+def test_rubric_group_needs_rubrics_and_adds_to_the_first() -> None:
+    with pytest.raises(ValueError, match="at least one rubric"):
+        RubricGroup([])
+    with pytest.raises(TypeError, match="Rubric instances"):
+        RubricGroup([shared])  # type: ignore[list-item]
+    first, second = Rubric(), Rubric()
+    RubricGroup([first, second]).add_reward_func(shared, 2.0)
+    assert first.get_reward_funcs() == [shared]
+    assert second.get_reward_funcs() == []
+
+
+# -- ToolRubric -------------------------------------------------------------------
+
+
+def search(query: str) -> str:
+    """Search."""
+    return query
+
+
+def calculator(expression: str) -> str:
+    """Calculate."""
+    return expression
+
+
+def call(name: str) -> dict:
+    return {"id": name, "type": "function", "function": {"name": name, "arguments": "{}"}}
+
+
+async def test_tool_rubric_counts_calls_from_the_completion() -> None:
+    rubric = ToolRubric(tools=[search, calculator])
+    assert rubric.get_reward_func_names() == [
+        "total_tool_calls",
+        "search_calls",
+        "calculator_calls",
+    ]
+    assert rubric.get_reward_weights() == [0.0, 0.0, 0.0]
+    as_object = ChatCompletionMessageToolCall.model_validate(call("calculator"))
+    completion = [
+        {"role": "assistant", "content": "", "tool_calls": [call("search"), call("search")]},
+        {"role": "tool", "content": "r", "tool_call_id": "search"},
+        {"role": "assistant", "content": None, "tool_calls": [as_object]},
+        {"role": "assistant", "content": "done"},
+    ]
+    result = await rubric.score_rollout(PROMPT, completion, "", {})
+    assert result.metrics == {
+        "total_tool_calls": 3.0,
+        "search_calls": 2.0,
+        "calculator_calls": 1.0,
+        REWARD_ERRORS: 0.0,
+    }
+    assert result.reward == 0.0
+
+
+async def test_tool_rubric_prefers_the_environments_record() -> None:
+    rubric = ToolRubric(tools=[search, {"type": "function", "function": {"name": "lookup"}}])
+    state = {"tools_called": [{"name": "search"}, "lookup", {"name": "search", "args": {}}]}
+    result = await rubric.score_rollout(PROMPT, COMPLETION, "", state)
+    assert result.metrics["total_tool_calls"] == 3.0
+    assert result.metrics["search_calls"] == 2.0
+    assert result.metrics["lookup_calls"] == 1.0
+
+
+# -- JudgeRubric ------------------------------------------------------------------
+
+
+def grading_policy(messages: list[dict]) -> str:
+    """A judge that says yes when the answer to grade block holds the reference answer."""
+    text = messages[-1]["content"]
+    reference = text.split("Reference answer:\n```\n")[1].split("\n```")[0]
+    graded = text.split("Answer to grade:\n```\n")[1].split("\n```")[0]
+    return "yes" if graded.strip() == reference.strip() else "no"
+
+
+async def yes_reward(judge, prompt, completion, answer, state) -> float:
+    verdict = await judge(prompt, completion, answer, state)
+    return 1.0 if verdict.strip().lower().startswith("yes") else 0.0
+
+
+async def verdict_length(judge, prompt, completion, answer, state) -> float:
+    return float(len(await judge(prompt, completion, answer, state)))
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+async def test_judge_asks_the_server_once_per_rollout(parallel: bool) -> None:
+    async with ModelServer(grading_policy) as server:
+        rubric = JudgeRubric(
+            parser=XMLParser(["answer"]),
+            parallelize_scoring=parallel,
+            judge_client=server.client(),
+            judge_model="judge-model",
+            judge_sampling_args={"temperature": 0.0, "max_tokens": 8, "top_p": None},
+            funcs=[yes_reward, verdict_length],
+            weights=[1.0, 0.0],
+        )
+        state: dict = {}
+        result = await rubric.score_rollout(PROMPT, COMPLETION, "4", state)
+        assert result.metrics == {"yes_reward": 1.0, "verdict_length": 3.0, REWARD_ERRORS: 0.0}
+        assert result.reward == 1.0
+
+        [request] = server.requests
+        assert request["model"] == "judge-model"
+        assert request["temperature"] == 0.0
+        assert request["max_tokens"] == 8
+        assert "top_p" not in request
+        [message] = request["messages"]
+        assert message["role"] == "user"
+        assert "What is 2+2?" in message["content"]
+        assert "Reference answer:\n```\n4\n```" in message["content"]
+        assert "Answer to grade:\n```\n4\n```" in message["content"]
+        assert state["judge_response"] == {message["content"]: "yes"}
+
+        wrong = [{"role": "assistant", "content": "<answer>5</answer>"}]
+        result = await rubric.score_rollout(PROMPT, wrong, "4", {})
+        assert result.metrics["yes_reward"] == 0.0
+        assert len(server.requests) == 2
+
+
+async def test_judge_works_with_a_sync_openai_client_without_blocking() -> None:
+    async with ModelServer(grading_policy) as server:
+        rubric = JudgeRubric(
+            parser=XMLParser(["answer"]), judge_client=server.sync_client(), funcs=[yes_reward]
+        )
+        result = await rubric.score_rollout(PROMPT, COMPLETION, "4", {})
+        assert result.reward == 1.0
+        assert len(server.requests) == 1
+
+
+async def test_a_failing_judge_server_is_a_recorded_error() -> None:
+    async with ModelServer(grading_policy) as server:
+        server.inject_faults("500")
+        rubric = JudgeRubric(judge_client=server.client(), funcs=[yes_reward])
+        state: dict = {}
+        result = await rubric.score_rollout(PROMPT, COMPLETION, "4", state)
+        assert math.isnan(result.metrics["yes_reward"])
+        [error] = state["reward_errors"]
+        assert error["type"] == "RuntimeError"
+        assert "judge model 'gpt-4.1-nano' could not answer" in error["message"]
+        assert state["judge_response"] == {}  # nothing cached from a failed call
+
+
+async def test_judge_without_client_or_key_fails_on_use_not_construction(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    rubric = JudgeRubric(funcs=[yes_reward])  # no client is made here
+    assert "judge_client" not in rubric.class_objects
+    state: dict = {}
+    result = await rubric.score_rollout(PROMPT, COMPLETION, "4", state)
+    assert math.isnan(result.metrics["yes_reward"])
+    assert "OPENAI_API_KEY" in state["reward_errors"][0]["message"]
+
+
+def test_judge_prompt_placeholders_are_checked() -> None:
+    assert "{question}" in DEFAULT_JUDGE_PROMPT
+    with pytest.raises(ValueError, match=r"unknown placeholder\(s\) \['reference'\]"):
+        JudgeRubric(judge_prompt="Q: {question} R: {reference}")
+    with pytest.raises(ValueError, match="not a valid format string"):
+        JudgeRubric(judge_prompt="broken {question")
+    JudgeRubric(judge_prompt='JSON like {{"ok": true}} for {response}')
