@@ -114,11 +114,18 @@ class MultiTurnEnv(Environment):
             state["completion"] += message
         state["turn"] += 1
 
-    async def check_stop(self, state: State, **kwargs: Any) -> str | None:
-        """Why the episode must end now, or None to go on."""
+    async def check_stop(
+        self, state: State, *, natural_only: bool = False, **kwargs: Any
+    ) -> str | None:
+        """Why the episode must end now, or None to go on.
+
+        With `natural_only`, only the environment's own end (`is_completed`) counts.
+        """
         context = await self.get_context_messages(state)
         if await maybe_await(self.is_completed, context, state, **kwargs):
             return "context_length" if state.get("prompt_too_long") else "completed"
+        if natural_only:
+            return None
         if await self.max_turns_reached(state):
             return "max_turns"
         budget = self.rollout_token_budget
@@ -130,10 +137,11 @@ class MultiTurnEnv(Environment):
         """After a model turn: end the episode, or let the environment answer.
 
         Returns the environment's new messages and the stop reason (None to go
-        on). The end is checked again after the environment's turn, because a
-        game can end on its own move.
+        on). The environment answers the model's last turn even when that turn
+        used up `max_turns` or the token budget (a game's final move still
+        counts); only its natural end, checked first, skips the answer.
         """
-        stop = await self.check_stop(state, **kwargs)
+        stop = await self.check_stop(state, natural_only=True, **kwargs)
         if stop is not None:
             return ([] if self.message_type == "chat" else ""), stop
         context = await self.get_context_messages(state)

@@ -1,0 +1,220 @@
+"""What every game in the catalogue shares: moves, invalid-move accounting, rubric.
+
+A game is a `TextGame` subclass that says how to start a game from a dataset
+row, how to read a move, how to apply it and when the game is over. Everything
+else — the turn loop, feedback on bad moves, the episodic reward and metrics,
+random and reference policies — comes from here, so each game file holds only
+its rules.
+
+Items are pure functions of `(seed, index)` and the difficulty settings, so a
+dataset of any size reproduces exactly.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from abc import abstractmethod
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+from vfgym.envs.multiturn_env import MultiTurnEnv
+from vfgym.rubrics import Rubric
+from vfgym.types import ChatMessage, Messages, State
+
+MOVE_TAG = re.compile(r"<move>(.*?)</move>", re.DOTALL | re.IGNORECASE)
+
+#: Dataset indices of the evaluation split start here, so it never overlaps training.
+EVAL_OFFSET = 1_000_000
+
+
+class InvalidMove(ValueError):
+    """A move that breaks the rules or cannot be read; its message is shown to the player."""
+
+
+def item_rng(name: str, seed: int, index: int) -> random.Random:
+    """The random generator of one dataset item: a pure function of (game, seed, index)."""
+    return random.Random(f"{name}:{seed}:{index}")
+
+
+def extract_move(text: str) -> tuple[str, bool]:
+    """The move in a reply and whether it was tagged: the last `<move>…</move>`, else the text."""
+    tagged = MOVE_TAG.findall(text or "")
+    if tagged:
+        return tagged[-1].strip(), True
+    return (text or "").strip(), False
+
+
+def move_message(move: str) -> ChatMessage:
+    """An assistant turn that plays `move` in the catalogue's move format."""
+    return {"role": "assistant", "content": f"<move>{move}</move>"}
+
+
+def last_user_text(messages: Messages) -> str:
+    """The latest environment message: what a policy reads the position from."""
+    if isinstance(messages, str):
+        return messages
+    for message in reversed(messages):
+        if message.get("role") in ("user", "tool"):
+            return message.get("content") or ""
+    return ""
+
+
+class TextGame(MultiTurnEnv):
+    """A turn-based text game; the subclass supplies the rules.
+
+    State: `state["game_state"]` (the subclass's dict), `state["invalid_moves"]`,
+    `state["tagged_moves"]`. A configurable number of invalid moves ends the game
+    as a loss. All hooks are plain sync code, so the Gym adapter steps a game
+    without an event loop.
+    """
+
+    #: The registry name, e.g. "wordle".
+    game_name: ClassVar[str] = ""
+
+    def __init__(self, *, max_invalid_moves: int = 3, rubric: Rubric | None = None, **kwargs: Any):
+        if max_invalid_moves < 1:
+            raise ValueError("max_invalid_moves must be at least 1")
+        self.max_invalid_moves = max_invalid_moves
+        super().__init__(rubric=rubric or self.build_rubric(), **kwargs)
+
+    # ------------------------------------------------------ the rules (abstract)
+
+    @abstractmethod
+    def new_game(self, info: dict[str, Any]) -> dict[str, Any]:
+        """The initial game state for a dataset row's `info` (must not mutate `info`)."""
+
+    @abstractmethod
+    def apply_move(self, game: dict[str, Any], move: str) -> str:
+        """Play `move` (opponent reply included) and return the feedback text.
+
+        Raise `InvalidMove` with a message saying what was wrong and what a valid
+        move looks like; the game state must then be left unchanged.
+        """
+
+    @abstractmethod
+    def is_over(self, game: dict[str, Any]) -> bool:
+        """True once the game has ended (won, lost or drawn)."""
+
+    @abstractmethod
+    def score(self, game: dict[str, Any]) -> float:
+        """The episodic reward of a finished game: 1 win, 0.5 draw, 0 loss (or a fraction)."""
+
+    @abstractmethod
+    def render(self, game: dict[str, Any]) -> str:
+        """The position as text, for `render()` and reports."""
+
+    @abstractmethod
+    def reference_policy(self, messages: Messages) -> ChatMessage:
+        """A strong player that reads only the conversation, never the hidden State."""
+
+    @abstractmethod
+    def random_move(self, messages: Messages, rng: random.Random) -> str:
+        """A random legal-looking move, for the random baseline policy."""
+
+    def efficiency(self, game: dict[str, Any], state: State) -> float:
+        """How economically the game was played, in [0, 1]; games refine this."""
+        return 1.0 / max(1, state.get("turn", 1))
+
+    # --------------------------------------------------------------- the loop
+
+    def setup_state(self, state: State, **kwargs: Any) -> State:
+        state["game_state"] = self.new_game(state["info"])
+        state["invalid_moves"] = 0
+        state["tagged_moves"] = 0
+        return state
+
+    def is_completed(self, messages: Messages, state: State, **kwargs: Any) -> bool:
+        return self.is_over(state["game_state"]) or self.lost_on_invalid_moves(state)
+
+    def lost_on_invalid_moves(self, state: State) -> bool:
+        return state.get("invalid_moves", 0) >= self.max_invalid_moves
+
+    def env_response(
+        self, messages: Messages, state: State, **kwargs: Any
+    ) -> tuple[Messages, State]:
+        reply = messages[-1].get("content") if isinstance(messages, list) else messages
+        move, tagged = extract_move(reply or "")
+        state["tagged_moves"] += int(tagged)
+        try:
+            if not move:
+                raise InvalidMove("the reply holds no move; answer with <move>YOUR MOVE</move>")
+            feedback = self.apply_move(state["game_state"], move)
+        except InvalidMove as exc:
+            state["invalid_moves"] += 1
+            left = self.max_invalid_moves - state["invalid_moves"]
+            tail = (
+                f"{left} more invalid move{'s' if left != 1 else ''} ends the game."
+                if left > 0
+                else "That was the last invalid move allowed: the game is over."
+            )
+            feedback = f"Invalid move: {exc} {tail}"
+        return [{"role": "user", "content": feedback}], state
+
+    def render_state(self, state: State) -> str:
+        """Text rendering of the episode's position (used by the Gym adapter's render)."""
+        return self.render(state["game_state"])
+
+    # ---------------------------------------------------------------- policies
+
+    def make_random_policy(self, seed: int = 0) -> Callable[[Messages], ChatMessage]:
+        """A baseline that plays random moves (seeded, so reproducible)."""
+        rng = random.Random(seed)
+
+        def random_policy(messages: Messages) -> ChatMessage:
+            return move_message(self.random_move(messages, rng))
+
+        return random_policy
+
+    # ------------------------------------------------------------------ rubric
+
+    def build_rubric(self) -> Rubric:
+        """Episodic reward plus metrics (weight 0): turns, invalid moves, efficiency, format."""
+        game = self
+
+        def win(state: State) -> float:
+            if game.lost_on_invalid_moves(state) or not game.is_over(state["game_state"]):
+                return 0.0
+            return float(game.score(state["game_state"]))
+
+        def turns(state: State) -> float:
+            return float(state.get("turn", 0))
+
+        def invalid_moves(state: State) -> float:
+            return float(state.get("invalid_moves", 0))
+
+        def efficiency(state: State) -> float:
+            if win(state) <= 0:
+                return 0.0
+            return float(game.efficiency(state["game_state"], state))
+
+        def format_reward(state: State) -> float:
+            return state.get("tagged_moves", 0) / max(1, state.get("turn", 0))
+
+        return Rubric(
+            funcs=[win, turns, invalid_moves, efficiency, format_reward],
+            weights=[1.0, 0.0, 0.0, 0.0, 0.0],
+        )
+
+
+def game_rows(
+    name: str,
+    generate: Callable[[random.Random, int], tuple[str, dict[str, Any], str]],
+    num_examples: int,
+    seed: int,
+    offset: int = 0,
+) -> list[dict[str, Any]]:
+    """Dataset rows from a generator `(rng, index) -> (question, info, answer)`.
+
+    Each item gets its own generator seeded by (game, seed, index), so item k is
+    the same whatever `num_examples` is.
+    """
+    if num_examples < 1:
+        raise ValueError("num_examples must be at least 1")
+    rows = []
+    for i in range(offset, offset + num_examples):
+        question, info, answer = generate(item_rng(name, seed, i), i)
+        rows.append(
+            {"question": question, "info": {**info, "seed": seed, "index": i}, "answer": answer}
+        )
+    return rows
