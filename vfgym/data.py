@@ -31,7 +31,8 @@ def to_rows(data: Any) -> list[dict[str, Any]]:
         lengths = {len(v) for v in columns.values()}
         if len(lengths) > 1:
             raise ValueError(
-                f"dataset columns have different lengths: { {k: len(v) for k, v in columns.items()} }"
+                "dataset columns have different lengths: "
+                f"{ {k: len(v) for k, v in columns.items()} }"
             )
         n = lengths.pop() if lengths else 0
         return [{k: v[i] for k, v in columns.items()} for i in range(n)]

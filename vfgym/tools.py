@@ -124,7 +124,7 @@ class Tool:
         return cls(func=func, name=name, schema=schema, hidden_args=hidden, _validator=validator)
 
     def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        """Check the model's arguments against the signature; raise ValueError saying what is off."""
+        """Check the model's arguments against the signature; ValueError says what is off."""
         assert self._validator is not None
         try:
             model = self._validator.model_validate(arguments)
