@@ -534,6 +534,7 @@ async def test_tool_rubric_counts_calls_from_the_completion() -> None:
         "calculator_calls",
     ]
     assert rubric.get_reward_weights() == [0.0, 0.0, 0.0]
+    assert [t["function"]["name"] for t in rubric.oai_tools] == ["search", "calculator"]
     as_object = ChatCompletionMessageToolCall.model_validate(call("calculator"))
     completion = [
         {"role": "assistant", "content": "", "tool_calls": [call("search"), call("search")]},

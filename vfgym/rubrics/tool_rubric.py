@@ -14,6 +14,7 @@ from typing import Any
 from vfgym.parsers._chat import message_role, tool_call_name, tool_calls
 from vfgym.rubrics.reward_call import reward_func_name
 from vfgym.rubrics.rubric import Rubric
+from vfgym.tools import convert_func_to_oai_tool
 from vfgym.types import Messages, State
 
 
@@ -71,6 +72,9 @@ class ToolRubric(Rubric):
     def __init__(self, tools: list[Callable[..., Any] | dict[str, Any]] | None = None) -> None:
         self.tools = list(tools or [])
         self.tool_names = [tool_name(t) for t in self.tools]
+        self.oai_tools = [
+            t if isinstance(t, dict) else convert_func_to_oai_tool(t) for t in self.tools
+        ]
         counters = [ToolCallCounter(name) for name in self.tool_names]
         super().__init__(
             funcs=[self.total_tool_calls, *counters],
