@@ -24,6 +24,7 @@ from vfgym.parsers import (
     extract_boxed_answer,
     extract_hash_answer,
 )
+from vfgym.processing import ServerTokenizer, process_env_results
 from vfgym.registry import UnknownEnvironmentError, list_environments, load_environment
 from vfgym.rubrics import JudgeRubric, Rubric, RubricGroup, ToolRubric
 from vfgym.tools import Tool, convert_func_to_oai_tool
@@ -45,6 +46,7 @@ __all__ = [
     "RetryPolicy",
     "Rubric",
     "RubricGroup",
+    "ServerTokenizer",
     "SingleTurnEnv",
     "StatefulToolEnv",
     "ThinkParser",
@@ -60,4 +62,5 @@ __all__ = [
     "extract_hash_answer",
     "list_environments",
     "load_environment",
+    "process_env_results",
 ]

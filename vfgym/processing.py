@@ -1,0 +1,345 @@
+"""Token-level training data from finished rollouts.
+
+The ids and logprobs of everything the model generated come from the server's
+responses (vLLM returns them when asked: `extra_body={"return_token_ids": True}`
+or `logprobs=True` with `return_tokens_as_token_ids`). They are never recomputed
+by tokenizing the model's text again: a chat template may rewrite history (drop
+a reasoning block, normalise whitespace), and retokenized text is not what the
+model sampled. Only the prompt and the environment's turns are tokenized, by a
+pluggable tokenizer: a Hugging Face tokenizer, vfgym's `ByteTokenizer`, or the
+server's own `/tokenize` endpoint (`ServerTokenizer`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from vfgym.types import ChatCompletionToolParam, Messages, MessageType, ProcessedOutputs, State
+
+logger = logging.getLogger(__name__)
+
+
+@runtime_checkable
+class Tokenizer(Protocol):
+    """What processing needs of a tokenizer (Hugging Face's surface)."""
+
+    def apply_chat_template(self, conversation: Any, tools: Any = None, **kwargs: Any) -> Any: ...
+
+    def encode(self, text: str, add_special_tokens: bool = ...) -> list[int]: ...
+
+
+class MissingTokenIdsError(ValueError):
+    """A response carries no token ids, and vfgym will not guess them from the text."""
+
+
+class ServerTokenizer:
+    """Tokenize with the model server's own `/tokenize` endpoint (vLLM, vfgym's server).
+
+    Use it when the trainer has no local copy of the model's tokenizer: the server
+    applies the exact chat template it serves with.
+    """
+
+    def __init__(
+        self, base_url: str, model: str, *, api_key: str | None = None, timeout: float = 30.0
+    ):
+        root = base_url.rstrip("/")
+        self.root = root[: -len("/v1")] if root.endswith("/v1") else root
+        self.model = model
+        self.timeout = timeout
+        self._headers = {"Content-Type": "application/json"}
+        if api_key:
+            self._headers["Authorization"] = f"Bearer {api_key}"
+
+    def close(self) -> None:
+        """Nothing to release: each call is one short HTTP request."""
+
+    def __enter__(self) -> ServerTokenizer:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def _tokenize(self, body: dict[str, Any]) -> list[int]:
+        data = json.dumps({"model": self.model, **body}).encode()
+        request = urllib.request.Request(
+            f"{self.root}/tokenize", data=data, headers=self._headers, method="POST"
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                return list(json.loads(response.read())["tokens"])
+        except urllib.error.HTTPError as exc:
+            detail = exc.read()[:200].decode("utf-8", "replace")
+            raise RuntimeError(f"{self.root}/tokenize answered HTTP {exc.code}: {detail}") from None
+
+    def apply_chat_template(
+        self,
+        conversation: Any,
+        tools: Any = None,
+        *,
+        add_generation_prompt: bool = False,
+        tokenize: bool = True,
+        **_: Any,
+    ) -> list[int]:
+        if not tokenize:
+            raise ValueError("ServerTokenizer only returns token ids (tokenize=True)")
+        body: dict[str, Any] = {
+            "messages": list(conversation),
+            "add_generation_prompt": add_generation_prompt,
+            "add_special_tokens": False,
+        }
+        if tools:
+            body["tools"] = tools
+        return self._tokenize(body)
+
+    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
+        return self._tokenize({"prompt": text, "add_special_tokens": add_special_tokens})
+
+
+def _extra(obj: Any, key: str) -> Any:
+    value = getattr(obj, key, None)
+    if value is None:
+        extra = getattr(obj, "model_extra", None) or {}
+        value = extra.get(key)
+    if value is None and isinstance(obj, dict):
+        value = obj.get(key)
+    return value
+
+
+def _id_from_token(token: str) -> int:
+    if not token.startswith("token_id:"):
+        raise MissingTokenIdsError("logprob tokens are text, not ids")
+    return int(token[len("token_id:") :])
+
+
+def response_tokens(response: Any) -> tuple[list[int], list[float]]:
+    """The generated token ids and their logprobs, as the server returned them.
+
+    Reads vLLM's `choices[0].token_ids` (with `return_token_ids`) or the ids in
+    `choices[0].logprobs` (with `return_tokens_as_token_ids`). Logprobs are 0.0
+    where the server sent none.
+    """
+    choice = response.choices[0]
+    logprobs = getattr(choice, "logprobs", None)
+    ids = _extra(choice, "token_ids")
+    values: list[float] | None = None
+    if logprobs is not None:
+        content = getattr(logprobs, "content", None)
+        if content is not None:  # chat
+            values = [float(item.logprob) for item in content]
+            if ids is None:
+                ids = [_id_from_token(item.token) for item in content]
+        elif getattr(logprobs, "tokens", None) is not None:  # legacy completions
+            values = [float(v) if v is not None else 0.0 for v in logprobs.token_logprobs]
+            if ids is None:
+                ids = [_id_from_token(t) for t in logprobs.tokens]
+    if ids is None:
+        raise MissingTokenIdsError(
+            "a model response carries no token ids; ask the server for them with "
+            "sampling_args={'extra_body': {'return_token_ids': True}} (vLLM >= 0.10.2), "
+            "or {'logprobs': True, 'extra_body': {'return_tokens_as_token_ids': True}}"
+        )
+    ids = [int(i) for i in ids]
+    if values is None or len(values) != len(ids):
+        values = [0.0] * len(ids)
+    return ids, values
+
+
+def _chat_ids(tokenizer: Tokenizer, messages: list[Any], tools: Any, generation: bool) -> list[int]:
+    ids = tokenizer.apply_chat_template(
+        messages, tools=tools or None, tokenize=True, add_generation_prompt=generation
+    )
+    if isinstance(ids, dict) or hasattr(ids, "input_ids"):  # a BatchEncoding
+        ids = ids["input_ids"]
+    return list(ids)
+
+
+def _process_chat(
+    tokenizer: Tokenizer,
+    prompt: list[Any],
+    completion: list[Any],
+    state: State,
+    tools: Any,
+    mask_env: bool,
+) -> tuple[list[int], list[int], list[int], list[float]]:
+    prompt_ids = _chat_ids(tokenizer, prompt, tools, True)
+    seq = list(prompt_ids)
+    ids: list[int] = []
+    mask: list[int] = []
+    logprobs: list[float] = []
+    conversation = list(prompt)
+    responses = iter(state.get("responses") or [])
+    env_mask = 0 if mask_env else 1
+    i = 0
+    while i < len(completion):
+        message = completion[i]
+        if message.get("role") == "assistant":
+            response = next(responses, None)
+            if response is None:
+                raise MissingTokenIdsError(
+                    f"completion turn {i} is an assistant message with no server response in "
+                    "state['responses'] (was it written by hand?); its token ids are unknown"
+                )
+            generated, values = response_tokens(response)
+            ids += generated
+            mask += [1] * len(generated)
+            logprobs += values
+            seq += generated
+            conversation.append(message)
+            i += 1
+            continue
+        j = i
+        while j < len(completion) and completion[j].get("role") != "assistant":
+            j += 1
+        before_len = len(seq)
+        conversation.extend(completion[i:j])
+        after = _chat_ids(tokenizer, conversation, tools, j < len(completion))
+        if after[:before_len] == seq:
+            env_ids = after[before_len:]
+        else:
+            # The template renders the model's turns differently from what it
+            # generated (e.g. it strips reasoning). Keep the generated ids and
+            # take the environment's part as the difference of two renderings.
+            rendered_before = _chat_ids(
+                tokenizer, conversation[: len(conversation) - (j - i)], tools, False
+            )
+            env_ids = after[len(rendered_before) :]
+        ids += env_ids
+        mask += [env_mask] * len(env_ids)
+        logprobs += [0.0] * len(env_ids)
+        seq += env_ids
+        i = j
+    return prompt_ids, ids, mask, logprobs
+
+
+def _process_text(
+    tokenizer: Tokenizer, prompt: str, completion: str, state: State, mask_env: bool
+) -> tuple[list[int], list[int], list[int], list[float]]:
+    prompt_ids = list(tokenizer.encode(prompt, add_special_tokens=False))
+    ids: list[int] = []
+    mask: list[int] = []
+    logprobs: list[float] = []
+    starts = list(state.get("responses_start_idx") or [])
+    responses = list(state.get("responses") or [])
+    env_mask = 0 if mask_env else 1
+    position = 0
+    for start, response in zip(starts, responses, strict=False):
+        if start > position:
+            env_ids = list(tokenizer.encode(completion[position:start], add_special_tokens=False))
+            ids += env_ids
+            mask += [env_mask] * len(env_ids)
+            logprobs += [0.0] * len(env_ids)
+        generated, values = response_tokens(response)
+        ids += generated
+        mask += [1] * len(generated)
+        logprobs += values
+        position = start + len(response.choices[0].text or "")
+    if position < len(completion):
+        env_ids = list(tokenizer.encode(completion[position:], add_special_tokens=False))
+        ids += env_ids
+        mask += [env_mask] * len(env_ids)
+        logprobs += [0.0] * len(env_ids)
+    return prompt_ids, ids, mask, logprobs
+
+
+def process_env_results(
+    prompts: Sequence[Messages],
+    completions: Sequence[Messages],
+    states: Sequence[State],
+    rewards: Sequence[float],
+    processing_class: Tokenizer,
+    max_seq_len: int = -1,
+    mask_env_responses: bool = False,
+    mask_truncated_completions: bool = False,
+    zero_truncated_completions: bool = False,
+    message_type: MessageType = "chat",
+    oai_tools: list[ChatCompletionToolParam] | Sequence[Any] | None = None,
+) -> ProcessedOutputs:
+    """Ids, masks, logprobs and rewards of each rollout, ready for a trainer.
+
+    `completion_mask` is 1 on tokens the model generated and, unless
+    `mask_env_responses`, on environment tokens too. Sequences longer than
+    `max_seq_len` lose the end of their completion and count as truncated; so do
+    rollouts that ended truncated (turn limit, token budget, context). Truncated
+    rollouts can have their mask (`mask_truncated_completions`) or reward
+    (`zero_truncated_completions`) zeroed. A rollout that errored contributes no
+    training signal: mask all 0, reward 0.0.
+
+    `oai_tools` is the tool list of every rollout, or one list per rollout.
+    """
+    n = len(prompts)
+    if not (len(completions) == len(states) == len(rewards) == n):
+        raise ValueError(
+            f"prompts, completions, states and rewards must have one entry per rollout; got "
+            f"{n}, {len(completions)}, {len(states)}, {len(rewards)}"
+        )
+    per_rollout_tools = (
+        oai_tools is not None
+        and len(oai_tools) == n
+        and n > 0
+        and all(t is None or isinstance(t, list) for t in oai_tools)
+    )
+    out: dict[str, list[Any]] = {
+        k: []
+        for k in (
+            "prompt_ids",
+            "prompt_mask",
+            "completion_ids",
+            "completion_mask",
+            "completion_logprobs",
+            "rewards",
+            "is_truncated",
+        )
+    }
+    for k in range(n):
+        state = states[k]
+        tools = oai_tools[k] if per_rollout_tools else oai_tools  # type: ignore[index]
+        if message_type == "chat":
+            p_ids, c_ids, c_mask, c_lps = _process_chat(
+                processing_class,
+                list(prompts[k]),
+                list(completions[k]),
+                state,
+                tools,
+                mask_env_responses,
+            )
+        else:
+            p_ids, c_ids, c_mask, c_lps = _process_text(
+                processing_class, str(prompts[k]), str(completions[k]), state, mask_env_responses
+            )
+        truncated = bool(state.get("is_truncated"))
+        if max_seq_len > 0 and len(p_ids) + len(c_ids) > max_seq_len:
+            truncated = True
+            keep = max(0, max_seq_len - len(p_ids))
+            p_ids = p_ids[:max_seq_len]
+            c_ids, c_mask, c_lps = c_ids[:keep], c_mask[:keep], c_lps[:keep]
+        reward = float(rewards[k])
+        if state.get("error") or math.isnan(reward):
+            c_mask = [0] * len(c_ids)
+            reward = 0.0
+        if truncated and mask_truncated_completions:
+            c_mask = [0] * len(c_ids)
+        if truncated and zero_truncated_completions:
+            reward = 0.0
+        out["prompt_ids"].append(p_ids)
+        out["prompt_mask"].append([0] * len(p_ids))
+        out["completion_ids"].append(c_ids)
+        out["completion_mask"].append(c_mask)
+        out["completion_logprobs"].append(c_lps)
+        out["rewards"].append(reward)
+        out["is_truncated"].append(truncated)
+    return ProcessedOutputs(**out)
+
+
+__all__ = [
+    "MissingTokenIdsError",
+    "ServerTokenizer",
+    "Tokenizer",
+    "process_env_results",
+    "response_tokens",
+]
