@@ -208,7 +208,9 @@ class MultiTurnEnv(Environment):
         args = self.merged_sampling_args(sampling_args)
         tools = info.get("oai_tools") or self.oai_tools
         try:
-            state = await maybe_await(self.setup_state, state, **kwargs)
+            prepared = await maybe_await(self.setup_state, state, **kwargs)
+            if prepared is not None:  # a hook that mutates in place may forget `return state`
+                state = prepared
             stop = await self.check_stop(state, **kwargs)
             while stop is None:
                 context = await self.get_context_messages(state)
