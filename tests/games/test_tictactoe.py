@@ -1,0 +1,202 @@
+"""Tic-tac-toe: rules on hand-worked boards, the opponents, invalid moves, the reference policy."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from vfgym.games import tictactoe as ttt
+from vfgym.games._base import InvalidMove
+
+import vfgym
+from vfgym.envs.environment import new_state
+from vfgym.server import ModelServer
+
+
+def play(env: ttt.TicTacToeEnv, row: dict[str, Any], policy: Callable) -> dict[str, Any]:
+    """One episode driven directly (no server): the same hooks the rollout loop calls."""
+    state = new_state(row["prompt"], [], row["answer"], row["task"], row["info"], 0)
+    env.setup_state(state)
+    messages = list(row["prompt"])
+    while not env.is_completed(messages, state) and state["turn"] < env.max_turns:
+        messages.append(policy(messages))
+        state["turn"] += 1
+        feedback, state = env.env_response(messages, state)
+        messages.extend(feedback)
+    lost = env.lost_on_invalid_moves(state) or not env.is_over(state["game_state"])
+    state["reward"] = 0.0 if lost else env.score(state["game_state"])
+    return state
+
+
+def game(board: str, opponent: str = "perfect") -> dict[str, Any]:
+    return {"board": board, "opponent": opponent, "opponent_seed": 1, "moves": [], "result": None}
+
+
+# -- rules on hand-worked positions -----------------------------------------------
+
+
+def test_cells_are_read_in_every_stated_form() -> None:
+    assert [ttt.parse_cell(m) for m in ("A1", "b2", " C3 ", "2b", "1", "9")] == [0, 4, 8, 4, 0, 8]
+    assert [ttt.cell_name(i) for i in (0, 4, 5, 8)] == ["A1", "B2", "C2", "C3"]
+    for bad in ("D1", "A4", "0", "10", "middle", ""):
+        with pytest.raises(InvalidMove, match="not a cell"):
+            ttt.parse_cell(bad)
+
+
+def test_lines_are_detected() -> None:
+    assert ttt.winner("XXXOO....") == "X"
+    assert ttt.winner("O.XOX.O..") == "O"
+    assert ttt.winner("X.O.XO..X") == "X"
+    assert ttt.winner("..O.O.O.X") == "O"
+    assert ttt.winner("XOXXOOOXX") is None
+
+
+def test_minimax_values_of_known_positions() -> None:
+    assert ttt.minimax_value("." * 9, "X") == 0  # perfect play draws
+    # X to move can complete the top row: a win, and C1 is the only winning move.
+    assert ttt.minimax_value("XX.OO....", "X") == 1
+    assert ttt.best_moves("XX.OO....", "X") == [2]  # take the win, not the block
+    # O has a fork (B2 with B1 and A3 threats): X to move loses whatever it does.
+    assert ttt.minimax_value("XO..O.O.X", "X") == -1
+    # Only the block at C1 avoids a loss.
+    assert ttt.best_moves("OO.X....X", "X") == [2]
+
+
+def test_player_completing_a_line_wins_without_a_reply() -> None:
+    env = ttt.load_environment(num_examples=1)
+    state = game("XX.OO....")
+    feedback = env.apply_move(state, "C1")
+    assert state["board"] == "XXXOO...." and state["result"] == "win"
+    assert "you win" in feedback and "Your move" not in feedback
+    assert env.score(state) == 1.0 and env.efficiency(state, {}) == 1.0
+
+
+def test_perfect_opponent_blocks_and_wins() -> None:
+    env = ttt.load_environment(num_examples=1)
+    state = game("X...O....")
+    env.apply_move(state, "B1")  # X threatens A1-B1-C1
+    assert state["board"][2] == "O" and state["result"] is None  # blocked at C1
+    state = game("X..OO.X..")
+    feedback = env.apply_move(state, "C3")  # X ignores O's row 2 threat
+    assert state["board"] == "X..OOOX.X" and state["result"] == "loss"
+    assert "you lose" in feedback and env.score(state) == 0.0
+
+
+def test_filling_the_board_is_a_draw() -> None:
+    env = ttt.load_environment(num_examples=1)
+    state = game("XOXXOOOX.")
+    feedback = env.apply_move(state, "C3")
+    assert state["result"] == "draw" and "draw" in feedback and env.score(state) == 0.5
+
+
+def test_feedback_shows_the_board_the_policy_reads() -> None:
+    env = ttt.load_environment(num_examples=1)
+    state = game("X...O....")
+    feedback = env.apply_move(state, "B1")
+    assert "   A B C\n1  X X O\n2  . O .\n3  . . ." in feedback
+    assert ttt.read_board([{"role": "user", "content": feedback}]) == state["board"]
+
+
+# -- invalid moves ----------------------------------------------------------------
+
+
+def test_illegal_and_malformed_moves_leave_the_game_unchanged() -> None:
+    env = ttt.load_environment(num_examples=1)
+    state = game("X...O....")
+    for move, message in (("A1", "already taken by X"), ("B2", "taken by O"), ("E5", "not a cell")):
+        with pytest.raises(InvalidMove, match=message):
+            env.apply_move(state, move)
+    assert state == game("X...O....")
+
+
+def test_too_many_invalid_moves_end_the_game_as_a_loss() -> None:
+    env = ttt.load_environment(num_examples=1, difficulty="easy", first="player")
+    row = env.get_dataset()[0]
+    state = play(env, row, lambda messages: {"role": "assistant", "content": "the middle one"})
+    assert state["invalid_moves"] == 3 and state["turn"] == 3 and state["reward"] == 0.0
+    strict = ttt.load_environment(num_examples=1, max_invalid_moves=1)
+    state = play(strict, strict.get_dataset()[0], lambda m: {"role": "assistant", "content": "Z"})
+    assert state["turn"] == 1 and state["reward"] == 0.0
+
+
+def test_invalid_move_feedback_says_what_to_do() -> None:
+    env = ttt.load_environment(num_examples=1)
+    row = env.get_dataset()[0]
+    state = new_state(row["prompt"], [], "", "default", row["info"], 0)
+    env.setup_state(state)
+    messages = [*row["prompt"], {"role": "assistant", "content": "<move>Q7</move>"}]
+    feedback, state = env.env_response(messages, state)
+    text = feedback[0]["content"]
+    assert text.startswith("Invalid move:") and "<move>B2</move>" in text
+    assert "2 more invalid moves ends the game" in text and state["invalid_moves"] == 1
+
+
+# -- datasets ---------------------------------------------------------------------
+
+
+def test_items_are_pure_functions_of_seed_and_index() -> None:
+    a = ttt.load_environment(num_examples=20, seed=3).get_dataset()
+    b = ttt.load_environment(num_examples=5, seed=3).get_dataset()
+    c = ttt.load_environment(num_examples=20, seed=4).get_dataset()
+    assert [r["info"] for r in a[:5]] == [r["info"] for r in b]
+    assert [r["info"] for r in a] != [r["info"] for r in c]
+    evals = ttt.load_environment(num_examples=20, seed=3).get_eval_dataset()
+    assert {r["info"]["index"] for r in evals}.isdisjoint(r["info"]["index"] for r in a)
+
+
+def test_knobs_choose_opponent_and_first_player() -> None:
+    rows = ttt.load_environment(num_examples=4, difficulty="medium").get_dataset()
+    assert [r["info"]["opponent"] for r in rows] == ["random", "perfect"] * 2
+    assert [r["info"]["board"].count("O") for r in rows] == [0, 1, 0, 1]
+    rows = ttt.load_environment(num_examples=3, opponent="perfect", first="opponent").get_dataset()
+    assert all(r["info"]["board"].count("O") == 1 for r in rows)
+    assert all(r["info"]["opponent"] == "perfect" for r in rows)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"difficulty": "insane"}, "difficulty must be one of"),
+        ({"opponent": "smart"}, "opponent must be one of"),
+        ({"first": "me"}, "first must be one of"),
+        ({"max_turns": 2}, "max_turns must be at least 5"),
+        ({"num_examples": 0}, "num_examples must be at least 1"),
+        ({"max_invalid_moves": 0}, "max_invalid_moves must be at least 1"),
+    ],
+)
+def test_bad_knobs_are_refused_clearly(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        ttt.load_environment(**kwargs)
+
+
+# -- policies -----------------------------------------------------------------------
+
+
+async def test_reference_never_loses_over_http() -> None:
+    env = vfgym.load_environment("tictactoe", num_examples=50, difficulty="medium")
+    async with ModelServer({"reference": env.reference_policy}) as server:
+        best = await env.evaluate(server.client(), "reference", num_examples=50)
+    assert len(best.reward) == 50 and min(best.reward) >= 0.5  # never loses
+    assert all(s["stop_reason"] == "completed" for s in best.state)
+    assert best.metrics["invalid_moves"] == [0.0] * 50
+    assert best.metrics["format_reward"] == [1.0] * 50
+    assert sum(best.reward) / 50 >= 0.7  # half the games are against the random opponent
+
+
+@pytest.mark.parametrize("opponent", ["random", "perfect"])
+@pytest.mark.parametrize("first", ["player", "opponent"])
+def test_reference_never_loses_against_either_opponent(opponent: str, first: str) -> None:
+    env = ttt.load_environment(num_examples=60, opponent=opponent, first=first, seed=11)
+    rewards = [play(env, row, env.reference_policy)["reward"] for row in env.get_dataset()]
+    assert min(rewards) >= 0.5
+    random_rewards = [
+        play(env, row, env.make_random_policy(i))["reward"]
+        for i, row in enumerate(env.get_dataset())
+    ]
+    if opponent == "perfect":
+        assert rewards == [0.5] * 60  # perfect against perfect is always a draw
+        assert sum(random_rewards) / 60 < 0.35
+    else:
+        assert sum(rewards) / 60 > 0.9
+        assert sum(random_rewards) / 60 < 0.8
