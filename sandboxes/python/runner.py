@@ -1,0 +1,870 @@
+"""The in-container runner of a vfgym sandbox (standard library only).
+
+It runs as PID 1 of the container so that code inside cannot kill it (the kernel
+drops signals sent to a namespace's init unless it handles them) and so that it
+reaps every orphaned zombie. It makes itself non-dumpable so that processes of
+the same uid can neither ptrace it nor open its file descriptors through /proc.
+
+The host speaks to it over the container's stdin/stdout, one request at a time.
+Each message is a 4-byte big-endian length followed by that many bytes of UTF-8
+JSON. Requests carry an "op"; responses carry "ok" and either the op's fields or
+"error" and "message".
+
+User code never inherits the protocol stream. Python code runs in one long-lived
+"kernel" process forked from the runner (so variables and imports persist between
+calls); shell commands run in a fresh bash per call. Output goes through pipes
+that the runner reads, keeping only the head and tail of each stream. When a call
+ends, every process it left behind is killed (also ones that called setsid); on a
+timeout or reset everything except the runner dies, including the kernel.
+"""
+
+from __future__ import annotations
+
+import ast
+import base64
+import builtins
+import ctypes
+import errno
+import json
+import linecache
+import os
+import selectors
+import signal
+import stat
+import struct
+import sys
+import time
+import traceback
+import types
+
+PROTOCOL_VERSION = 1
+WORKSPACE = os.environ.get("VFGYM_WORKSPACE", "/workspace")
+SCRATCH_DIRS = ("/tmp", "/dev/shm")
+HEADER = struct.Struct(">I")
+MAX_REQUEST_BYTES = 512 * 1024 * 1024
+SHELLS = ("/bin/bash", "/bin/sh")
+PR_SET_DUMPABLE = 4
+KILL_PASSES = 200
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+# --------------------------------------------------------------------------- protocol
+
+
+class Protocol:
+    """Length-prefixed JSON over two file descriptors the user code never sees."""
+
+    def __init__(self, in_fd: int, out_fd: int) -> None:
+        self.in_fd = in_fd
+        self.out_fd = out_fd
+
+    def _read_exact(self, size: int) -> bytes | None:
+        chunks = []
+        while size:
+            chunk = os.read(self.in_fd, min(size, 1 << 20))
+            if not chunk:
+                return None
+            chunks.append(chunk)
+            size -= len(chunk)
+        return b"".join(chunks)
+
+    def read(self) -> dict | None:
+        header = self._read_exact(HEADER.size)
+        if header is None:
+            return None
+        (size,) = HEADER.unpack(header)
+        if size > MAX_REQUEST_BYTES:
+            raise ValueError(f"request of {size} bytes is over the runner's limit")
+        body = self._read_exact(size)
+        if body is None:
+            return None
+        return json.loads(body)
+
+    def write(self, message: dict) -> None:
+        body = json.dumps(message, ensure_ascii=False).encode("utf-8", "replace")
+        data = memoryview(HEADER.pack(len(body)) + body)
+        while data:
+            written = os.write(self.out_fd, data)
+            data = data[written:]
+
+
+# --------------------------------------------------------------------------- output
+
+
+class Capture:
+    """Keeps the head and tail of a stream and counts what falls in between."""
+
+    def __init__(self, limit: int) -> None:
+        self.head_limit = limit // 2
+        self.tail_limit = limit - self.head_limit
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def feed(self, data: bytes) -> None:
+        self.total += len(data)
+        room = self.head_limit - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if data:
+            self.tail += data
+            if len(self.tail) > self.tail_limit:
+                del self.tail[: len(self.tail) - self.tail_limit]
+
+    @property
+    def truncated(self) -> bool:
+        return self.total > len(self.head) + len(self.tail)
+
+    def text(self) -> str:
+        head = bytes(self.head).decode("utf-8", "replace")
+        tail = bytes(self.tail).decode("utf-8", "replace")
+        if not self.truncated:
+            return head + tail
+        omitted = self.total - len(self.head) - len(self.tail)
+        return f"{head}\n[... {omitted} bytes omitted ...]\n{tail}"
+
+
+# --------------------------------------------------------------------------- processes
+
+
+def set_dumpable(value: bool) -> None:
+    _libc.prctl(PR_SET_DUMPABLE, 1 if value else 0, 0, 0, 0)
+
+
+def reset_signals() -> None:
+    """Give a child the default dispositions a fresh program expects."""
+    signal.set_wakeup_fd(-1)
+    for sig in (
+        signal.SIGCHLD,
+        signal.SIGPIPE,
+        signal.SIGXFSZ,
+        signal.SIGTERM,
+        signal.SIGHUP,
+        signal.SIGQUIT,
+    ):
+        signal.signal(sig, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+
+
+def prepare_child(stdout_fd: int, stderr_fd: int, keep: tuple[int, ...] = ()) -> None:
+    """Runs in a freshly forked child before it becomes user code."""
+    os.setsid()
+    reset_signals()
+    try:
+        with open("/proc/self/oom_score_adj", "w") as handle:
+            handle.write("1000")
+    except OSError:
+        pass
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(stdout_fd, 1)
+    os.dup2(stderr_fd, 2)
+    for fd in list_fds():
+        if fd > 2 and fd not in keep:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+    os.chdir(WORKSPACE)
+
+
+def list_fds() -> list[int]:
+    try:
+        return [int(name) for name in os.listdir("/proc/self/fd")]
+    except OSError:
+        return list(range(3, 1024))
+
+
+def other_pids(keep: set[int]) -> list[int]:
+    """Every live (non-zombie) process in the container except those in `keep`."""
+    pids = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        pid = int(name)
+        if pid in keep:
+            continue
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as handle:
+                fields = handle.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        if fields and fields[0] not in (b"Z", b"X"):
+            pids.append(pid)
+    return pids
+
+
+def oom_kills() -> int | None:
+    """The container's OOM-kill counter (cgroup v1 or v2), or None when unreadable."""
+    for path in ("/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events"):
+        try:
+            with open(path) as handle:
+                for line in handle:
+                    key, _, value = line.partition(" ")
+                    if key == "oom_kill":
+                        return int(value)
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def exit_code_of(status: int) -> int:
+    if os.WIFSIGNALED(status):
+        return -os.WTERMSIG(status)
+    return os.WEXITSTATUS(status)
+
+
+# --------------------------------------------------------------------------- kernel
+
+
+class _Displayhook:
+    """Shows a trailing expression's repr on stdout, like the interactive prompt."""
+
+    def __init__(self) -> None:
+        self.value: str | None = None
+
+    def __call__(self, value: object) -> None:
+        if value is None:
+            return
+        builtins._ = value  # type: ignore[attr-defined]
+        text = repr(value)
+        self.value = text
+        sys.stdout.write(text + "\n")
+
+
+def kernel_main(ctl_in: int, ctl_out: int) -> None:
+    """The persistent Python process: one cell per request, shared globals."""
+    module = types.ModuleType("__main__")
+    module.__dict__["__builtins__"] = builtins
+    sys.modules["__main__"] = module
+    sys.argv = [""]
+    sys.path.insert(0, WORKSPACE)
+    set_dumpable(True)
+    for stream in (sys.stdout, sys.stderr):
+        stream.reconfigure(line_buffering=True)
+    counter = 0
+    while True:
+        header = read_exact(ctl_in, HEADER.size)
+        body = read_exact(ctl_in, HEADER.unpack(header)[0])
+        counter += 1
+        outcome = run_cell(json.loads(body)["code"], module.__dict__, counter)
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:
+                pass
+        reply = json.dumps(outcome).encode()
+        os.write(ctl_out, HEADER.pack(len(reply)) + reply)
+
+
+def read_exact(fd: int, size: int) -> bytes:
+    """Read exactly `size` bytes from a blocking fd; exit the kernel when the runner is gone."""
+    data = bytearray()
+    while len(data) < size:
+        chunk = os.read(fd, size - len(data))
+        if not chunk:
+            os._exit(0)
+        data += chunk
+    return bytes(data)
+
+
+def run_cell(code: str, namespace: dict, counter: int) -> dict:
+    filename = f"<cell {counter}>"
+    linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+    hook = _Displayhook()
+    exit_code = 0
+    try:
+        tree = ast.parse(code, filename, "exec")
+        last = None
+        if tree.body and isinstance(tree.body[-1], ast.Expr):
+            last = ast.Interactive(body=[tree.body.pop()])
+        exec(compile(tree, filename, "exec"), namespace)
+        if last is not None:
+            sys.displayhook = hook
+            exec(compile(last, filename, "single"), namespace)
+    except SystemExit as exc:
+        if exc.code is None:
+            exit_code = 0
+        elif isinstance(exc.code, int):
+            exit_code = exc.code
+        else:
+            sys.stderr.write(f"{exc.code}\n")
+            exit_code = 1
+    except BaseException as exc:
+        tb = exc.__traceback__
+        while tb is not None and not tb.tb_frame.f_code.co_filename.startswith("<cell"):
+            tb = tb.tb_next
+        sys.stderr.write("".join(traceback.format_exception(type(exc), exc, tb)))
+        exit_code = 1
+    return {"exit_code": exit_code, "value": hook.value}
+
+
+# --------------------------------------------------------------------------- runner
+
+
+class RunnerError(Exception):
+    """A request the runner refuses; `kind` tells the host which exception to raise."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+class Runner:
+    def __init__(self, protocol: Protocol) -> None:
+        self.protocol = protocol
+        self.statuses: dict[int, int] = {}
+        self.kernel_pid: int | None = None
+        self.kernel_fds: dict[str, int] = {}
+        wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self.wake_fd = wake_r
+        signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        self.base_env = {
+            "HOME": WORKSPACE,
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "LANG": "C.UTF-8",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONUNBUFFERED": "1",
+            "TERM": "dumb",
+        }
+
+    # -- children and cleanup
+
+    def reap(self) -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            self.statuses[pid] = status
+
+    def _drain_wakeups(self) -> None:
+        try:
+            while os.read(self.wake_fd, 4096):
+                pass
+        except BlockingIOError:
+            pass
+
+    def kill_others(self, keep_kernel: bool) -> None:
+        """Kill every process except the runner (and the kernel when asked), then reap."""
+        keep = {os.getpid()}
+        if keep_kernel and self.kernel_pid is not None:
+            keep.add(self.kernel_pid)
+        else:
+            self.stop_kernel()
+        for _ in range(KILL_PASSES):
+            pids = other_pids(keep)
+            if not pids:
+                break
+            if len(keep) == 1:
+                try:
+                    os.kill(-1, signal.SIGKILL)
+                except OSError:
+                    pass
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            self.reap()
+            time.sleep(0.001)
+        self.reap()
+
+    # -- kernel
+
+    def start_kernel(self) -> None:
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        req_r, req_w = os.pipe()
+        rep_r, rep_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the kernel
+            try:
+                for fd in (out_r, err_r, req_w, rep_r):
+                    os.close(fd)
+                prepare_child(out_w, err_w, keep=(req_r, rep_w))
+                os.environ.clear()
+                os.environ.update(self.base_env)
+                kernel_main(req_r, rep_w)
+            finally:
+                os._exit(70)
+        for fd in (out_w, err_w, req_r, rep_w):
+            os.close(fd)
+        for fd in (out_r, err_r, rep_r):
+            os.set_blocking(fd, False)
+        self.kernel_pid = pid
+        self.kernel_fds = {"stdout": out_r, "stderr": err_r, "request": req_w, "reply": rep_r}
+
+    def _forget_kernel(self) -> None:
+        for fd in self.kernel_fds.values():
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.kernel_fds = {}
+        self.kernel_pid = None
+
+    def stop_kernel(self) -> None:
+        pid = self.kernel_pid
+        if pid is not None and pid not in self.statuses:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                _, status = os.waitpid(pid, 0)
+                self.statuses[pid] = status
+            except (ProcessLookupError, ChildProcessError):
+                pass
+        if pid is not None:
+            self.statuses.pop(pid, None)
+        self._forget_kernel()
+
+    # -- running code
+
+    def _pump(
+        self,
+        fds: dict[int, Capture],
+        until,
+        deadline: float,
+        extra: int | None = None,
+        on_extra=None,
+    ) -> bool:
+        """Read output until `until()` is true or the deadline passes (returns False then)."""
+        selector = selectors.DefaultSelector()
+        try:
+            for fd in fds:
+                selector.register(fd, selectors.EVENT_READ)
+            selector.register(self.wake_fd, selectors.EVENT_READ)
+            if extra is not None:
+                selector.register(extra, selectors.EVENT_READ)
+            while True:
+                self.reap()
+                if until():
+                    return True
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                for key, _ in selector.select(min(remaining, 0.5)):
+                    fd = key.fd
+                    if fd == self.wake_fd:
+                        self._drain_wakeups()
+                    elif fd == extra:
+                        on_extra()
+                    else:
+                        self._read_into(fd, fds[fd], selector)
+        finally:
+            selector.close()
+
+    @staticmethod
+    def _read_into(fd: int, capture: Capture, selector=None) -> None:
+        try:
+            for _ in range(64):
+                data = os.read(fd, 65536)
+                if not data:
+                    if selector is not None:
+                        selector.unregister(fd)
+                    return
+                capture.feed(data)
+        except BlockingIOError:
+            return
+        except OSError:
+            if selector is not None:
+                selector.unregister(fd)
+
+    @staticmethod
+    def _drain(fds: dict[int, Capture]) -> None:
+        for fd, capture in fds.items():
+            try:
+                while True:
+                    data = os.read(fd, 65536)
+                    if not data:
+                        break
+                    capture.feed(data)
+            except OSError:
+                pass
+
+    def _result(
+        self,
+        out: Capture,
+        err: Capture,
+        exit_code: int | None,
+        timed_out: bool,
+        oom_before: int | None,
+        started: float,
+        **extra,
+    ) -> dict:
+        oom_after = oom_kills()
+        if oom_before is not None and oom_after is not None:
+            oom_killed: bool | None = oom_after > oom_before
+        else:
+            oom_killed = None
+        result = {
+            "stdout": out.text(),
+            "stderr": err.text(),
+            "exit_code": exit_code,
+            "timed_out": timed_out,
+            "oom_killed": oom_killed,
+            "truncated": out.truncated or err.truncated,
+            "duration_s": time.monotonic() - started,
+        }
+        result.update(extra)
+        return result
+
+    def op_python(self, request: dict) -> dict:
+        started = time.monotonic()
+        deadline = started + float(request["timeout"])
+        limit = int(request["output_limit"])
+        if self.kernel_pid is None:
+            self.start_kernel()
+        fds = self.kernel_fds
+        kernel_pid = self.kernel_pid
+        out, err = Capture(limit), Capture(limit)
+        captures = {fds["stdout"]: out, fds["stderr"]: err}
+        self._drain({fd: Capture(0) for fd in captures})  # stale output of an earlier call
+        reply = bytearray()
+        reply_eof = False
+        oom_before = oom_kills()
+        body = json.dumps({"code": request["code"]}).encode()
+        try:
+            os.write(fds["request"], HEADER.pack(len(body)) + body)
+        except OSError:
+            pass  # the kernel is gone; noticed below
+
+        def read_reply() -> None:
+            nonlocal reply_eof
+            try:
+                data = os.read(fds["reply"], 65536)
+            except BlockingIOError:
+                return
+            except OSError:
+                data = b""
+            if data:
+                reply.extend(data)
+            else:
+                reply_eof = True
+
+        def finished() -> bool:
+            if reply_eof or kernel_pid in self.statuses:
+                return True
+            if len(reply) >= HEADER.size:
+                (size,) = HEADER.unpack(bytes(reply[: HEADER.size]))
+                return len(reply) >= HEADER.size + size
+            return False
+
+        done = self._pump(captures, finished, deadline, extra=fds["reply"], on_extra=read_reply)
+        self._drain(captures)
+        outcome = None
+        if done and kernel_pid not in self.statuses and not reply_eof:
+            try:
+                outcome = json.loads(bytes(reply[HEADER.size :]))
+                exit_code = int(outcome["exit_code"])
+            except (ValueError, KeyError, TypeError):
+                outcome = None
+        value = None
+        if outcome is not None:
+            value = outcome.get("value")
+            self.kill_others(keep_kernel=True)
+            self._drain(captures)
+        else:
+            # Timed out, crashed, or garbled its reply: the interpreter state is lost.
+            if done and kernel_pid in self.statuses:
+                exit_code = exit_code_of(self.statuses[kernel_pid])
+            else:
+                exit_code = None if not done else -signal.SIGKILL
+            self.kill_others(keep_kernel=False)  # also closes the kernel's pipes
+        if isinstance(value, str) and len(value) > limit:
+            value = value[: limit // 2] + "\n[... repr truncated ...]\n" + value[-limit // 2 :]
+        return self._result(
+            out,
+            err,
+            exit_code,
+            not done,
+            oom_before,
+            started,
+            value=value,
+            kernel_restarted=outcome is None,
+        )
+
+    def op_shell(self, request: dict) -> dict:
+        started = time.monotonic()
+        deadline = started + float(request["timeout"])
+        limit = int(request["output_limit"])
+        shell = next((path for path in SHELLS if os.path.exists(path)), SHELLS[-1])
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        oom_before = oom_kills()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.close(out_r)
+                os.close(err_r)
+                prepare_child(out_w, err_w)
+                os.execve(shell, [os.path.basename(shell), "-c", request["command"]], self.base_env)
+            finally:
+                os._exit(127)
+        os.close(out_w)
+        os.close(err_w)
+        os.set_blocking(out_r, False)
+        os.set_blocking(err_r, False)
+        out, err = Capture(limit), Capture(limit)
+        captures = {out_r: out, err_r: err}
+        try:
+            done = self._pump(captures, lambda: pid in self.statuses, deadline)
+            self._drain(captures)
+            exit_code = exit_code_of(self.statuses.pop(pid)) if done else None
+            self.kill_others(keep_kernel=True)
+            self.statuses.pop(pid, None)
+            self._drain(captures)
+        finally:
+            os.close(out_r)
+            os.close(err_r)
+        return self._result(out, err, exit_code, not done, oom_before, started)
+
+    # -- files
+
+    def _open_parent(self, path: str, create: bool) -> tuple[int, str]:
+        """Walk to the parent of `path` inside the workspace without following symlinks."""
+        if path.startswith("/"):
+            if path != WORKSPACE and not path.startswith(WORKSPACE + "/"):
+                raise RunnerError("path", f"{path!r} is outside the workspace {WORKSPACE}")
+            path = path[len(WORKSPACE) :]
+        parts = [part for part in path.split("/") if part not in ("", ".")]
+        if not parts:
+            raise RunnerError("path", "the path names the workspace itself, not a file in it")
+        if ".." in parts:
+            raise RunnerError("path", f"{path!r} contains '..'; use a path inside the workspace")
+        flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(WORKSPACE, flags)
+        try:
+            for part in parts[:-1]:
+                try:
+                    next_fd = os.open(part, flags, dir_fd=fd)
+                except FileNotFoundError:
+                    if not create:
+                        raise
+                    os.mkdir(part, 0o755, dir_fd=fd)
+                    next_fd = os.open(part, flags, dir_fd=fd)
+                except OSError as exc:
+                    if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                        raise RunnerError(
+                            "path",
+                            f"{part!r} in {path!r} is a symlink or not a directory; "
+                            "sandbox file access never follows symlinks",
+                        ) from exc
+                    raise
+                os.close(fd)
+                fd = next_fd
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd, parts[-1]
+
+    def op_write(self, request: dict) -> dict:
+        data = base64.b64decode(request["data"])
+        parent, name = self._open_parent(request["path"], create=True)
+        try:
+            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+            try:
+                fd = os.open(name, flags, int(request.get("mode", 0o644)), dir_fd=parent)
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:
+                    raise RunnerError(
+                        "path", f"{request['path']!r} is a symlink; refusing to write through it"
+                    ) from exc
+                raise
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+            finally:
+                os.close(fd)
+        finally:
+            os.close(parent)
+        return {"size": len(data)}
+
+    def op_read(self, request: dict) -> dict:
+        limit = int(request["max_bytes"])
+        parent, name = self._open_parent(request["path"], create=False)
+        try:
+            flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+            try:
+                fd = os.open(name, flags, dir_fd=parent)
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:
+                    raise RunnerError(
+                        "path", f"{request['path']!r} is a symlink; refusing to read through it"
+                    ) from exc
+                raise
+            try:
+                info = os.fstat(fd)
+                if not stat.S_ISREG(info.st_mode):
+                    raise RunnerError("path", f"{request['path']!r} is not a regular file")
+                if info.st_size > limit:
+                    raise RunnerError(
+                        "too_large",
+                        f"{request['path']!r} is {info.st_size} bytes, over the read limit of "
+                        f"{limit} bytes; raise SandboxConfig.max_file_bytes to read it",
+                    )
+                chunks, total = [], 0
+                while True:
+                    chunk = os.read(fd, 1 << 20)
+                    if not chunk:
+                        break
+                    total += len(chunk)
+                    if total > limit:
+                        raise RunnerError("too_large", f"{request['path']!r} grew over the limit")
+                    chunks.append(chunk)
+            finally:
+                os.close(fd)
+        finally:
+            os.close(parent)
+        return {"data": base64.b64encode(b"".join(chunks)).decode("ascii")}
+
+    # -- reset
+
+    def op_reset(self, request: dict) -> dict:
+        self.kill_others(keep_kernel=False)
+        removed = 0
+        problems = []
+        try:
+            os.chmod(WORKSPACE, 0o755)  # user code may have locked its own workspace
+        except OSError as exc:
+            problems.append(f"{WORKSPACE}: {exc}")
+        for directory in (WORKSPACE, *SCRATCH_DIRS):
+            try:
+                removed += wipe_directory(directory)
+            except OSError as exc:
+                problems.append(f"{directory}: {exc}")
+        remove_sysv_ipc()
+        leftovers = [d for d in (WORKSPACE, *SCRATCH_DIRS) if os.path.isdir(d) and os.listdir(d)]
+        processes = other_pids({os.getpid()})
+        self.statuses.clear()
+        if request.get("warm_kernel", True):
+            self.start_kernel()
+        clean = not leftovers and not processes
+        return {
+            "clean": clean,
+            "removed": removed,
+            "problems": problems + [f"not empty: {d}" for d in leftovers],
+            "processes": len(processes),
+        }
+
+    def op_ping(self, request: dict) -> dict:
+        return {
+            "protocol": PROTOCOL_VERSION,
+            "pid": os.getpid(),
+            "uid": os.getuid(),
+            "python": sys.version.split()[0],
+            "oom_counter": oom_kills() is not None,
+        }
+
+    # -- main loop
+
+    def serve(self) -> None:
+        handlers = {
+            "ping": self.op_ping,
+            "python": self.op_python,
+            "shell": self.op_shell,
+            "write": self.op_write,
+            "read": self.op_read,
+            "reset": self.op_reset,
+        }
+        while True:
+            self.reap()
+            try:
+                request = self.protocol.read()
+            except (ValueError, json.JSONDecodeError) as exc:
+                self.protocol.write({"ok": False, "error": "protocol", "message": str(exc)})
+                return
+            if request is None:
+                return
+            handler = handlers.get(request.get("op"))
+            try:
+                if handler is None:
+                    raise RunnerError("protocol", f"unknown op {request.get('op')!r}")
+                response = {"ok": True, **handler(request)}
+            except RunnerError as exc:
+                response = {"ok": False, "error": exc.kind, "message": str(exc)}
+            except FileNotFoundError as exc:
+                message = f"no such file or directory: {request.get('path')!r}"
+                response = {"ok": False, "error": "not_found", "message": message}
+                del exc
+            except OSError as exc:
+                message = f"{request.get('op')} failed: {os.strerror(exc.errno or 0)} ({exc})"
+                response = {"ok": False, "error": "os", "message": message}
+            except Exception:
+                message = traceback.format_exc(limit=5)
+                response = {"ok": False, "error": "internal", "message": message}
+            response["id"] = request.get("id")
+            self.protocol.write(response)
+
+
+def wipe_directory(directory: str) -> int:
+    """Remove everything inside `directory` (not the directory itself); never follows links."""
+    removed = 0
+    try:
+        entries = list(os.scandir(directory))
+    except FileNotFoundError:
+        return 0
+    for entry in entries:
+        path = entry.path
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                os.chmod(path, 0o700)
+                removed += wipe_directory(path)
+                os.rmdir(path)
+            else:
+                os.unlink(path)
+            removed += 1
+        except FileNotFoundError:
+            continue
+    return removed
+
+
+def remove_sysv_ipc() -> None:
+    """Shared memory, semaphores and message queues outlive their processes; drop them."""
+    calls = {"shm": "shmctl", "sem": "semctl", "msg": "msgctl"}
+    for kind, function in calls.items():
+        try:
+            with open(f"/proc/sysvipc/{kind}") as handle:
+                lines = handle.read().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) < 2:
+                continue
+            ipc_id = int(fields[1])
+            if kind == "sem":
+                getattr(_libc, function)(ipc_id, 0, 0)  # IPC_RMID == 0
+            else:
+                getattr(_libc, function)(ipc_id, 0, None)
+
+
+def main() -> None:
+    if os.getpid() != 1:
+        # Cleanup kills every other process it can signal: only safe as a container's init.
+        sys.stderr.write("runner.py must run as PID 1 of a sandbox container; refusing to start\n")
+        sys.exit(2)
+    # As PID 1 only signals with handlers arrive; make sure SIGINT is not one of them.
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+        signal.signal(sig, signal.SIG_IGN)
+    set_dumpable(False)
+    in_fd = os.dup(0)
+    out_fd = os.dup(1)
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.close(null)
+    os.makedirs(WORKSPACE, exist_ok=True)
+    os.chdir(WORKSPACE)
+    runner = Runner(Protocol(in_fd, out_fd))
+    runner.serve()
+
+
+if __name__ == "__main__":
+    main()

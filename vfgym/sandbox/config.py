@@ -1,0 +1,100 @@
+"""The limits and knobs of a sandbox, safe by default."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
+KNOWN_RUNTIMES = ("runc", "runsc")
+
+
+def parse_size(value: int | str, what: str) -> int:
+    """Bytes from an int or a Docker-style size such as "512m" or "1g"."""
+    if isinstance(value, bool):
+        raise ValueError(f"{what} must be a size such as 536870912 or '512m', not {value!r}")
+    if isinstance(value, int):
+        number = value
+    else:
+        match = _SIZE.match(str(value))
+        if not match:
+            raise ValueError(
+                f"{what}={value!r} is not a size; use bytes (an int) or a number with k, m or g "
+                "such as '512m'"
+            )
+        number = int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+    if number <= 0:
+        raise ValueError(f"{what} must be positive, got {value!r}")
+    return number
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    """Everything that decides what a sandbox may do; every limit is on by default.
+
+    Sizes accept bytes or Docker-style strings ("512m"). `image=None` means the
+    default image built by `python -m vfgym.sandbox build` for this version of
+    vfgym. `docker_host` picks the Docker endpoint (e.g. "unix:///var/run/docker.sock"
+    or "tcp://10.0.0.5:2375"); None means the usual `DOCKER_HOST` environment variable.
+    """
+
+    image: str | None = None
+    runtime: str = "runc"
+    memory: int | str = "512m"
+    cpus: float = 1.0
+    pids: int = 128
+    timeout: float = 10.0
+    workspace_size: int | str = "128m"
+    tmp_size: int | str = "64m"
+    shm_size: int | str = "64m"
+    max_file_size: int | str = "64m"
+    max_open_files: int = 1024
+    output_limit: int = 64 * 1024
+    max_read_bytes: int | str = "16m"
+    network: bool = False
+    user: str = "10001:10001"
+    workspace: str = "/workspace"
+    docker_host: str | None = None
+    start_timeout: float = 60.0
+    max_uses: int = 500
+    labels: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name in (
+            "memory",
+            "workspace_size",
+            "tmp_size",
+            "shm_size",
+            "max_file_size",
+            "max_read_bytes",
+        ):
+            object.__setattr__(self, name, parse_size(getattr(self, name), name))
+        if not isinstance(self.cpus, int | float) or self.cpus <= 0:
+            raise ValueError(f"cpus must be a positive number of CPUs, got {self.cpus!r}")
+        for name in ("pids", "max_open_files", "output_limit", "max_uses"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if self.pids < 8:
+            raise ValueError(f"pids={self.pids} is too low for the runner and a shell; use >= 8")
+        for name in ("timeout", "start_timeout"):
+            value = getattr(self, name)
+            if not isinstance(value, int | float) or value <= 0:
+                raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+        if not self.runtime or not isinstance(self.runtime, str):
+            raise ValueError("runtime must be a Docker runtime name such as 'runc' or 'runsc'")
+        if not self.workspace.startswith("/") or self.workspace.rstrip("/") in ("", "/"):
+            raise ValueError(
+                f"workspace must be an absolute directory path, got {self.workspace!r}"
+            )
+        for key in self.labels:
+            if key.startswith("vfgym."):
+                raise ValueError(f"label {key!r} uses the reserved 'vfgym.' prefix; rename it")
+        object.__setattr__(self, "labels", dict(self.labels))
+
+    def replace(self, **changes: Any) -> SandboxConfig:
+        """A copy with some fields changed (unknown names raise TypeError)."""
+        return dataclasses.replace(self, **changes)

@@ -1,0 +1,315 @@
+"""One hardened Docker container with a long-lived runner inside."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import time
+import uuid
+from types import TracebackType
+from typing import Any
+
+import docker
+from docker.errors import APIError, DockerException, ImageNotFound, NotFound
+
+from vfgym.sandbox.channel import RunnerChannel
+from vfgym.sandbox.config import SandboxConfig
+from vfgym.sandbox.container import create_kwargs
+from vfgym.sandbox.docker_client import make_client, stream_endpoint
+from vfgym.sandbox.errors import (
+    SandboxClosedError,
+    SandboxError,
+    SandboxFileError,
+    SandboxFileNotFoundError,
+    SandboxImageError,
+    SandboxLostError,
+    SandboxPathError,
+    SandboxStartError,
+)
+from vfgym.sandbox.image import default_image
+from vfgym.sandbox.labels import sandbox_labels
+from vfgym.sandbox.paths import workspace_relative
+from vfgym.sandbox.result import ExecResult
+
+PROTOCOL_VERSION = 1
+# Time the runner gets beyond a call's own timeout to kill, clean up and answer.
+REPLY_GRACE_S = 10.0
+CONTROL_TIMEOUT_S = 30.0
+
+
+def _max_frame(config: SandboxConfig) -> int:
+    """The largest reply the host accepts: capped output (JSON may escape each byte
+    into six) or a base64 file, plus room for the envelope."""
+    output = 6 * 3 * config.output_limit
+    files = (config.max_read_bytes * 4) // 3 + 16  # type: ignore[operator]
+    return max(output, files) + 64 * 1024
+
+
+class DockerSandbox:
+    """A warm container that runs Python and shell code for one user at a time.
+
+    Use it as an async context manager. `run_python` keeps its interpreter state
+    between calls like a notebook; `reset()` wipes processes, files, interpreter
+    state and environment. Pools share one Docker client among many sandboxes;
+    a standalone sandbox makes its own.
+    """
+
+    def __init__(
+        self,
+        config: SandboxConfig | None = None,
+        *,
+        client: docker.DockerClient | None = None,
+        pool_id: str | None = None,
+    ) -> None:
+        self.config = config if config is not None else SandboxConfig()
+        self._client = client
+        self._owns_client = client is None
+        self._pool_id = pool_id or f"solo-{uuid.uuid4().hex[:12]}"
+        self._channel: RunnerChannel | None = None
+        self.container_id: str | None = None
+        self.runner_info: dict[str, Any] = {}
+        self.uses = 0
+        self._closed = False
+        self._lost: str | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def __aenter__(self) -> DockerSandbox:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    @property
+    def alive(self) -> bool:
+        """True while the sandbox can take calls."""
+        return (
+            self._channel is not None
+            and not self._closed
+            and self._lost is None
+            and not self._channel.broken
+        )
+
+    async def start(self) -> None:
+        """Create and start the container and wait until its runner answers."""
+        if self._closed:
+            raise SandboxClosedError("this sandbox was closed; create a new DockerSandbox")
+        if self._channel is not None:
+            return
+        try:
+            await self._start()
+        except BaseException:
+            await self.close()
+            raise
+
+    async def _start(self) -> None:
+        config = self.config
+        if self._client is None:
+            self._client = await asyncio.to_thread(make_client, config.docker_host)
+        client = self._client
+        image = config.image or default_image()
+        kwargs = create_kwargs(client, config, image, sandbox_labels(self._pool_id, config.labels))
+        try:
+            created = await asyncio.to_thread(client.api.create_container, **kwargs)
+        except ImageNotFound as exc:
+            raise SandboxImageError(
+                f"sandbox image {image!r} is not on this Docker Engine; build it with "
+                "`python -m vfgym.sandbox build` (or set SandboxConfig.image)"
+            ) from exc
+        except APIError as exc:
+            raise SandboxStartError(f"could not create a sandbox container: {exc}") from exc
+        self.container_id = created["Id"]
+        endpoint = stream_endpoint(config.docker_host, client.api.api_version)
+        self._channel = await RunnerChannel.attach(
+            endpoint, self.container_id, _max_frame(config), config.start_timeout
+        )
+        try:
+            await asyncio.to_thread(client.api.start, self.container_id)
+        except APIError as exc:
+            hint = ""
+            if "runtime" in str(exc).lower():
+                hint = (
+                    f" The runtime {config.runtime!r} may not be registered with the daemon: "
+                    "run `sudo bash sandboxes/setup-docker.sh` or `python -m vfgym.sandbox doctor`."
+                )
+            raise SandboxStartError(f"could not start the sandbox container: {exc}.{hint}") from exc
+        try:
+            info = await self._channel.request({"op": "ping"}, config.start_timeout)
+        except SandboxLostError as exc:
+            raise SandboxStartError(
+                f"the sandbox runner in image {image!r} did not start: {exc}. Rebuild the image "
+                "with `python -m vfgym.sandbox build`."
+            ) from exc
+        if info.get("protocol") != PROTOCOL_VERSION:
+            raise SandboxImageError(
+                f"image {image!r} has runner protocol {info.get('protocol')!r}, this vfgym speaks "
+                f"{PROTOCOL_VERSION}; rebuild it with `python -m vfgym.sandbox build`"
+            )
+        self.runner_info = info
+
+    async def close(self) -> None:
+        """Stop and remove the container. Safe to call more than once."""
+        if self._closed:
+            return
+        self._closed = True
+        channel, self._channel = self._channel, None
+        if channel is not None:
+            await channel.close()
+        if self.container_id is not None and self._client is not None:
+            await asyncio.to_thread(_remove_container, self._client, self.container_id)
+        if self._owns_client and self._client is not None:
+            with contextlib.suppress(Exception):
+                self._client.close()
+
+    # ------------------------------------------------------------------ calls
+
+    def _require_channel(self) -> RunnerChannel:
+        if self._closed:
+            raise SandboxClosedError("this sandbox was closed; acquire or create a new one")
+        if self._channel is None:
+            raise SandboxClosedError("this sandbox was not started; use `async with` or start()")
+        if self._lost is not None:
+            raise SandboxLostError(f"this sandbox was lost earlier ({self._lost}); use a new one")
+        return self._channel
+
+    def _timeout(self, timeout: float | None) -> float:
+        value = self.config.timeout if timeout is None else timeout
+        if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
+            raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        return float(value)
+
+    async def _request(self, message: dict[str, Any], timeout: float) -> dict[str, Any]:
+        channel = self._require_channel()
+        try:
+            return await channel.request(message, timeout)
+        except SandboxLostError as exc:
+            self._lost = str(exc)
+            raise
+
+    async def run_python(self, code: str, timeout: float | None = None) -> ExecResult:
+        """Run `code` in this sandbox's persistent Python session."""
+        if not isinstance(code, str):
+            raise TypeError(f"code must be a str, got {type(code).__name__}")
+        return await self._execute({"op": "python", "code": code}, self._timeout(timeout))
+
+    async def run_shell(self, command: str, timeout: float | None = None) -> ExecResult:
+        """Run `command` with bash in the workspace (a fresh shell per call)."""
+        if not isinstance(command, str):
+            raise TypeError(f"command must be a str, got {type(command).__name__}")
+        return await self._execute({"op": "shell", "command": command}, self._timeout(timeout))
+
+    async def _execute(self, message: dict[str, Any], timeout: float) -> ExecResult:
+        started = time.monotonic()
+        message = {**message, "timeout": timeout, "output_limit": self.config.output_limit}
+        self.uses += 1
+        try:
+            reply = await self._request(message, timeout + REPLY_GRACE_S)
+        except SandboxLostError as exc:
+            return await self._lost_result(str(exc), time.monotonic() - started)
+        if not reply.get("ok"):
+            raise SandboxError(f"the sandbox runner failed: {reply.get('message')}")
+        return ExecResult(
+            stdout=reply["stdout"],
+            stderr=reply["stderr"],
+            exit_code=reply["exit_code"],
+            timed_out=bool(reply["timed_out"]),
+            oom_killed=reply["oom_killed"],
+            truncated=bool(reply["truncated"]),
+            duration_s=float(reply["duration_s"]),
+            value=reply.get("value"),
+            state_reset=bool(reply.get("kernel_restarted", False)),
+        )
+
+    async def _lost_result(self, reason: str, duration: float) -> ExecResult:
+        """A result for a call that took the sandbox down, with what Docker knows."""
+        oom = None
+        if self._client is not None and self.container_id is not None:
+            state = await asyncio.to_thread(_container_state, self._client, self.container_id)
+            if state is not None:
+                oom = bool(state.get("OOMKilled"))
+        return ExecResult(
+            stdout="",
+            stderr=f"sandbox lost: {reason}",
+            exit_code=None,
+            oom_killed=oom,
+            duration_s=duration,
+            sandbox_lost=True,
+            state_reset=True,
+        )
+
+    async def write_file(self, path: str, data: bytes | str, mode: int = 0o644) -> None:
+        """Write `data` to `path` inside the workspace (parents are created)."""
+        relative = workspace_relative(path, self.config.workspace)
+        if isinstance(data, str):
+            data = data.encode("utf-8")
+        if not isinstance(data, bytes | bytearray | memoryview):
+            raise TypeError(f"data must be bytes or str, got {type(data).__name__}")
+        data = bytes(data)
+        if len(data) > self.config.max_file_size:  # type: ignore[operator]
+            raise SandboxFileError(
+                f"{len(data)} bytes is over the sandbox's file size limit of "
+                f"{self.config.max_file_size} bytes (SandboxConfig.max_file_size)"
+            )
+        message = {
+            "op": "write",
+            "path": relative,
+            "data": base64.b64encode(data).decode("ascii"),
+            "mode": mode,
+        }
+        self._check_file_reply(await self._request(message, CONTROL_TIMEOUT_S), path)
+
+    async def read_file(self, path: str) -> bytes:
+        """The bytes of the regular file at `path` inside the workspace."""
+        relative = workspace_relative(path, self.config.workspace)
+        message = {"op": "read", "path": relative, "max_bytes": self.config.max_read_bytes}
+        reply = self._check_file_reply(await self._request(message, CONTROL_TIMEOUT_S), path)
+        return base64.b64decode(reply["data"])
+
+    @staticmethod
+    def _check_file_reply(reply: dict[str, Any], path: str) -> dict[str, Any]:
+        if reply.get("ok"):
+            return reply
+        kind, message = reply.get("error"), reply.get("message", "")
+        if kind == "path":
+            raise SandboxPathError(message)
+        if kind == "not_found":
+            raise SandboxFileNotFoundError(f"{path!r} does not exist in the sandbox workspace")
+        if kind in ("too_large", "os"):
+            raise SandboxFileError(message)
+        raise SandboxError(f"the sandbox runner failed on {path!r}: {message}")
+
+    async def reset(self) -> None:
+        """Kill every process and wipe files, interpreter state and environment.
+
+        Raises SandboxLostError when the sandbox cannot be proven clean; a pool
+        then replaces it instead of handing it out again.
+        """
+        reply = await self._request({"op": "reset"}, CONTROL_TIMEOUT_S)
+        if not reply.get("ok") or not reply.get("clean"):
+            self._lost = f"reset left it dirty: {reply.get('problems') or reply.get('message')}"
+            raise SandboxLostError(f"could not wipe the sandbox: {self._lost}")
+
+
+def _remove_container(client: docker.DockerClient, container_id: str) -> None:
+    """Force-remove a container; gone already (auto-remove) is fine."""
+    with contextlib.suppress(NotFound):
+        try:
+            client.api.remove_container(container_id, force=True)
+        except APIError as exc:
+            # "removal already in progress" comes from auto-remove racing us.
+            if exc.status_code != 409:
+                raise
+
+
+def _container_state(client: docker.DockerClient, container_id: str) -> dict[str, Any] | None:
+    try:
+        return client.api.inspect_container(container_id).get("State")
+    except (DockerException, OSError):
+        return None
