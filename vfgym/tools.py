@@ -58,13 +58,30 @@ def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
     return text.strip(), args
 
 
+# Schema keywords whose value maps names (parameters, definitions) to sub-schemas:
+# a key "title" there is a name, not pydantic's title annotation.
+_NAME_MAPS = frozenset({"properties", "$defs", "definitions", "patternProperties"})
+# Keywords whose value is data (a default argument, allowed values), kept verbatim.
+_LITERALS = frozenset({"default", "enum", "const", "examples"})
+
+
 def _strip_titles(schema: Any) -> Any:
     """Pydantic adds `title` everywhere; the model needs none of it."""
-    if isinstance(schema, dict):
-        return {k: _strip_titles(v) for k, v in schema.items() if k != "title"}
     if isinstance(schema, list):
         return [_strip_titles(v) for v in schema]
-    return schema
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "title":
+            continue
+        if key in _LITERALS:
+            out[key] = value
+        elif key in _NAME_MAPS and isinstance(value, dict):
+            out[key] = {name: _strip_titles(sub) for name, sub in value.items()}
+        else:
+            out[key] = _strip_titles(value)
+    return out
 
 
 @dataclass
