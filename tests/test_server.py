@@ -10,10 +10,10 @@ import threading
 import aiohttp
 import openai
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from vfgym.server import ByteTokenizer, ModelServer, assistant_text
+from vfgym.server import ByteTokenizer, ModelServer, assistant_text, policies
 from vfgym.server.faults import parse_fault
 
 TOK = ByteTokenizer()
@@ -202,6 +202,71 @@ async def test_blocking_policy_can_be_offloaded():
         response = await client.chat.completions.create(model="m", messages=USER_HI)
     assert response.choices[0].message.content == "ok"
     assert seen == [False]
+
+
+async def test_by_turn_scripts_each_rollout_independently():
+    script = policies.by_turn(["first", {"content": "second"}])
+    async with ModelServer(script) as srv, srv.client() as client:
+
+        async def rollout() -> list[str]:
+            messages = list(USER_HI)
+            seen = []
+            for _ in range(2):
+                r = await client.chat.completions.create(model="m", messages=messages)
+                seen.append(r.choices[0].message.content)
+                messages += [{"role": "assistant", "content": seen[-1]}, USER_HI[0]]
+            return seen
+
+        results = await asyncio.gather(*(rollout() for _ in range(4)))
+        assert results == [["first", "second"]] * 4
+        with pytest.raises(openai.InternalServerError, match="turn 3"):
+            await client.chat.completions.create(model="m", messages=messages_with(2))
+
+
+def messages_with(assistant_turns: int) -> list[dict]:
+    out = list(USER_HI)
+    for _ in range(assistant_turns):
+        out += [{"role": "assistant", "content": "x"}, USER_HI[0]]
+    return out
+
+
+def test_ready_made_policies():
+    assert policies.echo([{"role": "user", "content": [{"type": "text", "text": "a"}]}]) == "a"
+    assert policies.echo("prompt") == "prompt"
+    assert policies.constant("k")(USER_HI) == "k"
+    assert policies.by_turn(["a"], then="z")(messages_with(3)) == "z"
+    with pytest.raises(ValueError, match="at least one"):
+        policies.by_turn([])
+
+
+class DuckTokenizer:
+    """A tokenizer that is not a ByteTokenizer, to exercise the server's generic path."""
+
+    vocab_size = TOK.vocab_size
+
+    def encode(self, text, add_special_tokens=False):
+        return TOK.encode(text)
+
+    def decode(self, ids, skip_special_tokens=False):
+        return TOK.decode(ids, skip_special_tokens=skip_special_tokens)
+
+    def apply_chat_template(self, conversation, tools=None, **kwargs):
+        return TOK.apply_chat_template(conversation, tools=tools, **kwargs)
+
+
+async def test_any_hugging_face_like_tokenizer_can_count_tokens():
+    async with ModelServer(echo, tokenizer=DuckTokenizer()) as srv, srv.client() as client:
+        response = await client.chat.completions.create(
+            model="m",
+            messages=USER_HI,
+            logprobs=True,
+            max_tokens=3,
+            extra_body={"return_token_ids": True},
+        )
+    choice = response.choices[0]
+    assert choice.token_ids == TOK.encode("ech")
+    assert [e.token for e in choice.logprobs.content] == ["e", "c", "h"]
+    assert response.prompt_token_ids == TOK.apply_chat_template(USER_HI, add_generation_prompt=True)
 
 
 # -- token ids and logprobs ------------------------------------------------------------
@@ -520,6 +585,9 @@ any_text = st.text(st.characters(codec=None, categories=None, exclude_categories
 
 
 @given(any_text)
+@example("\ud800")  # a lone high surrogate
+@example("a\udcff\ud83d\ude00b")  # a lone low surrogate and a split pair
+@example("日本<|end|>")
 def test_decode_inverts_encode_for_every_string(text):
     ids = TOK.encode(text)
     assert TOK.decode(ids) == text

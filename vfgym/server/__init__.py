@@ -2,9 +2,10 @@
 
 `ModelServer` serves a policy (a plain function standing in for a model) over
 real HTTP on loopback; `ByteTokenizer` is the deterministic byte-level tokenizer
-it counts and returns tokens with.
+it counts and returns tokens with; `policies` has ready-made policies.
 """
 
+from vfgym.server import policies
 from vfgym.server.faults import FAULT_KINDS, Fault
 from vfgym.server.policy import Policy, PolicySpec, UnknownModelError
 from vfgym.server.server import ModelServer
@@ -19,5 +20,6 @@ __all__ = [
     "PolicySpec",
     "UnknownModelError",
     "assistant_text",
+    "policies",
     "render_tool_calls",
 ]

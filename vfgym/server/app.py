@@ -23,6 +23,7 @@ from vfgym.server.faults import Fault, FaultQueue
 from vfgym.server.policy import PolicyReplyError, PolicyRouter, UnknownModelError, normalise_reply
 from vfgym.server.protocol import (
     HTTPFailure,
+    JSONWriter,
     TokenizerView,
     bad_request,
     chat_logprobs,
@@ -34,13 +35,14 @@ from vfgym.server.protocol import (
 )
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-_dumps = json.JSONEncoder(separators=(",", ":")).encode
 
 
-def json_response(payload: Any, status: int = 200, headers: dict[str, str] | None = None):
-    """A JSON answer without aiohttp's per-call encoder setup."""
+def json_response(
+    writer: JSONWriter, payload: Any, status: int = 200, headers: dict[str, str] | None = None
+) -> web.Response:
+    """A JSON answer, encoded in one pass (with any pre-encoded fragments spliced in)."""
     return web.Response(
-        body=_dumps(payload).encode("ascii"),
+        body=writer.encode(payload),
         status=status,
         headers=headers,
         content_type="application/json",
@@ -76,6 +78,7 @@ class ServerCore:
         self.model_name = model_name
         self.max_model_len = max_model_len
         self.faults = FaultQueue()
+        self.writer = JSONWriter()
         self.record_requests = record_requests
         self._records: list[dict[str, Any]] = []
         self._records_lock = threading.Lock()
@@ -372,8 +375,8 @@ async def _read_body(request: web.Request) -> dict[str, Any]:
     return body
 
 
-def _error(exc: HTTPFailure) -> web.Response:
-    return json_response(exc.body(), status=exc.status, headers=exc.headers)
+def _error(core: ServerCore, exc: HTTPFailure) -> web.Response:
+    return json_response(core.writer, exc.body(), status=exc.status, headers=exc.headers)
 
 
 def build_app(core: ServerCore) -> web.Application:
@@ -389,9 +392,9 @@ def build_app(core: ServerCore) -> web.Application:
                 if answer is not None:
                     return answer
             payload = await (core.chat(body) if chat else core.completions(body))
-            return json_response(payload)
+            return json_response(core.writer, payload)
         except HTTPFailure as exc:
-            return _error(exc)
+            return _error(core, exc)
         except _Dropped:
             raise asyncio.CancelledError from None
 
@@ -402,19 +405,19 @@ def build_app(core: ServerCore) -> web.Application:
         return await generation(request, False)
 
     async def models(request: web.Request) -> web.StreamResponse:
-        return json_response(core.models())
+        return json_response(core.writer, core.models())
 
     async def tokenize(request: web.Request) -> web.StreamResponse:
         try:
-            return json_response(core.tokenize(await _read_body(request)))
+            return json_response(core.writer, core.tokenize(await _read_body(request)))
         except HTTPFailure as exc:
-            return _error(exc)
+            return _error(core, exc)
 
     async def detokenize(request: web.Request) -> web.StreamResponse:
         try:
-            return json_response(core.detokenize(await _read_body(request)))
+            return json_response(core.writer, core.detokenize(await _read_body(request)))
         except HTTPFailure as exc:
-            return _error(exc)
+            return _error(core, exc)
 
     async def health(request: web.Request) -> web.StreamResponse:
         return web.Response(status=200)

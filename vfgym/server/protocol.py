@@ -9,10 +9,50 @@ training code can be tested against this server unchanged.
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Sequence
 from typing import Any
 
 from vfgym.server.tokenizer import ByteTokenizer, assistant_text, content_text
+
+_encode_json = json.JSONEncoder(separators=(",", ":")).encode
+
+
+class RawJSON:
+    """JSON text that a `JSONWriter` splices into a response as it is."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+class JSONWriter:
+    """Encodes responses to JSON bytes, splicing in `RawJSON` fragments.
+
+    The stdlib encoder cannot emit raw text, so each fragment is first encoded as
+    a placeholder string carrying this writer's random nonce, then replaced.
+    """
+
+    def __init__(self) -> None:
+        self._nonce = os.urandom(6).hex()
+
+    def encode(self, payload: Any) -> bytes:
+        """The JSON of `payload` as bytes (ASCII-only, so lone surrogates cannot break it)."""
+        fragments: list[str] = []
+        nonce = self._nonce
+
+        def placeholder(obj: Any) -> str:
+            if not isinstance(obj, RawJSON):
+                raise TypeError(f"cannot encode {type(obj).__name__} as JSON")
+            fragments.append(obj.text)
+            return f"\x00{nonce}:{len(fragments) - 1}\x00"
+
+        text = json.JSONEncoder(separators=(",", ":"), default=placeholder).encode(payload)
+        for i, fragment in enumerate(fragments):
+            text = text.replace(f'"\\u0000{nonce}:{i}\\u0000"', fragment, 1)
+        return text.encode("ascii")
 
 
 class HTTPFailure(Exception):
@@ -84,6 +124,7 @@ class TokenizerView:
         self.tokenizer = tokenizer
         self._fast = isinstance(tokenizer, ByteTokenizer)
         self._text_cache: dict[int, str] = {}
+        self.entry_cache: dict[tuple[int, int, bool], str] = {}
 
     def encode(self, text: str) -> list[int]:
         return list(self.tokenizer.encode(text, add_special_tokens=False))
@@ -146,30 +187,42 @@ def _token_name(view: TokenizerView, tid: int, as_ids: bool) -> str:
     return f"token_id:{tid}" if as_ids else view.token_text(tid)
 
 
+def _chat_entry(view: TokenizerView, tid: int, top_n: int, as_ids: bool) -> dict[str, Any]:
+    top = [
+        {"token": _token_name(view, alt, as_ids), "logprob": lp, "bytes": view.token_bytes(alt)}
+        for alt, lp in _alternatives(tid, top_n, view.vocab_size)
+    ]
+    return {
+        "token": _token_name(view, tid, as_ids),
+        "logprob": token_logprob(tid),
+        "bytes": view.token_bytes(tid),
+        "top_logprobs": top,
+    }
+
+
+_ENTRY_CACHE_LIMIT = 200_000
+
+
 def chat_logprobs(
     view: TokenizerView, ids: Sequence[int], top_n: int, as_ids: bool
 ) -> dict[str, Any]:
-    """`choices[i].logprobs` of a chat completion: one entry per completion token."""
-    vocab = view.vocab_size
-    content = []
+    """`choices[i].logprobs` of a chat completion: one entry per completion token.
+
+    An entry depends only on the token id and the options, so its JSON text is
+    built once and spliced into later responses: with logprobs on, encoding these
+    entries was most of the cost of a response.
+    """
+    cache = view.entry_cache
+    pieces = []
     for tid in ids:
-        top = [
-            {
-                "token": _token_name(view, alt, as_ids),
-                "logprob": alt_lp,
-                "bytes": view.token_bytes(alt),
-            }
-            for alt, alt_lp in _alternatives(tid, top_n, vocab)
-        ]
-        content.append(
-            {
-                "token": _token_name(view, tid, as_ids),
-                "logprob": token_logprob(tid),
-                "bytes": view.token_bytes(tid),
-                "top_logprobs": top,
-            }
-        )
-    return {"content": content, "refusal": None}
+        key = (tid, top_n, as_ids)
+        text = cache.get(key)
+        if text is None:
+            text = _encode_json(_chat_entry(view, tid, top_n, as_ids))
+            if len(cache) < _ENTRY_CACHE_LIMIT:
+                cache[key] = text
+        pieces.append(text)
+    return {"content": RawJSON("[" + ",".join(pieces) + "]"), "refusal": None}
 
 
 def completion_logprobs(
