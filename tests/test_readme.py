@@ -1,0 +1,55 @@
+"""Every code block of the README runs, as written.
+
+Python blocks run in order in one namespace (later blocks use names defined by
+earlier ones, as a reader would). Shell blocks run line by line from the
+repository root, except `bash .ci/test` with no arguments: that is the command
+running this very test suite.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text()
+BLOCK = re.compile(r"^```(\w+)\n(.*?)^```", re.DOTALL | re.MULTILINE)
+BLOCKS = [(lang, code) for lang, code in BLOCK.findall(README)]
+SELF = "bash .ci/test"
+
+
+def test_readme_has_code_blocks() -> None:
+    languages = {lang for lang, _ in BLOCKS}
+    assert {"python", "bash"} <= languages, languages
+    assert languages <= {"python", "bash"}, f"unexecuted block languages: {languages}"
+
+
+def test_python_blocks_run_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    namespace: dict[str, object] = {"__name__": "__readme__"}
+    for number, (lang, code) in enumerate(BLOCKS):
+        if lang == "python":
+            exec(compile(code, f"README.md python block {number}", "exec"), namespace)
+
+
+def shell_commands() -> list[str]:
+    commands = []
+    for lang, code in BLOCKS:
+        if lang != "bash":
+            continue
+        for line in code.splitlines():
+            command = line.split("  #")[0].strip()
+            if command and command != SELF:
+                commands.append(command)
+    return commands
+
+
+@pytest.mark.parametrize("command", shell_commands())
+def test_shell_commands_run(command: str) -> None:
+    result = subprocess.run(
+        ["bash", "-c", command], cwd=ROOT, capture_output=True, text=True, timeout=900
+    )
+    assert result.returncode == 0, f"{command}\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}"
