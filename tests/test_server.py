@@ -605,6 +605,8 @@ def test_special_token_names_in_text_encode_as_special_tokens():
     assert TOK.encode("a<|end|>") == [ord("a") + 16, TOK.eos_token_id]
     assert TOK.encode("<|end|>", split_special_tokens=True) == [b + 16 for b in b"<|end|>"]
     assert TOK.decode(TOK.encode("x<|user|>y"), skip_special_tokens=True) == "xy"
+    assert TOK("ab")["input_ids"] == TOK.encode("ab")
+    assert TOK(["a", "bc"])["attention_mask"] == [[1], [1, 1]]
 
 
 text_st = st.text(max_size=12)

@@ -14,13 +14,18 @@ import math
 import os
 import threading
 import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
 
 from vfgym.server.faults import Fault, FaultQueue
-from vfgym.server.policy import PolicyReplyError, PolicyRouter, UnknownModelError, normalise_reply
+from vfgym.server.policy import (
+    BoundPolicy,
+    PolicyReplyError,
+    PolicyRouter,
+    UnknownModelError,
+    normalise_reply,
+)
 from vfgym.server.protocol import (
     HTTPFailure,
     JSONWriter,
@@ -33,8 +38,6 @@ from vfgym.server.protocol import (
     finish_turn,
     reply_text,
 )
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def json_response(
@@ -49,7 +52,9 @@ def json_response(
     )
 
 
-def _int_param(body: dict[str, Any], name: str, *, minimum: int, maximum: int | None = None):
+def _int_param(
+    body: dict[str, Any], name: str, *, minimum: int, maximum: int | None = None
+) -> int | None:
     value = body.get(name)
     if value is None:
         return None
@@ -59,6 +64,17 @@ def _int_param(body: dict[str, Any], name: str, *, minimum: int, maximum: int | 
         upper = f" and <= {maximum}" if maximum is not None else ""
         raise bad_request(f"'{name}' must be >= {minimum}{upper}, got {value}", name)
     return value
+
+
+def _stop_param(body: dict[str, Any]) -> list[str] | None:
+    stop = body.get("stop")
+    if stop is None:
+        return None
+    if isinstance(stop, str):
+        return [stop]
+    if isinstance(stop, list) and all(isinstance(s, str) for s in stop):
+        return stop
+    raise bad_request(f"'stop' must be a string or a list of strings, got {stop!r}", "stop")
 
 
 class ServerCore:
@@ -117,12 +133,16 @@ class ServerCore:
             raise context_overflow(self.max_model_len, prompt_tokens, max_tokens or 0, chat=chat)
         return max_tokens if max_tokens is not None else self.max_model_len - prompt_tokens
 
-    async def _replies(self, body: dict[str, Any], prompt: Any, n: int) -> list[Any]:
-        model = body.get("model")
+    def _policy(self, body: dict[str, Any]) -> BoundPolicy:
         try:
-            policy = self.router.get(model)
+            return self.router.get(body.get("model"))
         except UnknownModelError as exc:
             raise HTTPFailure(404, str(exc), param="model") from None
+
+    async def _replies(
+        self, policy: BoundPolicy, body: dict[str, Any], prompt: Any, n: int
+    ) -> list[Any]:
+        model = body.get("model")
         try:
             if n == 1:
                 return [await policy(prompt, body)]
@@ -152,6 +172,7 @@ class ServerCore:
     # -- endpoints ----------------------------------------------------------------
 
     async def chat(self, body: dict[str, Any]) -> dict[str, Any]:
+        policy = self._policy(body)
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
             raise bad_request("'messages' must be a non-empty list of message dicts", "messages")
@@ -171,12 +192,12 @@ class ServerCore:
         want_logprobs = bool(body.get("logprobs"))
         as_ids = bool(body.get("return_tokens_as_token_ids"))
         want_ids = bool(body.get("return_token_ids"))
+        stop = _stop_param(body)
         model = body.get("model")
-        replies = await self._replies(body, messages, n)
+        replies = await self._replies(policy, body, messages, n)
 
         choices = []
         completion_tokens = 0
-        stop = body.get("stop")
         for index, reply in enumerate(replies):
             message, ids, finish = finish_turn(view, self._normalise(reply, model), limit, stop)
             completion_tokens += len(ids)
@@ -229,6 +250,7 @@ class ServerCore:
             raise bad_request(f"cannot decode the token ids: {exc}", "tokens") from None
 
     async def completions(self, body: dict[str, Any]) -> dict[str, Any]:
+        policy = self._policy(body)
         if body.get("stream"):
             raise bad_request("streaming is not supported by this server; omit 'stream'", "stream")
         if body.get("echo"):
@@ -239,7 +261,7 @@ class ServerCore:
         top_n = _int_param(body, "logprobs", minimum=0, maximum=20)
         as_ids = bool(body.get("return_tokens_as_token_ids"))
         want_ids = bool(body.get("return_token_ids"))
-        stop = body.get("stop")
+        stop = _stop_param(body)
         model = body.get("model")
 
         choices = []
@@ -248,7 +270,7 @@ class ServerCore:
             prompt_tokens = len(given_ids) if given_ids is not None else view.count(text)
             limit = self._sampling(body, prompt_tokens, chat=False)
             prompt_total += prompt_tokens
-            replies = await self._replies(body, text, n)
+            replies = await self._replies(policy, body, text, n)
             for j, reply in enumerate(replies):
                 out, ids, finish = finish_text(
                     view, reply_text(self._normalise(reply, model)), limit, stop
@@ -397,6 +419,9 @@ def build_app(core: ServerCore) -> web.Application:
             return _error(core, exc)
         except _Dropped:
             raise asyncio.CancelledError from None
+        except Exception as exc:  # a server bug: still answer in the OpenAI error shape
+            message = f"model server error: {type(exc).__name__}: {exc}"
+            return _error(core, HTTPFailure(500, message))
 
     async def chat_completions(request: web.Request) -> web.StreamResponse:
         return await generation(request, True)

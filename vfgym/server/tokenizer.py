@@ -213,6 +213,14 @@ class ByteTokenizer:
                 ids.extend(_BYTE_TO_ID[b] for b in _to_utf8(piece))
         return ids
 
+    def __call__(self, text: str | list[str], **kwargs: Any) -> dict[str, Any]:
+        """`tokenizer(text)["input_ids"]`, as Hugging Face tokenizers are called."""
+        if isinstance(text, str):
+            ids = self.encode(text, **kwargs)
+            return {"input_ids": ids, "attention_mask": [1] * len(ids)}
+        batch = [self.encode(t, **kwargs) for t in text]
+        return {"input_ids": batch, "attention_mask": [[1] * len(ids) for ids in batch]}
+
     def count(self, text: str) -> int:
         """`len(encode(text))` without building the list (the server counts every prompt)."""
         if "<|" not in text:
