@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from openai import AsyncOpenAI, OpenAI
 
 from vfgym.data import to_rows
+from vfgym.envs.environment import new_state
 from vfgym.errors import error_record
 from vfgym.results import ResultsWriter, make_record
 from vfgym.types import GenerateInputs, GenerateOutputs, SamplingArgs, State
@@ -146,8 +147,6 @@ async def run_batch(
                     sampling_args=sampling_args,
                 )
             except Exception as exc:  # a custom rollout that raised: record, go on
-                from vfgym.envs.environment import new_state
-
                 state = new_state(prompt, [], row["answer"], row["task"], info, row["example_id"])
                 state["error"] = error_record(exc)
                 state["stop_reason"] = "error"
