@@ -1,0 +1,63 @@
+"""Gymnasium adapter: every vfgym environment as a `gymnasium.Env`.
+
+    import gymnasium as gym
+    import vfgym.gym  # registers the ids (Gymnasium's convention; see below)
+
+    env = gym.make("vfgym/Wordle-v0", num_examples=50)
+    observation, info = env.reset(seed=0)
+    observation, reward, terminated, truncated, info = env.step("<move>crane</move>")
+
+Importing this package registers a Gymnasium id for every environment in the
+`vfgym.environments` entry-point group — Gymnasium 1.x dropped plugin discovery,
+so, as with other Gymnasium environment packages, the ids exist once the package is
+imported. `gym.make("vfgym.gym:vfgym/Wordle-v0")` imports it on the fly.
+`register(id, loader, **defaults)` adds ids for your own environments, and
+`GymEnv(env)` wraps an environment object directly.
+
+Vector envs work in both modes: `gym.make_vec(id, num_envs=8,
+vectorization_mode="async")` returns the right strings (the text spaces bring their
+own shared-memory codec), and the vector env's autoreset mode (NEXT_STEP by
+default in Gymnasium 1.x) decides what happens after an episode ends; a single
+`GymEnv` refuses `step()` after the end with `gymnasium.error.ResetNeeded`.
+"""
+
+from vfgym.gym.env import GymEnv
+from vfgym.gym.play import (
+    Trajectory,
+    aplay_episode,
+    aplay_vector,
+    play_episode,
+    play_vector,
+    unbatch_info,
+)
+from vfgym.gym.registration import make_env, register, register_registry
+from vfgym.gym.spaces import (
+    DEFAULT_MAX_TEXT_LENGTH,
+    MessagesSpace,
+    ModelTurnSpace,
+    UnicodeText,
+)
+from vfgym.gym.state_view import StateView
+
+#: name -> Gym id of the registry's environments, and name -> why one was skipped.
+REGISTERED_IDS, SKIPPED = register_registry()
+
+__all__ = [
+    "DEFAULT_MAX_TEXT_LENGTH",
+    "REGISTERED_IDS",
+    "SKIPPED",
+    "GymEnv",
+    "MessagesSpace",
+    "ModelTurnSpace",
+    "StateView",
+    "Trajectory",
+    "UnicodeText",
+    "aplay_episode",
+    "aplay_vector",
+    "make_env",
+    "play_episode",
+    "play_vector",
+    "register",
+    "register_registry",
+    "unbatch_info",
+]

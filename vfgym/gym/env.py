@@ -1,0 +1,458 @@
+"""`GymEnv`: any vfgym `MultiTurnEnv` as a `gymnasium.Env`.
+
+The adapter walks the rollout engine's turn loop from outside: `reset()` builds
+the State the way a rollout does (`init_state`, then `setup_state`); `step(action)`
+records the action as the model's turn and lets the environment answer
+(`advance`); when the episode ends it marks how (`finish`), releases what the
+episode held (`cleanup_state`) and scores it with the rubric.
+
+How hooks are driven: when every per-turn hook is plain computation
+(`env.hooks_are_sync`, true for the built-in games) each step runs inline with no
+event loop at all. Otherwise sync `step()` runs the hooks on a private event loop,
+or — when called inside a running loop, as in a notebook — on a fresh loop in a
+helper thread; asyncio code should `await env.astep(...)` instead.
+
+Hooks an environment may define for the adapter (all optional):
+
+- `render_state(state) -> str`: the board or position, shown by `render()`.
+- `step_reward(state) -> float`: a reward for the transition just made, called
+  after every step when `GymEnv(..., per_step_reward=True)`; the episodic reward
+  is added to it on the last step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import sys
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any, Literal, TypeVar
+
+import gymnasium as gym
+import numpy as np
+
+from vfgym._async import maybe_await, run_inline, run_sync
+from vfgym.envs.multiturn_env import TRUNCATING, MultiTurnEnv
+from vfgym.errors import error_record
+from vfgym.gym.scoring import InlineScorer
+from vfgym.gym.spaces import DEFAULT_MAX_TEXT_LENGTH, MessagesSpace, ModelTurnSpace, UnicodeText
+from vfgym.gym.state_view import StateView
+from vfgym.gym.text import clean_text, conversation_text, fit_text, observation_text
+from vfgym.messages import normalize_message
+from vfgym.types import ChatMessage, Messages, RolloutScore, State
+
+T = TypeVar("T")
+ObservationMode = Literal["text", "messages"]
+Observation = str | list[ChatMessage]
+Action = str | ChatMessage
+
+#: Keys `reset(options=...)` understands.
+RESET_OPTIONS = frozenset({"index"})
+
+
+class GymEnv(gym.Env[Observation, Action]):
+    """A `gymnasium.Env` over a vfgym `MultiTurnEnv` (and so `SingleTurnEnv`, `ToolEnv`).
+
+    Args:
+        env: the vfgym environment.
+        observation_mode: "text" (default) gives each observation as one string —
+            at reset the prompt's message contents joined by a blank line, after a
+            step the environment's new messages joined the same way. "messages"
+            gives the message dicts themselves.
+        per_step_reward: reward every step with the environment's
+            `step_reward(state)` hook (the episodic reward is added at the end).
+            Off by default: the reward is 0.0 until the last step, which carries
+            the rubric's episodic reward.
+        render_mode: None, "ansi" (render returns the transcript) or "human"
+            (render prints it).
+        dataset: which rows reset draws from: "eval" (the evaluation rows, or
+            the training rows when there are none) or "train".
+        max_text_length: the bound of the text spaces; longer observation text is
+            cut with a note (the full messages stay in `info["messages"]`).
+
+    `info` holds `state` (a read-only `StateView` of the episode's State, with
+    `game_state` and `tools_called` when the environment keeps them), `messages`
+    (the whole conversation so far) and `turn`; the last step adds `stop_reason`,
+    `episode_reward` and the rubric's `metrics`. The live State is `env.state`.
+    """
+
+    metadata: dict[str, Any] = {"render_modes": ["ansi", "human"], "render_fps": 4}
+
+    def __init__(
+        self,
+        env: MultiTurnEnv,
+        *,
+        observation_mode: ObservationMode = "text",
+        per_step_reward: bool = False,
+        render_mode: str | None = None,
+        dataset: Literal["eval", "train"] = "eval",
+        max_text_length: int = DEFAULT_MAX_TEXT_LENGTH,
+    ) -> None:
+        if not isinstance(env, MultiTurnEnv):
+            raise TypeError(
+                f"GymEnv wraps a vfgym MultiTurnEnv (or SingleTurnEnv, ToolEnv), not "
+                f"{type(env).__name__}; build one with vfgym.load_environment(name)"
+            )
+        if observation_mode not in ("text", "messages"):
+            raise ValueError(
+                f"observation_mode must be 'text' or 'messages', not {observation_mode!r}"
+            )
+        if observation_mode == "messages" and env.message_type != "chat":
+            raise ValueError(
+                "observation_mode='messages' needs a chat environment; this one uses "
+                "message_type='completion', so use observation_mode='text'"
+            )
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode must be None, 'ansi' or 'human', not {render_mode!r}")
+        if dataset not in ("eval", "train"):
+            raise ValueError(f"dataset must be 'eval' or 'train', not {dataset!r}")
+        if isinstance(max_text_length, bool) or not isinstance(max_text_length, int):
+            raise TypeError(f"max_text_length must be an int, not {max_text_length!r}")
+        if max_text_length < 1:
+            raise ValueError(f"max_text_length must be at least 1, not {max_text_length}")
+        step_reward = getattr(env, "step_reward", None)
+        if per_step_reward and not callable(step_reward):
+            raise ValueError(
+                f"per_step_reward=True needs the environment to define step_reward(state) -> "
+                f"float, and {type(env).__name__} does not; leave per_step_reward off to get "
+                "the episodic reward at the end"
+            )
+        rows = env.get_dataset() if dataset == "train" else env.get_eval_dataset()
+        if not rows:
+            raise ValueError(f"{type(env).__name__} has no {dataset} rows to start episodes from")
+
+        self.environment = env
+        self.observation_mode: ObservationMode = observation_mode
+        self.per_step_reward = per_step_reward
+        self.render_mode = render_mode
+        self.max_text_length = max_text_length
+        self.rows = rows
+        self.observation_space = (
+            UnicodeText(max_text_length)
+            if observation_mode == "text"
+            else MessagesSpace(max_text_length)
+        )
+        self.action_space = ModelTurnSpace(max_text_length)
+
+        self._chat = env.message_type == "chat"
+        self._inline = env.hooks_are_sync
+        self._step_reward: Callable[[State], Any] | None = step_reward if per_step_reward else None
+        self._scorer = InlineScorer(env.rubric) if InlineScorer.supports(env.rubric) else None
+        self._state: State | None = None
+        self._done = True
+        self._cleaned = True
+        self._busy = False
+        self._closed = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # --------------------------------------------------------------- public
+
+    @property
+    def state(self) -> State | None:
+        """The live State of the current (or last) episode; None before the first reset."""
+        return self._state
+
+    @property
+    def episode_over(self) -> bool:
+        """True before the first reset and once the episode has ended."""
+        return self._done
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Observation, dict[str, Any]]:
+        """Start an episode: draw a row (from `np_random`, or `options["index"]`)."""
+        super().reset(seed=seed)
+        index = self._row_index(options)
+        return self._drive(self._reset(index), "reset")
+
+    async def areset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Observation, dict[str, Any]]:
+        """`reset` for asyncio code: the environment's hooks run on the caller's loop."""
+        super().reset(seed=seed)
+        index = self._row_index(options)
+        with self._exclusive("areset"):
+            return await self._reset(index)
+
+    def step(self, action: Action) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
+        """Play the model's turn `action` (text, or an assistant message dict)."""
+        message = self._model_turn(action)
+        return self._drive(self._step(message, inline_scoring=True), "step")
+
+    async def astep(self, action: Action) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
+        """`step` for asyncio code: the environment's hooks run on the caller's loop."""
+        message = self._model_turn(action)
+        with self._exclusive("astep"):
+            return await self._step(message, inline_scoring=False)
+
+    def render(self) -> str | None:
+        """The conversation so far and, for games with `render_state`, the board."""
+        if self.render_mode is None:
+            gym.logger.warn(
+                "render() was called without a render_mode; make the env with "
+                "render_mode='ansi' (returns text) or 'human' (prints it)"
+            )
+            return None
+        text = self._render_text()
+        if self.render_mode == "human":
+            print(text, file=sys.stdout, flush=True)
+            return None
+        return text
+
+    def close(self) -> None:
+        """End the running episode (its cleanup runs) and release the private event loop."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if not self._cleaned and self._state is not None:
+                self._drive(self._cleanup(self._state), "close")
+        finally:
+            self._done = True
+            loop, self._loop = self._loop, None
+            if loop is not None and not loop.is_closed():
+                try:
+                    loop.run_until_complete(loop.shutdown_default_executor())
+                finally:
+                    loop.close()
+
+    # ------------------------------------------------------------ episode
+
+    async def _reset(self, index: int) -> tuple[Observation, dict[str, Any]]:
+        self._closed = False
+        if self._state is not None and not self._cleaned:  # reset in mid-episode
+            self._done = True
+            await self._cleanup(self._state)
+        env = self.environment
+        row = self.rows[index]
+        prompt = row["prompt"]
+        prompt = [dict(m) for m in prompt] if isinstance(prompt, list) else prompt
+        state = await env.init_state(
+            prompt,
+            await env.init_completion(),
+            row["answer"],
+            row["task"],
+            copy.deepcopy(row["info"]),
+            row["example_id"],
+        )
+        self._state, self._done, self._cleaned = state, False, False
+        try:
+            ready = await maybe_await(env.setup_state, state)
+        except BaseException as exc:
+            state["error"] = error_record(exc)
+            env.finish(state, "error")
+            self._done = True
+            await self._cleanup(state)
+            raise
+        if ready is not None and ready is not state:
+            state.update(ready)
+        return self._observe(state["prompt"]), self._info(state)
+
+    async def _step(
+        self, message: ChatMessage | str, *, inline_scoring: bool
+    ) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
+        state = self._require_running()
+        env = self.environment
+        env.record_model_turn(state, message)
+        try:
+            env_messages, stop = await env.advance(state)
+            reward = 0.0
+            if self._step_reward is not None:
+                reward = float(await maybe_await(self._step_reward, state))
+        except BaseException as exc:
+            state["error"] = error_record(exc)
+            env.finish(state, "error")
+            self._done = True
+            await self._cleanup(state)
+            raise
+        observation = self._observe(env_messages)
+        info = self._info(state)
+        if stop is None:
+            return observation, reward, False, False, info
+        env.finish(state, stop)
+        self._done = True
+        await self._cleanup(state)
+        score = await self._score(state, inline_scoring)
+        info["stop_reason"] = stop
+        info["episode_reward"] = score.reward
+        info["metrics"] = dict(score.metrics)
+        reward += score.reward
+        truncated = stop in TRUNCATING
+        return observation, reward, not truncated, truncated, info
+
+    async def _score(self, state: State, inline: bool) -> RolloutScore:
+        if inline and self._scorer is not None:
+            return self._scorer.score(state)
+        return await self.environment.rubric.score_rollout(
+            state["prompt"],
+            state["completion"],
+            state["answer"],
+            state,
+            task=state.get("task", "default"),
+            info=state.get("info"),
+            example_id=state.get("example_id"),
+        )
+
+    async def _cleanup(self, state: State) -> None:
+        """`cleanup_state`, at most once per episode; a failure is recorded, not raised."""
+        if self._cleaned:
+            return
+        self._cleaned = True
+        try:
+            await maybe_await(self.environment.cleanup_state, state)
+        except Exception as exc:
+            state["cleanup_error"] = error_record(exc)
+            self.environment.logger.warning("cleanup of a Gym episode failed: %s", exc)
+
+    # ------------------------------------------------------------ helpers
+
+    def _drive(self, coro: Coroutine[Any, Any, T], what: str) -> T:
+        """Run one of the adapter's coroutines from sync code, as cheaply as possible."""
+        with self._exclusive(what):
+            if self._inline and (self._scorer is not None or what != "step"):
+                return run_inline(coro)
+            try:
+                asyncio.get_running_loop()
+            except RuntimeError:
+                if self._loop is None or self._loop.is_closed():
+                    self._loop = asyncio.new_event_loop()
+                return self._loop.run_until_complete(coro)
+            return run_sync(coro)
+
+    def _exclusive(self, what: str) -> _Exclusive:
+        return _Exclusive(self, what)
+
+    def _row_index(self, options: Mapping[str, Any] | None) -> int:
+        if options:
+            unknown = set(options) - RESET_OPTIONS
+            if unknown:
+                raise ValueError(
+                    f"reset() got unknown option(s) {sorted(unknown)}; it understands "
+                    f"{sorted(RESET_OPTIONS)} (options={{'index': i}} picks dataset row i)"
+                )
+            if "index" in options:
+                index = options["index"]
+                if isinstance(index, bool) or not isinstance(index, int | np.integer):
+                    raise TypeError(f"options['index'] must be an int, not {index!r}")
+                if not -len(self.rows) <= index < len(self.rows):
+                    raise IndexError(
+                        f"options['index']={index} is outside the {len(self.rows)} dataset rows"
+                    )
+                return int(index) % len(self.rows)
+        return int(self.np_random.integers(len(self.rows)))
+
+    def _require_running(self) -> State:
+        if self._state is None:
+            raise gym.error.ResetNeeded("call reset() before step()")
+        if self._done:
+            raise gym.error.ResetNeeded(
+                f"the episode has ended (stop reason: {self._state.get('stop_reason')}); "
+                "call reset() to start a new one"
+            )
+        return self._state
+
+    def _model_turn(self, action: Any) -> ChatMessage | str:
+        """The action as the message to record; raises before anything changes."""
+        if isinstance(action, str):
+            return {"role": "assistant", "content": action} if self._chat else action
+        if not self._chat:
+            raise TypeError(
+                "this environment is completion-style (message_type='completion'); the "
+                f"action must be the model's text as a str, not {type(action).__name__}"
+            )
+        if not isinstance(action, Mapping) and hasattr(action, "model_dump"):
+            action = normalize_message(action)  # an openai ChatCompletionMessage
+        if not isinstance(action, Mapping):
+            raise TypeError(
+                "an action is the model's turn: a str, or an assistant message dict like "
+                "{'role': 'assistant', 'content': '...', 'tool_calls': [...]}; got "
+                f"{type(action).__name__}"
+            )
+        role = action.get("role", "assistant")
+        if role != "assistant":
+            raise ValueError(
+                f"an action is the model's turn, so its role must be 'assistant', not {role!r}"
+            )
+        content = action.get("content")
+        if content is not None and not isinstance(content, str):
+            raise TypeError(
+                f"the action's 'content' must be a str or None, not {type(content).__name__}"
+            )
+        calls = action.get("tool_calls")
+        if calls is not None and not isinstance(calls, list | tuple):
+            raise TypeError(
+                f"the action's 'tool_calls' must be a list of tool calls, not "
+                f"{type(calls).__name__}"
+            )
+        if content is None and not calls:
+            raise ValueError("the action has neither 'content' nor 'tool_calls'")
+        message: dict[str, Any] = {**action, "role": "assistant", "content": content or ""}
+        if calls is not None:
+            message["tool_calls"] = [
+                copy.deepcopy(dict(c)) if isinstance(c, Mapping) else c for c in calls
+            ]
+        return message  # type: ignore[return-value]
+
+    def _observe(self, messages: Messages) -> Observation:
+        if self.observation_mode == "text":
+            return observation_text(messages, self.max_text_length)
+        limit = self.max_text_length
+        out = []
+        for message in messages:
+            copied = dict(message)
+            content = copied.get("content")
+            if isinstance(content, str):
+                copied["content"] = fit_text(clean_text(content), limit)
+            out.append(copied)
+        return out
+
+    def _info(self, state: State) -> dict[str, Any]:
+        messages = state["prompt"] + state["completion"]  # a new list (or str) every call
+        return {"state": StateView(state), "messages": messages, "turn": state["turn"]}
+
+    def _render_text(self) -> str:
+        state = self._state
+        if state is None:
+            return ""
+        prompt, completion = state["prompt"], state["completion"]
+        if isinstance(prompt, list):
+            text = conversation_text(prompt + completion)
+        else:
+            text = clean_text(prompt + completion)
+        render_state = getattr(self.environment, "render_state", None)
+        if callable(render_state):
+            board = render_state(state)
+            if board:
+                text += "\n\n" + clean_text(str(board))
+        if self._done and state.get("stop_reason"):
+            text += f"\n\n(episode over: {state['stop_reason']})"
+        return text
+
+    def __repr__(self) -> str:
+        name = self.environment.env_id or type(self.environment).__name__
+        return f"<GymEnv {name} ({self.observation_mode})>"
+
+
+class _Exclusive:
+    """Refuses a second reset/step on the same env while one is running."""
+
+    __slots__ = ("env", "what")
+
+    def __init__(self, env: GymEnv, what: str) -> None:
+        self.env = env
+        self.what = what
+
+    def __enter__(self) -> None:
+        if self.env._busy:
+            raise RuntimeError(
+                f"{self.what}() was called while another reset/step of this env is still "
+                "running; one env plays one episode at a time — use a vector env or one "
+                "GymEnv per concurrent episode"
+            )
+        self.env._busy = True
+
+    def __exit__(self, *exc: object) -> None:
+        self.env._busy = False
+
+
+__all__ = ["GymEnv", "ObservationMode"]

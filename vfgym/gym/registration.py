@@ -1,0 +1,142 @@
+"""Gymnasium ids for vfgym environments: `gym.make("vfgym/Wordle-v0", num_examples=50)`.
+
+Every environment in the `vfgym.environments` entry-point group (the built-in
+catalogue and any installed third-party package) gets the id its module declares
+(`GYM_ID`, default `vfgym/<CamelCaseName>-v0`). Gymnasium 1.x has no plugin
+discovery: ids exist once the package that registers them is imported, so the ids
+are registered when `vfgym.gym` is imported (or use `gym.make("vfgym.gym:vfgym/
+Wordle-v0")`, which imports it for you).
+
+Keyword arguments of `gym.make` go to the environment's loader, except the
+adapter's own (`observation_mode`, `per_step_reward`, `render_mode`, `dataset`,
+`max_text_length`), which go to `GymEnv`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium as gym
+from gymnasium.envs.registration import EnvSpec, parse_env_id
+
+from vfgym.envs.multiturn_env import MultiTurnEnv
+from vfgym.gym.env import GymEnv, ObservationMode
+from vfgym.gym.spaces import DEFAULT_MAX_TEXT_LENGTH
+from vfgym.registry import describe, load_environment, registered_names
+
+logger = logging.getLogger("vfgym.gym")
+
+#: Where `gym.make` finds the factory of every id registered here.
+ENTRY_POINT = "vfgym.gym.registration:make_env"
+
+#: Keyword arguments that configure the adapter rather than the environment.
+ADAPTER_ARGS = ("observation_mode", "per_step_reward", "render_mode", "dataset", "max_text_length")
+
+
+def make_env(
+    environment: str | Callable[..., MultiTurnEnv],
+    *,
+    observation_mode: ObservationMode = "text",
+    per_step_reward: bool = False,
+    render_mode: str | None = None,
+    dataset: str = "eval",
+    max_text_length: int = DEFAULT_MAX_TEXT_LENGTH,
+    **env_args: Any,
+) -> GymEnv:
+    """Build the environment (a registry name or a factory) and wrap it in a `GymEnv`.
+
+    This is the entry point of every id registered through `vfgym.gym`; `env_args`
+    go to the environment's loader.
+    """
+    if isinstance(environment, str):
+        env = load_environment(environment, **env_args)
+    elif callable(environment):
+        env = environment(**env_args)
+    else:
+        raise TypeError(
+            "environment must be a registered name or a function returning a vfgym "
+            f"environment, not {type(environment).__name__}"
+        )
+    if not isinstance(env, MultiTurnEnv):
+        raise TypeError(
+            f"{environment!r} built a {type(env).__name__}, not a vfgym MultiTurnEnv; "
+            "a Gym environment needs a turn loop to step through"
+        )
+    return GymEnv(
+        env,
+        observation_mode=observation_mode,
+        per_step_reward=per_step_reward,
+        render_mode=render_mode,
+        dataset=dataset,  # type: ignore[arg-type]
+        max_text_length=max_text_length,
+    )
+
+
+# gym.make reads `metadata` from the entry point to check `render_mode` up front.
+make_env.metadata = GymEnv.metadata  # type: ignore[attr-defined]
+
+
+def register(
+    id: str,
+    environment: str | Callable[..., MultiTurnEnv],
+    *,
+    max_episode_steps: int | None = None,
+    nondeterministic: bool = False,
+    **defaults: Any,
+) -> EnvSpec:
+    """Register a Gymnasium id for a vfgym environment; returns its `EnvSpec`.
+
+    `environment` is a registry name ("wordle") or a function that builds the
+    environment, such as a module's `load_environment`. `defaults` are keyword
+    arguments for it (and for the adapter, see `make_env`); `gym.make(id, **kw)`
+    overrides them.
+    """
+    if not isinstance(id, str):
+        raise TypeError(f"id must be a str like 'my-ns/MyGame-v0', not {type(id).__name__}")
+    try:
+        parse_env_id(id)
+    except gym.error.Error as exc:
+        raise ValueError(f"{id!r} is not a valid Gymnasium id ({exc})") from None
+    if not isinstance(environment, str) and not callable(environment):
+        raise TypeError(
+            "environment must be a registered name or a function that builds a vfgym "
+            f"environment (e.g. a load_environment), not {type(environment).__name__}"
+        )
+    gym.register(
+        id=id,
+        entry_point=ENTRY_POINT,
+        kwargs={"environment": environment, **defaults},
+        max_episode_steps=max_episode_steps,
+        nondeterministic=nondeterministic,
+    )
+    return gym.spec(id)
+
+
+def register_registry() -> tuple[dict[str, str], dict[str, str]]:
+    """Give every entry-point environment its Gym id.
+
+    Returns `(registered, skipped)`: name -> id for those registered, and
+    name -> reason for those whose module cannot be imported (they stay usable
+    once fixed, by calling this again).
+    """
+    registered: dict[str, str] = {}
+    skipped: dict[str, str] = {}
+    for name in registered_names():
+        try:
+            gym_id = describe(name).gym_id
+        except Exception as exc:  # one broken package must not hide the others
+            skipped[name] = f"{type(exc).__name__}: {exc}"
+            logger.debug("no Gym id for %s: %s", name, skipped[name])
+            continue
+        if (
+            gym.registry.get(gym_id) is None
+            or gym.registry[gym_id].kwargs.get("environment") != name
+        ):
+            register(gym_id, name)
+        registered[name] = gym_id
+    return registered, skipped
+
+
+__all__ = ["ADAPTER_ARGS", "ENTRY_POINT", "make_env", "register", "register_registry"]

@@ -1,0 +1,308 @@
+"""Observation and action spaces for conversations.
+
+Gymnasium's `spaces.Text` only accepts characters from an explicit charset,
+alphanumerics by default: a prompt with a space or a newline is not "in" it. Listing
+every printable Unicode character would be a set of about 290,000 strings, copied
+into every vector sub-space. `UnicodeText` is a `Text` whose membership is a rule
+instead: any string without control characters (tab, newline and carriage return
+excepted) and without lone surrogates, up to `max_length` characters.
+
+Gymnasium's helpers that map characters to indices (`flatten`, and the shared memory
+that `AsyncVectorEnv` uses by default) are given code-point versions for these
+spaces here, registered on their `functools.singledispatch` functions. That matters:
+with the stock `Text` handlers, `AsyncVectorEnv(shared_memory=True)` reads the text
+observations once at construction and hands back those stale strings forever. Ours
+decode the current contents on every step, so `gym.make_vec(..., "async")` returns
+the right strings with no option to set.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+from collections.abc import Iterator, Mapping
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+from gymnasium.spaces import Box, Space, Text
+from gymnasium.spaces.utils import flatdim, flatten, flatten_space, unflatten
+from gymnasium.vector.utils.shared_memory import (
+    create_shared_memory,
+    read_from_shared_memory,
+    write_to_shared_memory,
+)
+
+from vfgym.gym.text import is_clean
+
+#: The default bound on observation text, in characters.
+DEFAULT_MAX_TEXT_LENGTH = 65_536
+
+#: One past the largest Unicode code point: the padding value of flattened text.
+CODE_POINT_LIMIT = 0x110000
+
+#: The alphabet `sample()` draws from: every character is in the space, and a few
+#: beyond ASCII make sure random actions exercise Unicode handling.
+SAMPLE_ALPHABET = (
+    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+    " \n\t.,;:!?'\"()[]{}<>/\\|-_+=*&^%$#@~`"
+    "éüßñøΩЖ中あ€→✓"
+)
+
+#: Message roles a conversation may hold.
+ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
+
+
+class UnicodeText(Text):
+    """Text of 0 to `max_length` characters: any Unicode except control characters.
+
+    Tab, newline and carriage return are allowed; other C0/C1 controls and lone
+    surrogates are not (the adapter shows them as visible stand-ins, see
+    `vfgym.gym.text.clean_text`). `sample()` draws from `SAMPLE_ALPHABET`, and a
+    `mask` passed to it indexes `character_list`, that alphabet.
+    """
+
+    def __init__(
+        self,
+        max_length: int = DEFAULT_MAX_TEXT_LENGTH,
+        *,
+        min_length: int = 0,
+        seed: int | np.random.Generator | None = None,
+    ) -> None:
+        super().__init__(max_length, min_length=min_length, charset=SAMPLE_ALPHABET, seed=seed)
+
+    def contains(self, x: Any) -> bool:
+        return isinstance(x, str) and self.min_length <= len(x) <= self.max_length and is_clean(x)
+
+    def character_index(self, char: str) -> np.int32:
+        """The code point of `char`: what flattened text and shared memory hold."""
+        return np.int32(ord(char))
+
+    def __repr__(self) -> str:
+        return f"UnicodeText({self.min_length}, {self.max_length})"
+
+    def __eq__(self, other: object, /) -> bool:
+        return (
+            type(other) is type(self)
+            and self.min_length == other.min_length  # type: ignore[attr-defined]
+            and self.max_length == other.max_length  # type: ignore[attr-defined]
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # mutable rng inside, like other spaces
+
+
+class ModelTurnSpace(UnicodeText):
+    """The model's turn: its text, or an assistant message dict (with `tool_calls`).
+
+    `sample()` gives text. A message dict is how a tool call reaches `step`; its
+    text length is not bounded by `max_length`, because the model's turn is taken
+    as the model wrote it.
+    """
+
+    def contains(self, x: Any) -> bool:
+        if isinstance(x, str):
+            return super().contains(x)
+        return is_assistant_message(x)
+
+    def __repr__(self) -> str:
+        return f"ModelTurnSpace({self.min_length}, {self.max_length})"
+
+
+def is_assistant_message(x: Any) -> bool:
+    """True for a dict shaped like an assistant turn in the OpenAI wire format."""
+    if not isinstance(x, Mapping) or x.get("role", "assistant") != "assistant":
+        return False
+    content = x.get("content")
+    if content is not None and not isinstance(content, str):
+        return False
+    calls = x.get("tool_calls")
+    return calls is None or isinstance(calls, list)
+
+
+class MessagesSpace(Space[list]):
+    """Lists of chat-message dicts, for `observation_mode="messages"`.
+
+    A member is a list of dicts, each with a known `role` and a `content` that is
+    None or text in a `UnicodeText(max_length)`; other keys (`tool_calls`,
+    `tool_call_id`, `name`) may be present. `shared_memory_chars` bounds the JSON
+    form of one observation when an `AsyncVectorEnv` passes it through shared
+    memory (beyond it, that vector env must be made with `shared_memory=False`).
+    """
+
+    def __init__(
+        self,
+        max_length: int = DEFAULT_MAX_TEXT_LENGTH,
+        *,
+        shared_memory_chars: int | None = None,
+        seed: int | np.random.Generator | None = None,
+    ) -> None:
+        self.text = UnicodeText(max_length)
+        self.max_length = max_length
+        self.shared_memory_chars = shared_memory_chars or 4 * max_length + 4096
+        super().__init__(shape=None, dtype=None, seed=seed)
+
+    @property
+    def is_np_flattenable(self) -> bool:
+        return False
+
+    def contains(self, x: Any) -> bool:
+        if not isinstance(x, list):
+            return False
+        for message in x:
+            if not isinstance(message, dict) or message.get("role") not in ROLES:
+                return False
+            content = message.get("content")
+            if content is not None and not self.text.contains(content):
+                return False
+        return True
+
+    def sample(self, mask: Any = None, probability: Any = None) -> list[dict[str, Any]]:
+        """One to three user or tool messages with short random text."""
+        if mask is not None or probability is not None:
+            raise ValueError("MessagesSpace.sample does not take a mask or probabilities")
+        rng = self.np_random
+        messages = []
+        for _ in range(int(rng.integers(1, 4))):
+            length = int(rng.integers(0, min(64, self.max_length) + 1))
+            chars = rng.choice(list(SAMPLE_ALPHABET), size=length)
+            messages.append({"role": str(rng.choice(["user", "tool"])), "content": "".join(chars)})
+        return messages
+
+    def __repr__(self) -> str:
+        return f"MessagesSpace({self.max_length})"
+
+    def __eq__(self, other: object, /) -> bool:
+        return isinstance(other, MessagesSpace) and self.max_length == other.max_length
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+# ------------------------------------------------------------------ flattening
+
+
+@flatten.register(UnicodeText)
+def _flatten_unicode(space: UnicodeText, x: str) -> np.ndarray:
+    if len(x) > space.max_length:
+        raise ValueError(f"text of {len(x)} characters does not fit {space!r}")
+    out = np.full(space.max_length, CODE_POINT_LIMIT, dtype=np.int32)
+    out[: len(x)] = np.frombuffer(x.encode("utf-32-le"), dtype=np.int32)
+    return out
+
+
+@unflatten.register(UnicodeText)
+def _unflatten_unicode(space: UnicodeText, x: np.ndarray) -> str:
+    points = np.asarray(x, dtype=np.int32)
+    return points[points < CODE_POINT_LIMIT].tobytes().decode("utf-32-le")
+
+
+@flatten_space.register(UnicodeText)
+def _flatten_unicode_space(space: UnicodeText) -> Box:
+    return Box(low=0, high=CODE_POINT_LIMIT, shape=(space.max_length,), dtype=np.int32)
+
+
+@flatdim.register(UnicodeText)
+def _flatdim_unicode(space: UnicodeText) -> int:
+    return space.max_length
+
+
+# --------------------------------------------------------------- shared memory
+#
+# Layout per sub-environment: one int32 length, then the text's code points. The
+# reader returns a live view; vector envs deep-copy it (their default `copy=True`),
+# which decodes the current texts into a plain tuple, the same type SyncVectorEnv
+# returns.
+
+
+def _capacity(space: UnicodeText | MessagesSpace) -> int:
+    return space.max_length if isinstance(space, UnicodeText) else space.shared_memory_chars
+
+
+def _encode(space: UnicodeText | MessagesSpace, value: Any) -> str:
+    if isinstance(space, MessagesSpace):
+        return json.dumps(value, ensure_ascii=False)
+    return value
+
+
+def _decode(space: UnicodeText | MessagesSpace, text: str) -> Any:
+    return json.loads(text) if isinstance(space, MessagesSpace) else text
+
+
+class SharedTextBatch:
+    """The texts (or message lists) of all sub-environments, read from shared memory.
+
+    Indexing decodes what is in shared memory *now*; `copy.deepcopy` (what vector
+    envs do before returning observations) gives a plain tuple.
+    """
+
+    def __init__(self, space: UnicodeText | MessagesSpace, buffer: Any, n: int) -> None:
+        self._space = space
+        self._buffer = buffer
+        self._n = n
+        self._stride = _capacity(space) + 1
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, index: int) -> Any:
+        if not -self._n <= index < self._n:
+            raise IndexError(f"sub-environment {index} of {self._n}")
+        index %= self._n
+        data = np.frombuffer(self._buffer.get_obj(), dtype=np.int32)
+        start = index * self._stride
+        length = int(data[start])
+        text = data[start + 1 : start + 1 + length].tobytes().decode("utf-32-le")
+        return _decode(self._space, text)
+
+    def __iter__(self) -> Iterator[Any]:
+        return (self[i] for i in range(self._n))
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> tuple[Any, ...]:
+        return tuple(self)
+
+    def __repr__(self) -> str:
+        return f"SharedTextBatch({tuple(self)!r})"
+
+
+@create_shared_memory.register(UnicodeText)
+@create_shared_memory.register(MessagesSpace)
+def _create_text_memory(
+    space: UnicodeText | MessagesSpace, n: int = 1, ctx: ModuleType = mp
+) -> Any:
+    return ctx.Array(np.dtype(np.int32).char, n * (_capacity(space) + 1))  # type: ignore[attr-defined]
+
+
+@read_from_shared_memory.register(UnicodeText)
+@read_from_shared_memory.register(MessagesSpace)
+def _read_text_memory(space: UnicodeText | MessagesSpace, shared_memory: Any, n: int = 1) -> Any:
+    return SharedTextBatch(space, shared_memory, n)
+
+
+@write_to_shared_memory.register(UnicodeText)
+@write_to_shared_memory.register(MessagesSpace)
+def _write_text_memory(
+    space: UnicodeText | MessagesSpace, index: int, value: Any, shared_memory: Any
+) -> None:
+    text = _encode(space, value)
+    capacity = _capacity(space)
+    if len(text) > capacity:
+        raise ValueError(
+            f"an observation of {len(text)} characters does not fit the {capacity} of shared "
+            f"memory reserved for {space!r}; make the vector env with "
+            "vector_kwargs={'shared_memory': False}"
+        )
+    data = np.frombuffer(shared_memory.get_obj(), dtype=np.int32)
+    start = index * (capacity + 1)
+    data[start] = len(text)
+    data[start + 1 : start + 1 + len(text)] = np.frombuffer(
+        text.encode("utf-32-le"), dtype=np.int32
+    )
+
+
+__all__ = [
+    "DEFAULT_MAX_TEXT_LENGTH",
+    "MessagesSpace",
+    "ModelTurnSpace",
+    "SharedTextBatch",
+    "UnicodeText",
+    "is_assistant_message",
+]
