@@ -72,12 +72,21 @@ def is_transient(exc: BaseException) -> bool:
 
 
 def _retry_after(exc: BaseException) -> float | None:
+    """Seconds the server asked us to wait, if it said (`retry-after-ms` is the precise one)."""
     response = getattr(exc, "response", None)
-    header = response.headers.get("retry-after") if response is not None else None
-    try:
-        return float(header) if header is not None else None
-    except ValueError:
+    if response is None:
         return None
+    for header, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = response.headers.get(header)
+        if value is None:
+            continue
+        try:
+            seconds = float(value) * scale
+        except ValueError:
+            continue  # e.g. an HTTP date: fall back to the policy's own backoff
+        if seconds >= 0:
+            return seconds
+    return None
 
 
 @functools.cache
