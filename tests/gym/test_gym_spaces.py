@@ -1,0 +1,81 @@
+"""The text and message spaces, and how observation text is made to fit them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from gym_test_envs import GuessEnv
+from gymnasium.spaces.utils import flatdim, flatten, flatten_space, unflatten
+
+from vfgym.gym import GymEnv, MessagesSpace, ModelTurnSpace, UnicodeText
+from vfgym.gym.text import clean_text, fit_text
+
+
+def test_unicode_text_accepts_printable_unicode_and_layout_whitespace():
+    space = UnicodeText(100)
+    for text in ["", "hello world", "a\nb\tc\r\n", "Ünïcödé ✓ 中文 😀 👨‍👩‍👧", "\u00a0nbsp"]:
+        assert space.contains(text), text
+    for bad in ["bell\x07", "esc\x1b[0m", "nul\x00", "c1\x85", "\ud800", "x" * 101, 5, None]:
+        assert not space.contains(bad), repr(bad)
+
+
+def test_samples_are_members_and_follow_the_seed():
+    for space in (UnicodeText(300), ModelTurnSpace(300), MessagesSpace(300)):
+        space.seed(5)
+        first = [space.sample() for _ in range(20)]
+        assert all(space.contains(s) for s in first)
+        space.seed(5)
+        assert [space.sample() for _ in range(20)] == first
+
+
+def test_model_turn_space_takes_assistant_messages_with_tool_calls():
+    space = ModelTurnSpace(10)
+    assert space.contains({"role": "assistant", "content": None, "tool_calls": []})
+    assert space.contains({"role": "assistant", "content": "x" * 50})
+    assert not space.contains({"role": "user", "content": "hi"})
+    assert not space.contains({"role": "assistant", "tool_calls": "add"})
+
+
+def test_messages_space_checks_structure_and_text():
+    space = MessagesSpace(20)
+    assert space.contains([{"role": "tool", "content": "42", "tool_call_id": "c"}])
+    assert space.contains([])
+    assert not space.contains([{"role": "narrator", "content": "x"}])
+    assert not space.contains([{"role": "user", "content": "\x1b"}])
+    assert not space.contains({"role": "user", "content": "x"})
+
+
+def test_flatten_round_trips_every_code_point():
+    space = UnicodeText(16)
+    text = "a é 中😀\n"
+    flat = flatten(space, text)
+    assert flat.shape == (16,) and flat.dtype == np.int32
+    assert unflatten(space, flat) == text
+    assert flatdim(space) == 16 and flatten_space(space).contains(flat)
+
+
+def test_control_characters_are_shown_not_dropped():
+    assert clean_text("\x1b[31mred\x1b[0m\x00") == "␛[31mred␛[0m␀"
+    assert clean_text("c1\x85 del\x7f") == "c1<U+0085> del␡"
+    assert clean_text("plain\ttext\n") == "plain\ttext\n"
+
+
+def test_long_text_is_cut_with_a_note():
+    cut = fit_text("x" * 1000, 200)
+    assert len(cut) == 200 and cut.startswith("x" * 50) and "cut to 200 of 1000" in cut
+    assert fit_text("short", 200) == "short"
+    assert fit_text("y" * 50, 10) == "y" * 10
+
+
+def test_observations_always_fit_the_space():
+    env = GymEnv(GuessEnv(), max_text_length=100)
+    observation, info = env.reset(seed=0)
+    assert len(observation) == 100 and observation in env.observation_space
+    assert "info['messages']" in observation
+    assert info["messages"][0]["content"].startswith("Guess my number")
+    env.environment.system_prompt = None
+    observation, *_ = env.step("\x1b[1m 7")
+    assert observation in env.observation_space
+    env.close()
+    with pytest.raises(ValueError, match="at least 1"):
+        GymEnv(GuessEnv(), max_text_length=0)
