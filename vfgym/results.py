@@ -41,6 +41,11 @@ def _json_default(value: Any) -> Any:
     return repr(value)
 
 
+def as_json(value: Any) -> Any:
+    """`value` as it reads back from disk (tuples become lists, and so on), for comparisons."""
+    return json.loads(json.dumps(value, default=_json_default))
+
+
 def _finite(value: float) -> float | None:
     return value if isinstance(value, int | float) and math.isfinite(value) else None
 
@@ -146,20 +151,32 @@ class ResultsWriter:
         os.replace(tmp, path)
 
 
+#: Metadata that must match for `resume` to continue a run rather than mix two runs.
+RESUME_KEYS = (
+    "env_id",
+    "env_args",
+    "model",
+    "sampling_args",
+    "num_inputs",
+    "rollouts_per_example",
+)
+
+
 def load_finished(
     directory: str | Path, expect: dict[str, Any] | None = None
 ) -> dict[int, dict[str, Any]]:
     """Result lines of rollouts that finished without error, by input index.
 
     With `expect`, the earlier run's metadata must describe the same run (same
-    environment, arguments, model and inputs), so a resume cannot mix two runs.
+    environment, arguments, model, sampling arguments and inputs), so a resume
+    cannot mix two runs.
     """
     directory = Path(directory)
     meta_path = directory / METADATA_FILE
     if expect is not None and meta_path.exists():
         previous = json.loads(meta_path.read_text())
-        for key in ("env_id", "env_args", "model", "num_inputs", "rollouts_per_example"):
-            if key in expect and key in previous and previous[key] != expect[key]:
+        for key in RESUME_KEYS:
+            if key in expect and key in previous and previous[key] != as_json(expect[key]):
                 raise ValueError(
                     f"cannot resume {directory}: it was run with {key}={previous[key]!r}, "
                     f"this run has {key}={expect[key]!r}; use another output directory"
