@@ -6,6 +6,7 @@ finished and `resume` picks up where it stopped.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -159,7 +160,18 @@ RESUME_KEYS = (
     "sampling_args",
     "num_inputs",
     "rollouts_per_example",
+    "inputs_digest",
 )
+
+
+def inputs_digest(rows: list[dict[str, Any]]) -> str:
+    """A fingerprint of a batch's inputs, so a resume cannot pair old lines with new prompts."""
+    digest = hashlib.sha256()
+    for row in rows:
+        item = [row.get("prompt"), row.get("answer"), row.get("task"), row.get("info")]
+        digest.update(json.dumps(item, default=_json_default, sort_keys=True).encode())
+        digest.update(b"\n")
+    return digest.hexdigest()
 
 
 def load_finished(

@@ -21,7 +21,7 @@ from openai import AsyncOpenAI, OpenAI
 from vfgym.data import to_rows
 from vfgym.envs.environment import new_state
 from vfgym.errors import error_record
-from vfgym.results import ResultsWriter, make_record
+from vfgym.results import ResultsWriter, inputs_digest, make_record
 from vfgym.types import GenerateInputs, GenerateOutputs, SamplingArgs, State
 
 if TYPE_CHECKING:
@@ -123,7 +123,11 @@ async def run_batch(
         "rollouts_per_example": rollouts_per_example,
         "num_examples": n // max(1, rollouts_per_example),
     }
-    writer = ResultsWriter(results_path, metadata, resume=resume) if results_path else None
+    writer = None
+    if results_path:
+        writer = ResultsWriter(
+            results_path, {**metadata, "inputs_digest": inputs_digest(rows)}, resume=resume
+        )
 
     if semaphore is None and max_concurrent > 0:
         semaphore = asyncio.Semaphore(max_concurrent)
