@@ -19,6 +19,7 @@ import difflib
 import importlib
 import importlib.util
 import inspect
+import logging
 from dataclasses import dataclass
 from importlib import metadata
 from types import ModuleType
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
     from vfgym.envs.environment import Environment
 
 ENTRY_POINT_GROUP = "vfgym.environments"
+
+logger = logging.getLogger(__name__)
 
 
 class UnknownEnvironmentError(LookupError):
@@ -87,8 +90,18 @@ def describe(name: str) -> EnvironmentInfo:
 
 
 def list_environments() -> list[EnvironmentInfo]:
-    """Descriptions of every registered environment (built-in and third-party)."""
-    return [describe(name) for name in registered_names()]
+    """Descriptions of every registered environment (built-in and third-party).
+
+    An entry whose module cannot be imported is left out with a logged warning:
+    one broken package must not hide every other environment.
+    """
+    found = []
+    for name in registered_names():
+        try:
+            found.append(describe(name))
+        except Exception as exc:
+            logger.warning("environment %r is registered but cannot be imported: %s", name, exc)
+    return found
 
 
 def _lookup(name: str) -> metadata.EntryPoint:
