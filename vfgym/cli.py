@@ -1,0 +1,226 @@
+"""The `vfgym` command: list, eval, play, view and sandbox.
+
+Every failure a user can cause ends with one clear sentence on stderr and a
+non-zero exit code, never a traceback (`-v` shows one for unexpected errors).
+Ctrl-C is handled here, in `main`, and nowhere at import time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+from pathlib import Path
+from typing import IO
+
+from vfgym.cli_support import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    CommandError,
+    parse_json_object,
+)
+from vfgym.eval_command import DEFAULT_API_KEY_VAR, EvalOptions, run_eval
+
+_EPILOG = """examples:
+  vfgym list
+  vfgym eval guess-the-number -n 3            # reference policy, no model needed
+  vfgym eval wordle -b http://localhost:8000/v1 -m Qwen/Qwen3-8B -n 50 -r 4
+  vfgym play tictactoe
+  vfgym view outputs/wordle/reference-20250101-120000
+  vfgym sandbox doctor
+"""
+
+
+def _add_eval(commands: argparse._SubParsersAction) -> None:
+    p = commands.add_parser(
+        "eval",
+        help="evaluate a model on an environment",
+        description="Evaluate a model on an environment. With no -b/--base-url and no API key, "
+        "the environment's reference policy plays through vfgym's built-in OpenAI-compatible "
+        "server on loopback (model `reference`; `-m random` plays random moves).",
+    )
+    p.add_argument("env", help="environment id, e.g. wordle (see `vfgym list`)")
+    p.add_argument("-m", "--model", help="model name (default: `reference` on the built-in server)")
+    p.add_argument("-b", "--base-url", help="OpenAI-compatible base URL, e.g. http://HOST:8000/v1")
+    p.add_argument(
+        "-k",
+        "--api-key-var",
+        default=DEFAULT_API_KEY_VAR,
+        help=f"environment variable holding the API key (default: {DEFAULT_API_KEY_VAR})",
+    )
+    p.add_argument("-n", "--num-examples", type=int, default=5, help="examples (-1: all)")
+    p.add_argument("-r", "--rollouts-per-example", type=int, default=3, help="rollouts each")
+    p.add_argument("-c", "--max-concurrent", type=int, default=32, help="rollouts at once")
+    p.add_argument("-S", "--sampling-args", metavar="JSON", help="""e.g. '{"temperature": 0.7}'""")
+    p.add_argument("-a", "--env-args", metavar="JSON", help="""e.g. '{"difficulty": "hard"}'""")
+    p.add_argument(
+        "-o", "--output-dir", help="results directory (default: outputs/ENV/MODEL-TIMESTAMP)"
+    )
+    p.add_argument(
+        "--resume",
+        nargs="?",
+        const=True,
+        default=False,
+        metavar="DIR",
+        help="continue an interrupted run in DIR (or in -o DIR) without redoing finished rollouts",
+    )
+    p.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="progress bar (default: when stderr is a terminal)",
+    )
+    p.add_argument("-v", "--verbose", action="store_true", help="log every rollout failure")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="vfgym",
+        description="Multi-turn text games and tool environments for LLM RL and evaluation.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    commands.add_parser("list", help="list every registered environment")
+    _add_eval(commands)
+
+    play = commands.add_parser("play", help="play an environment yourself in the terminal")
+    play.add_argument("env", help="environment id (see `vfgym list`)")
+    play.add_argument("-a", "--env-args", metavar="JSON", help="environment arguments (JSON)")
+    play.add_argument("-i", "--example", type=int, default=0, help="evaluation example index")
+
+    view = commands.add_parser("view", help="write an HTML report of an evaluation")
+    view.add_argument("results", help="a results directory written by `vfgym eval`")
+    view.add_argument("-o", "--output", help="report path (default: RESULTS/report.html)")
+    view.add_argument(
+        "--max-rollouts", type=int, default=1000, help="conversations shown (default: 1000)"
+    )
+
+    commands.add_parser(
+        "sandbox",
+        help="build, check or clean up Docker sandboxes (build | doctor | gc)",
+        add_help=False,
+    )
+    return parser
+
+
+def _cmd_list(out: IO[str]) -> int:
+    from vfgym.registry import describe, registered_names
+
+    rows = [("NAME", "KIND", "SANDBOX", "DESCRIPTION")]
+    broken = 0
+    for name in registered_names():
+        try:
+            info = describe(name)
+        except Exception as exc:  # one broken package must not hide the others
+            broken += 1
+            message = " ".join(f"{type(exc).__name__}: {exc}".split())
+            rows.append((name, "?", "?", f"failed to import: {message[:160]}"))
+            continue
+        rows.append((name, info.kind, "yes" if info.needs_sandbox else "no", info.summary))
+    if len(rows) == 1:
+        print("No environments are registered; is vfgym installed?", file=out)
+        return EXIT_FAILED
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    for row in rows:
+        cells = [c.ljust(w) for c, w in zip(row[:3], widths, strict=True)] + [row[3]]
+        print("  ".join(cells).rstrip(), file=out)
+    if broken:
+        print(f"\n{broken} environment(s) could not be imported; see the errors above.", file=out)
+    return 0
+
+
+def _cmd_sandbox(argv: list[str], err: IO[str]) -> int:
+    try:
+        from vfgym.sandbox.cli import main as sandbox_main
+    except ImportError as exc:
+        print(
+            f"error: the sandbox runtime is not available in this vfgym installation ({exc}); "
+            "`vfgym sandbox build | doctor | gc` needs the vfgym.sandbox package",
+            file=err,
+        )
+        return EXIT_FAILED
+    try:
+        return int(sandbox_main(argv) or 0)
+    except SystemExit as exc:  # its argparse exits on --help and bad arguments
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+
+
+def _cmd_view(args: argparse.Namespace, out: IO[str]) -> int:
+    from vfgym.report import write_report
+
+    output = Path(args.output) if args.output else None
+    path = write_report(Path(args.results), output, max_rollouts=args.max_rollouts)
+    print(f"report written to {path}", file=out)
+    return 0
+
+
+def _cmd_play(args: argparse.Namespace, out: IO[str]) -> int:
+    from vfgym.play import play
+
+    env_args = parse_json_object("-a/--env-args", args.env_args)
+    return play(args.env, env_args, example=args.example, stdin=sys.stdin, out=out)
+
+
+def _cmd_eval(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    options = EvalOptions(
+        env_id=args.env,
+        model=args.model,
+        base_url=args.base_url,
+        api_key_var=args.api_key_var,
+        num_examples=args.num_examples,
+        rollouts_per_example=args.rollouts_per_example,
+        max_concurrent=args.max_concurrent,
+        sampling_args=parse_json_object("-S/--sampling-args", args.sampling_args),
+        env_args=parse_json_object("-a/--env-args", args.env_args),
+        output_dir=args.output_dir,
+        resume=args.resume,
+        progress=args.progress if args.progress is not None else err.isatty(),
+        verbose=args.verbose,
+    )
+    return run_eval(options, out=out, err=err)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the `vfgym` command; returns the process exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    out, err = sys.stdout, sys.stderr
+    if argv and argv[0] == "sandbox":  # its own parser handles everything after the word
+        return _cmd_sandbox(argv[1:], err)
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as exc:  # --help, or a usage error argparse already explained
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    verbose = bool(getattr(args, "verbose", False))
+    try:
+        if args.command == "list":
+            return _cmd_list(out)
+        if args.command == "eval":
+            return _cmd_eval(args, out, err)
+        if args.command == "play":
+            return _cmd_play(args, out)
+        if args.command == "view":
+            return _cmd_view(args, out)
+        return _cmd_sandbox([], err)
+    except CommandError as exc:
+        print(f"error: {exc}", file=err)
+        return exc.code
+    except KeyboardInterrupt:
+        print("\nInterrupted.", file=err)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:  # `vfgym list | head`
+        return 0
+    except Exception as exc:
+        if verbose:
+            traceback.print_exc(file=err)
+        print(
+            f"error: {type(exc).__name__}: {exc} (this is unexpected; run with -v for the "
+            "traceback and report it)",
+            file=err,
+        )
+        return EXIT_FAILED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,251 @@
+"""`vfgym play`: a person takes the model's seat and plays an environment in the terminal.
+
+It walks the same episode pieces a rollout does (`init_state`, `setup_state`,
+`record_model_turn`, `advance`, `finish`, `cleanup_state`), so what the player
+sees is exactly what a model would: the environment's replies, tool results and,
+for games, the board. Each line read from the input is one model turn; a line
+`/tool NAME {json}` makes a tool call and `/quit` ends the episode. Input is read
+from a stream, so a session can be scripted by piping lines in.
+
+The event loop runs only while the environment works, never while waiting for
+the person, so Ctrl-C at the prompt interrupts at once and cleanup still runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Mapping
+from typing import IO, Any
+
+from vfgym._async import maybe_await
+from vfgym.cli_support import (
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    CommandError,
+    build_environment,
+    check_docker,
+    describe_environment,
+)
+from vfgym.envs.multiturn_env import MultiTurnEnv
+from vfgym.types import ChatMessage, State
+
+HELP = (
+    "Type the model's turn and press Enter. `/tool NAME {json arguments}` calls a tool, "
+    "`/help` shows this, `/quit` (or end of input) ends the episode."
+)
+
+
+class PlaySession:
+    """One episode of `env` on dataset row `row`, with turns read from `stdin`."""
+
+    def __init__(self, env: MultiTurnEnv, row: Mapping[str, Any], stdin: IO[str], out: IO[str]):
+        self.env = env
+        self.row = row
+        self.stdin = stdin
+        self.out = out
+        self.interactive = _isatty(stdin)
+        self._calls = 0
+
+    # ------------------------------------------------------------- output
+
+    def say(self, text: str = "") -> None:
+        print(text, file=self.out, flush=True)
+
+    def show_messages(self, messages: Any) -> None:
+        if isinstance(messages, str):
+            if messages:
+                self.say(messages.rstrip("\n"))
+            return
+        for message in messages or []:
+            role = str(message.get("role", "?"))
+            if role == "tool":
+                label = f"[tool result {message.get('tool_call_id') or ''}]".replace(" ]", "]")
+            else:
+                label = f"[{role}]"
+            self.say(label)
+            content = message.get("content")
+            self.say(content if isinstance(content, str) else json.dumps(content))
+
+    def show_board(self, state: State, shown: Any = None) -> None:
+        """The game's own rendering, unless the environment's reply already holds it."""
+        render = getattr(self.env, "render_state", None)
+        if not callable(render):
+            return
+        try:
+            board = render(state)
+        except Exception as exc:  # a half-built state must not end the session
+            board = f"(cannot render the state: {type(exc).__name__}: {exc})"
+        replies = shown if isinstance(shown, str) else json.dumps(shown or [])
+        if isinstance(shown, list):
+            replies = "\n".join(str(m.get("content") or "") for m in shown)
+        if board and str(board).strip() not in replies:
+            self.say("[state]")
+            self.say(str(board))
+
+    def show_tools(self) -> None:
+        tools = self.row.get("info", {}).get("oai_tools") or self.env.oai_tools or []
+        if not tools:
+            return
+        self.say("[tools]  call one with: /tool NAME {json arguments}")
+        for tool in tools:
+            function = tool.get("function", {})
+            params = ", ".join((function.get("parameters") or {}).get("properties", {}))
+            summary = (function.get("description") or "").splitlines()[:1]
+            self.say(f"  {function.get('name')}({params})  {' '.join(summary)}".rstrip())
+
+    # -------------------------------------------------------------- input
+
+    def read_turn(self) -> ChatMessage | str | None:
+        """The next model turn typed by the person; None to quit."""
+        while True:
+            if self.interactive:
+                self.out.write("> ")
+                self.out.flush()
+            line = self.stdin.readline()
+            if not line:
+                return None
+            line = line.rstrip("\r\n")
+            if not self.interactive:
+                self.say(f"> {line}")
+            command = line.strip()
+            if command in ("/quit", "/exit"):
+                return None
+            if command == "/help":
+                self.say(HELP)
+                continue
+            if command.startswith("/tool"):
+                message = self._tool_message(command[len("/tool") :].strip())
+                if message is None:
+                    continue
+                return message
+            if self.env.message_type == "completion":
+                return line
+            return {"role": "assistant", "content": line}
+
+    def _tool_message(self, rest: str) -> ChatMessage | None:
+        if self.env.message_type != "chat":
+            self.say("This environment uses text completions; it has no tool calls.")
+            return None
+        name, _, arguments = rest.partition(" ")
+        if not name:
+            self.say('usage: /tool NAME {json arguments}, e.g. /tool add {"a": 1, "b": 2}')
+            return None
+        self._calls += 1
+        return {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {
+                    "id": f"call_{self._calls}",
+                    "type": "function",
+                    "function": {"name": name, "arguments": arguments.strip() or "{}"},
+                }
+            ],
+        }
+
+    # ---------------------------------------------------------------- loop
+
+    async def start(self) -> State:
+        env, row = self.env, self.row
+        state = await env.init_state(
+            row["prompt"],
+            await env.init_completion(),
+            row.get("answer", ""),
+            row.get("task", "default"),
+            dict(row.get("info") or {}),
+            row.get("example_id", 0),
+        )
+        prepared = await maybe_await(env.setup_state, state)
+        return prepared if prepared is not None else state
+
+    def run(self, runner: asyncio.Runner) -> int:
+        env = self.env
+        state = runner.run(self.start())
+        try:
+            self.show_messages(state["prompt"])
+            self.show_tools()
+            self.say(f"({HELP})")
+            stop = runner.run(env.check_stop(state))
+            while stop is None:
+                turn = self.read_turn()
+                if turn is None:
+                    stop = "quit"
+                    break
+                env.record_model_turn(state, turn)
+                new_messages, stop = runner.run(env.advance(state))
+                self.show_messages(new_messages)
+                self.show_board(state, new_messages)
+            env.finish(state, stop)
+            score = runner.run(
+                env.rubric.score_rollout(
+                    state["prompt"],
+                    state["completion"],
+                    state.get("answer", ""),
+                    state,
+                    task=state.get("task", "default"),
+                    info=state.get("info", {}),
+                    example_id=state.get("example_id", 0),
+                )
+            )
+        finally:
+            runner.run(_cleanup(env, state))
+        self.say(f"Episode over ({stop}) after {state.get('turn', 0)} turn(s).")
+        self.say(f"reward  {score.reward:.3f}")
+        width = max((len(k) for k in score.metrics), default=0)
+        for name, value in score.metrics.items():
+            self.say(f"  {name.ljust(width)}  {value:.3f}")
+        return 0
+
+
+async def _cleanup(env: MultiTurnEnv, state: State) -> None:
+    await maybe_await(env.cleanup_state, state)
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+def play(
+    env_id: str,
+    env_args: dict[str, Any] | None = None,
+    *,
+    example: int = 0,
+    stdin: IO[str] | None = None,
+    out: IO[str] | None = None,
+) -> int:
+    """Play one episode of `env_id` with turns read from `stdin`; returns the exit code."""
+    stdin = stdin if stdin is not None else sys.stdin
+    out = out if out is not None else sys.stdout
+    info = describe_environment(env_id)
+    if info is not None and info.needs_sandbox:
+        check_docker(env_id)
+    env = build_environment(env_id, dict(env_args or {}))
+    if not isinstance(env, MultiTurnEnv):
+        raise CommandError(
+            f"{env_id} is a {type(env).__name__}, which runs its own rollout loop; "
+            "`vfgym play` drives multi-turn environments (MultiTurnEnv and its subclasses)",
+            EXIT_USAGE,
+        )
+    rows = env.get_eval_dataset()
+    if not 0 <= example < len(rows):
+        raise CommandError(
+            f"-i/--example {example} is out of range: {env_id} has {len(rows)} evaluation "
+            f"examples (0 to {len(rows) - 1})",
+            EXIT_USAGE,
+        )
+    print(f"{env_id} · example {example}", file=out)
+    session = PlaySession(env, rows[example], stdin, out)
+    try:
+        with asyncio.Runner() as runner:
+            return session.run(runner)
+    except KeyboardInterrupt:
+        print("\nInterrupted; the episode was cleaned up.", file=out)
+        return EXIT_INTERRUPTED
+
+
+__all__ = ["HELP", "PlaySession", "play"]

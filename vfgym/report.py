@@ -1,0 +1,357 @@
+"""`vfgym view`: one self-contained HTML report of an evaluation.
+
+Everything is inline (CSS, script, the histogram as SVG), so the file can be
+mailed, archived or opened offline. Every string taken from the results is
+HTML-escaped: model output is untrusted text, and a report must never run what
+a model wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from vfgym.cli_support import CommandError
+from vfgym.report_assets import CSS, JS
+from vfgym.results import METADATA_FILE, RESULTS_FILE, read_results
+from vfgym.summary import (
+    RunSummary,
+    error_text,
+    histogram,
+    latest_records,
+    summarize_records,
+)
+
+#: Longer message contents are cut in the report (the JSONL keeps them whole).
+MAX_CONTENT_CHARS = 20_000
+
+
+def _e(value: Any) -> str:
+    return escape("" if value is None else str(value), quote=True)
+
+
+def _num(value: Any, digits: int = 3) -> str:
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return f"{value:.{digits}f}"
+    return "-"
+
+
+def _clip(text: str) -> str:
+    if len(text) <= MAX_CONTENT_CHARS:
+        return _e(text)
+    cut = len(text) - MAX_CONTENT_CHARS
+    return _e(text[:MAX_CONTENT_CHARS]) + f'<span class="note"> … {cut} more characters</span>'
+
+
+def rollout_status(record: Mapping[str, Any], threshold: float) -> str:
+    """`errored`, `passed` (reward reached the threshold) or `failed`."""
+    if record.get("error"):
+        return "errored"
+    reward = record.get("reward")
+    return "passed" if isinstance(reward, int | float) and reward >= threshold else "failed"
+
+
+# ----------------------------------------------------------------- summary
+
+
+def _card(label: str, value: str, bad: bool = False) -> str:
+    cls = "card bad" if bad else "card"
+    return (
+        f'<div class="{cls}"><div class="label">{_e(label)}</div>'
+        f'<div class="value">{_e(value)}</div></div>'
+    )
+
+
+def _summary_html(summary: RunSummary) -> str:
+    r = summary.reward
+    reward = f"{r.mean:.3f} ± {r.std:.3f}" if r is not None else "none"
+    cards = [
+        _card("mean reward", reward),
+        _card("rollouts", str(summary.num_rollouts)),
+        _card("errored", str(summary.num_errored), bad=summary.num_errored > 0),
+        _card("truncated", str(summary.num_truncated)),
+        _card("completion tokens", str(summary.completion_tokens)),
+        _card("time", f"{summary.duration_s:.2f} s" if summary.duration_s is not None else "-"),
+    ]
+    parts = [f'<div class="cards" id="cards">{"".join(cards)}</div>', '<div class="tables">']
+    if summary.metrics:
+        rows = "".join(
+            f"<tr><td>{_e(name)}</td><td>{_num(s.mean)}</td><td>{_num(s.std)}</td>"
+            f"<td>{_num(s.min)}</td><td>{_num(s.max)}</td></tr>"
+            for name, s in summary.metrics.items()
+        )
+        parts.append(
+            '<table id="metrics"><thead><tr><th>metric</th><th>mean</th><th>std</th>'
+            f"<th>min</th><th>max</th></tr></thead><tbody>{rows}</tbody></table>"
+        )
+    if summary.pass_at_k:
+        rows = "".join(
+            f"<tr><td>pass@{k}</td><td>{_num(v)}</td></tr>" for k, v in summary.pass_at_k.items()
+        )
+        parts.append(
+            f'<table id="pass-at-k"><thead><tr><th>reward &gt;= {summary.pass_threshold:g}</th>'
+            f"<th>estimate</th></tr></thead><tbody>{rows}</tbody></table>"
+        )
+    if summary.stop_reasons:
+        rows = "".join(
+            f"<tr><td>{_e(k)}</td><td>{v}</td></tr>" for k, v in summary.stop_reasons.items()
+        )
+        parts.append(
+            '<table id="stop-reasons"><thead><tr><th>stop reason</th><th>rollouts</th></tr>'
+            f"</thead><tbody>{rows}</tbody></table>"
+        )
+    parts.append("</div>")
+    if summary.errors:
+        items = "".join(f"<li>{n} &times; {_e(message)}</li>" for message, n in summary.errors[:10])
+        parts.append(f'<h2>Errors</h2><ul class="errors" id="error-list">{items}</ul>')
+    return "".join(parts)
+
+
+def histogram_svg(rewards: list[Any], bins: int = 10) -> str:
+    """The reward distribution as an inline SVG bar chart."""
+    counts = histogram(rewards, bins)
+    width, height, pad_l, pad_b, pad_t = 640, 220, 40, 34, 14
+    plot_w, plot_h = width - pad_l - 12, height - pad_b - pad_t
+    top = max((c for _, _, c in counts), default=0) or 1
+    bar_w = plot_w / len(counts)
+    shapes = []
+    for i, (low, high, count) in enumerate(counts):
+        h = plot_h * count / top
+        x = pad_l + i * bar_w
+        y = pad_t + plot_h - h
+        shapes.append(
+            f'<rect class="bar" x="{x + 1:.1f}" y="{y:.1f}" width="{bar_w - 2:.1f}" '
+            f'height="{h:.1f}" data-count="{count}"><title>{low:.2f} to {high:.2f}: {count} '
+            f"rollout{'s' if count != 1 else ''}</title></rect>"
+        )
+        if count:
+            shapes.append(
+                f'<text x="{x + bar_w / 2:.1f}" y="{y - 3:.1f}" text-anchor="middle">{count}</text>'
+            )
+    for i in range(0, len(counts) + 1, max(1, len(counts) // 5)):
+        edge = counts[0][0] + i * (counts[0][1] - counts[0][0])
+        shapes.append(
+            f'<text x="{pad_l + i * bar_w:.1f}" y="{height - pad_b + 16}" '
+            f'text-anchor="middle">{edge:.2f}</text>'
+        )
+    axis_y = pad_t + plot_h
+    shapes.append(
+        f'<line x1="{pad_l}" y1="{axis_y}" x2="{width - 12}" y2="{axis_y}" stroke="#999"/>'
+        f'<text x="{pad_l - 6}" y="{pad_t + 4}" text-anchor="end">{top}</text>'
+        f'<text x="{pad_l - 6}" y="{axis_y}" text-anchor="end">0</text>'
+        f'<text x="{pad_l + plot_w / 2:.0f}" y="{height - 4}" text-anchor="middle">reward</text>'
+    )
+    return (
+        f'<svg class="hist" id="histogram" xmlns="http://www.w3.org/2000/svg" width="{width}" '
+        f'height="{height}" viewBox="0 0 {width} {height}" role="img" '
+        f'aria-label="reward histogram">{"".join(shapes)}</svg>'
+    )
+
+
+# ------------------------------------------------------------- conversations
+
+
+def _content_text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # content parts
+        texts = []
+        for part in content:
+            if isinstance(part, Mapping) and part.get("type") == "text":
+                texts.append(str(part.get("text", "")))
+            else:
+                texts.append(json.dumps(part, ensure_ascii=False)[:500])
+        return "\n".join(texts)
+    return json.dumps(content, ensure_ascii=False)
+
+
+def _pretty_arguments(arguments: Any) -> str:
+    if isinstance(arguments, str):
+        try:
+            return json.dumps(json.loads(arguments), indent=2, ensure_ascii=False)
+        except json.JSONDecodeError:
+            return arguments  # shown as the model sent it: malformed JSON is worth seeing
+    return json.dumps(arguments, indent=2, ensure_ascii=False)
+
+
+def _message_html(message: Any, tool_names: dict[str, str]) -> str:
+    if not isinstance(message, Mapping):
+        return f'<div class="msg"><pre>{_clip(str(message))}</pre></div>'
+    role = str(message.get("role") or "message")
+    label = role
+    if role == "tool":
+        call_id = str(message.get("tool_call_id") or "")
+        name = tool_names.get(call_id)
+        label = f"tool · {name}" if name else "tool"
+        if call_id:
+            label += f" ({call_id})"
+    parts = [f'<div class="msg {_e(role)}"><div class="role">{_e(label)}</div>']
+    text = _content_text(message.get("content"))
+    if text or not message.get("tool_calls"):
+        parts.append(f"<pre>{_clip(text)}</pre>")
+    for call in message.get("tool_calls") or []:
+        function = (call.get("function") or {}) if isinstance(call, Mapping) else {}
+        name = str(function.get("name") or "?")
+        call_id = str(call.get("id") or "") if isinstance(call, Mapping) else ""
+        if call_id:
+            tool_names[call_id] = name
+        parts.append(
+            f'<div class="toolcall"><span class="name">→ {_e(name)}'
+            f"{f' ({_e(call_id)})' if call_id else ''}</span>"
+            f"<pre>{_clip(_pretty_arguments(function.get('arguments')))}</pre></div>"
+        )
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def _conversation_html(messages: Any, tool_names: dict[str, str]) -> str:
+    if messages is None:
+        return ""
+    if isinstance(messages, str):  # completion-style text
+        return f'<div class="msg"><pre>{_clip(messages)}</pre></div>'
+    return "".join(_message_html(m, tool_names) for m in messages)
+
+
+def rollout_html(record: Mapping[str, Any], threshold: float) -> str:
+    """One rollout as a collapsible section: header line, error, conversation, metrics."""
+    status = rollout_status(record, threshold)
+    index = record.get("index")
+    anchor = f"rollout-{index}" if isinstance(index, int) else ""
+    bits = [
+        f"#{_e(index)}",
+        f"example {_e(record.get('example_id'))}",
+        f'<span class="reward">reward {_num(record.get("reward"))}</span>',
+        _e(record.get("stop_reason") or status),
+    ]
+    if record.get("turn") is not None:
+        bits.append(f"{_e(record.get('turn'))} turns")
+    if record.get("tools_called"):
+        bits.append("tools: " + _e(", ".join(map(str, record["tools_called"]))))
+    if record.get("error"):
+        bits.append("<b>errored</b>")
+    body = []
+    if record.get("error"):
+        body.append(f'<div class="error">{_e(error_text(record["error"]))}</div>')
+    if record.get("reward_errors"):
+        body.append(
+            '<div class="error">reward function errors: '
+            f"{_e(json.dumps(record['reward_errors'], ensure_ascii=False)[:2000])}</div>"
+        )
+    answer = record.get("answer")
+    meta = [f"<b>task</b> {_e(record.get('task'))}"]
+    if answer not in (None, ""):
+        meta.append(f"<b>answer</b> {_e(answer)}")
+    metrics = record.get("metrics") or {}
+    if metrics:
+        meta.append(" · ".join(f"<b>{_e(k)}</b> {_num(v)}" for k, v in metrics.items()))
+    body.append(f'<p class="kv">{" · ".join(meta)}</p>')
+    tool_names: dict[str, str] = {}
+    body.append(_conversation_html(record.get("prompt"), tool_names))
+    body.append(_conversation_html(record.get("completion"), tool_names))
+    id_attr = f' id="{anchor}"' if anchor else ""
+    return (
+        f'<details class="rollout {status}" data-status="{status}"{id_attr}>'
+        f'<summary>{" · ".join(bits)}</summary><div class="body">{"".join(body)}</div>'
+        "</details>"
+    )
+
+
+# -------------------------------------------------------------------- page
+
+
+def render_report(
+    metadata: Mapping[str, Any],
+    records: list[dict[str, Any]],
+    *,
+    source: str = "",
+    max_rollouts: int = 1000,
+) -> str:
+    """The whole report as one HTML string."""
+    summary = summarize_records(records, metadata)
+    rows = latest_records(records)
+    env_id = metadata.get("env_id") or "evaluation"
+    model = metadata.get("model") or "?"
+    facts = [f"model {model}"]
+    for key in ("status", "started_at", "base_url"):
+        if metadata.get(key):
+            facts.append(f"{key.replace('_', ' ')} {metadata[key]}")
+    if metadata.get("env_args"):
+        facts.append(f"env args {json.dumps(metadata['env_args'], ensure_ascii=False)}")
+    if metadata.get("sampling_args"):
+        facts.append(f"sampling {json.dumps(metadata['sampling_args'], ensure_ascii=False)}")
+    if source:
+        facts.append(source)
+    shown = rows[: max(0, max_rollouts)]
+    clipped = (
+        f'<p class="note">Showing the first {len(shown)} of {len(rows)} rollouts '
+        "(--max-rollouts).</p>"
+        if len(shown) < len(rows)
+        else ""
+    )
+    threshold = summary.pass_threshold
+    scored_rewards = [r.get("reward") for r in rows if not r.get("error")]
+    rollouts = "".join(rollout_html(r, threshold) for r in shown) or (
+        '<p class="note" id="no-rollouts">No rollout has finished yet.</p>'
+    )
+    buttons = "".join(
+        f'<button type="button" data-filter="{f}">{label}</button>'
+        for f, label in (
+            ("all", "all"),
+            ("passed", "passed"),
+            ("failed", "failed"),
+            ("errored", "errored"),
+        )
+    )
+    return (
+        "<!DOCTYPE html>\n"
+        '<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>vfgym · {_e(env_id)} · {_e(model)}</title><style>{CSS}</style></head>"
+        f'<body><main><header><h1 id="title">{_e(env_id)}</h1>'
+        f'<p class="meta">{" · ".join(_e(f) for f in facts)}</p></header>'
+        f'<section id="summary">{_summary_html(summary)}</section>'
+        f"<section><h2>Reward distribution</h2>{histogram_svg(scored_rewards)}</section>"
+        f'<section id="rollouts"><h2>Rollouts</h2><div class="controls">{buttons}'
+        '<input id="search" type="search" placeholder="search text in rollouts">'
+        '<button type="button" id="expand">expand all</button>'
+        '<button type="button" id="collapse">collapse all</button>'
+        f'<span id="shown"></span></div>{clipped}{rollouts}</section>'
+        f"</main><script>{JS}</script></body></html>\n"
+    )
+
+
+def write_report(directory: Path, output: Path | None = None, max_rollouts: int = 1000) -> Path:
+    """Read a results directory and write its report (default: DIRECTORY/report.html)."""
+    if not directory.is_dir():
+        raise CommandError(
+            f"{directory} is not a directory; give the results directory `vfgym eval` printed "
+            "(it holds results.jsonl and metadata.json)",
+            2,
+        )
+    if not (directory / RESULTS_FILE).exists() and not (directory / METADATA_FILE).exists():
+        raise CommandError(
+            f"{directory} holds no {RESULTS_FILE} or {METADATA_FILE}; is it a directory written "
+            "by `vfgym eval`?",
+            2,
+        )
+    try:
+        metadata, records = read_results(directory)
+    except (OSError, json.JSONDecodeError) as exc:
+        raise CommandError(f"cannot read the results in {directory}: {exc}") from None
+    path = output if output is not None else directory / "report.html"
+    html = render_report(metadata, records, source=str(directory), max_rollouts=max_rollouts)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(html, encoding="utf-8")
+    except OSError as exc:
+        raise CommandError(f"cannot write the report to {path}: {exc}") from None
+    return path
+
+
+__all__ = ["histogram_svg", "render_report", "rollout_html", "rollout_status", "write_report"]
