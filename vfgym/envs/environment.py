@@ -13,7 +13,7 @@ from openai import AsyncOpenAI, OpenAI
 
 from vfgym._async import run_sync
 from vfgym.client import RetryPolicy, request_model_response
-from vfgym.data import DatasetLike, format_rows, to_rows
+from vfgym.data import DatasetLike, build_prompt, format_rows, to_rows
 from vfgym.parsers import Parser
 from vfgym.rubrics import Rubric
 from vfgym.types import (
@@ -102,13 +102,39 @@ class Environment(ABC):
 
     # ------------------------------------------------------------------ data
 
-    def format_dataset(self, dataset: DatasetLike, *_: Any, **__: Any) -> list[dict[str, Any]]:
-        """Rows with a ready `prompt`, plus `answer`, `info`, `task` and `example_id`."""
+    def format_prompt(
+        self,
+        prompt_str: str,
+        system_prompt: str | None = None,
+        few_shot: list[ChatMessage] | None = None,
+    ) -> list[ChatMessage]:
+        """The chat prompt for one question (see `vfgym.data.build_prompt`)."""
+        return build_prompt(prompt_str, system_prompt, few_shot)
+
+    def format_dataset(
+        self,
+        dataset: DatasetLike,
+        system_prompt: str | None = None,
+        few_shot: list[ChatMessage] | None = None,
+        question_key: str = "question",
+        answer_key: str = "answer",
+        map_kwargs: dict[str, Any] | None = None,
+    ) -> list[dict[str, Any]]:
+        """Rows with a ready `prompt`, plus `answer`, `info`, `task` and `example_id`.
+
+        `system_prompt` and `few_shot` default to the environment's own;
+        `question_key` and `answer_key` name the columns to read when they are
+        not "question" and "answer". `map_kwargs` is accepted for verifiers
+        compatibility and has no effect (rows are plain dicts, not mapped).
+        """
+        rows = to_rows(dataset)
+        if question_key != "question" or answer_key != "answer":
+            rows = [_renamed(row, i, question_key, answer_key) for i, row in enumerate(rows)]
         return format_rows(
-            to_rows(dataset),
+            rows,
             message_type=self.message_type,
-            system_prompt=self.system_prompt,
-            few_shot=self.few_shot,
+            system_prompt=self.system_prompt if system_prompt is None else system_prompt,
+            few_shot=self.few_shot if few_shot is None else few_shot,
         )
 
     def get_dataset(self, n: int = -1, seed: int | None = None) -> list[dict[str, Any]]:
@@ -377,6 +403,20 @@ def new_state(
         "stop_reason": None,
         "timing": {"generation_ms": 0.0, "scoring_ms": 0.0, "total_ms": 0.0},
     }
+
+
+def _renamed(row: dict[str, Any], index: int, question_key: str, answer_key: str) -> dict[str, Any]:
+    """A row whose question and answer columns carry the standard names."""
+    out = dict(row)
+    for key, standard in ((question_key, "question"), (answer_key, "answer")):
+        if key == standard or ("prompt" in out and standard == "question"):
+            continue
+        if key not in out:
+            raise ValueError(
+                f"dataset row {index} has no {key!r} column (its columns: {sorted(out)})"
+            )
+        out[standard] = out.pop(key)
+    return out
 
 
 def _take(rows: list[dict[str, Any]], n: int, seed: int | None) -> list[dict[str, Any]]:
