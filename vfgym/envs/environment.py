@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
+from contextlib import AbstractAsyncContextManager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -227,6 +229,114 @@ class Environment(ABC):
         **kwargs: Any,
     ) -> tuple[Messages, State]:
         """Run one episode and return `(completion, state)`."""
+
+    async def run_rollout(
+        self,
+        sem: AbstractAsyncContextManager[Any],
+        client: AsyncOpenAI | OpenAI,
+        model: str,
+        prompt: Messages,
+        completion: Messages | None = None,
+        answer: str = "",
+        state: State | None = None,
+        task: str = "default",
+        info: Info | None = None,
+        example_id: int = 0,
+        sampling_args: SamplingArgs | None = None,
+        **kwargs: Any,
+    ) -> tuple[Messages, State]:
+        """`rollout` while holding `sem`, for trainers written against verifiers."""
+        async with sem:
+            return await self.rollout(
+                client,
+                model,
+                prompt,
+                completion=completion,
+                answer=answer,
+                state=state,
+                task=task,
+                info=info,
+                example_id=example_id,
+                sampling_args=sampling_args,
+                **kwargs,
+            )
+
+    async def run_rollouts(
+        self,
+        client: AsyncOpenAI | OpenAI,
+        model: str,
+        prompts: list[Messages],
+        completions: list[Messages] | None = None,
+        answers: list[str] | None = None,
+        states: list[State] | None = None,
+        tasks: list[str] | None = None,
+        infos: list[Info] | None = None,
+        example_ids: list[int] | None = None,
+        sampling_args: SamplingArgs | None = None,
+        max_concurrent: int = -1,
+        semaphore: asyncio.Semaphore | None = None,
+        use_tqdm: bool = False,
+        **kwargs: Any,
+    ) -> list[tuple[Messages, State]]:
+        """Many rollouts at once, unscored, as `(completion, state)` in input order.
+
+        Columns left out (or empty) take their defaults; `generate` is the usual
+        entry point, this is the lower-level call verifiers trainers make.
+        """
+        from vfgym.runner import _progress_bar
+
+        n = len(prompts)
+
+        def column(name: str, values: list[Any] | None, default: Callable[[int], Any]) -> list[Any]:
+            if not values:
+                return [default(i) for i in range(n)]
+            if len(values) != n:
+                raise ValueError(f"{n} prompts but {len(values)} {name}; give one per prompt")
+            return list(values)
+
+        rows = zip(
+            prompts,
+            column("completions", completions, lambda i: None),
+            column("answers", answers, lambda i: ""),
+            column("states", states, lambda i: None),
+            column("tasks", tasks, lambda i: "default"),
+            column("infos", infos, lambda i: {}),
+            column("example_ids", example_ids, lambda i: i),
+            strict=True,
+        )
+        if semaphore is None:
+            limit: AbstractAsyncContextManager[Any] = (
+                asyncio.Semaphore(max_concurrent) if max_concurrent > 0 else nullcontext()
+            )
+        else:
+            limit = semaphore
+        progress = _progress_bar(n, use_tqdm)
+
+        async def one(row: tuple[Any, ...]) -> tuple[Messages, State]:
+            prompt, completion, answer, state, task, info, example_id = row
+            result = await self.run_rollout(
+                limit,
+                client,
+                model,
+                prompt,
+                completion,
+                answer,
+                state,
+                task,
+                info,
+                example_id,
+                sampling_args,
+                **kwargs,
+            )
+            if progress is not None:
+                progress.update(1)
+            return result
+
+        try:
+            return list(await asyncio.gather(*(one(row) for row in rows)))
+        finally:
+            if progress is not None:
+                progress.close()
 
     # --------------------------------------------------- generate / evaluate
 
