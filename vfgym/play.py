@@ -47,6 +47,7 @@ class PlaySession:
         self.out = out
         self.interactive = _isatty(stdin)
         self._calls = 0
+        self._last_board = ""
 
     # ------------------------------------------------------------- output
 
@@ -69,7 +70,7 @@ class PlaySession:
             self.say(content if isinstance(content, str) else json.dumps(content))
 
     def show_board(self, state: State, shown: Any = None) -> None:
-        """The game's own rendering, unless the environment's reply already holds it."""
+        """The game's own rendering, when it changed and the reply does not already hold it."""
         render = getattr(self.env, "render_state", None)
         if not callable(render):
             return
@@ -77,12 +78,17 @@ class PlaySession:
             board = render(state)
         except Exception as exc:  # a half-built state must not end the session
             board = f"(cannot render the state: {type(exc).__name__}: {exc})"
-        replies = shown if isinstance(shown, str) else json.dumps(shown or [])
         if isinstance(shown, list):
             replies = "\n".join(str(m.get("content") or "") for m in shown)
-        if board and str(board).strip() not in replies:
+        else:
+            replies = str(shown or "")
+        board = str(board or "").strip()
+        if not board or board == self._last_board:
+            return
+        self._last_board = board
+        if board not in replies:
             self.say("[state]")
-            self.say(str(board))
+            self.say(board)
 
     def show_tools(self) -> None:
         tools = self.row.get("info", {}).get("oai_tools") or self.env.oai_tools or []
