@@ -12,11 +12,11 @@ import asyncio
 import contextlib
 import math
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from openai import AsyncOpenAI, OpenAI
+from openai import AsyncOpenAI, DefaultAsyncHttpxClient, OpenAI
 
 from vfgym.data import to_rows
 from vfgym.envs.environment import new_state
@@ -59,6 +59,27 @@ def as_async_client(client: AsyncOpenAI | OpenAI) -> AsyncOpenAI:
         timeout=client.timeout,
         max_retries=client.max_retries,
     )
+
+
+@contextlib.asynccontextmanager
+async def loop_local_client(client: AsyncOpenAI | OpenAI) -> AsyncIterator[AsyncOpenAI]:
+    """An async client whose connections belong to the running event loop, closed on exit.
+
+    An `AsyncOpenAI` keeps its connection pool bound to the loop that first used
+    it, and `generate_sync` / `evaluate_sync` run on a loop of their own each
+    time; reusing the caller's pool there fails every request ("Event loop is
+    closed", "bound to a different event loop"). So the run gets a copy with a
+    fresh pool; key, base URL, headers, query and timeouts are kept. A custom
+    `http_client` given to the original is not carried over.
+    """
+    if isinstance(client, AsyncOpenAI):
+        local = client.copy(http_client=DefaultAsyncHttpxClient())
+    else:
+        local = as_async_client(client)
+    try:
+        yield local
+    finally:
+        await local.close()
 
 
 def _metric_columns(scored: list[dict[str, float]]) -> dict[str, list[float]]:
@@ -240,4 +261,4 @@ def _progress_bar(total: int, enabled: bool) -> Any:
     return tqdm(total=total, desc="rollouts", unit="rollout")
 
 
-__all__ = ["as_async_client", "normalize_inputs", "run_batch", "summarize"]
+__all__ = ["as_async_client", "loop_local_client", "normalize_inputs", "run_batch", "summarize"]

@@ -393,7 +393,13 @@ class Environment(ABC):
         **kwargs: Any,
     ) -> GenerateOutputs:
         """`generate` for sync code; works inside a running event loop too (notebooks)."""
-        return run_sync(self.generate(inputs, client, model, sampling_args, **kwargs))
+        from vfgym.runner import loop_local_client
+
+        async def run() -> GenerateOutputs:
+            async with loop_local_client(client) as local:
+                return await self.generate(inputs, local, model, sampling_args, **kwargs)
+
+        return run_sync(run())
 
     def get_eval_inputs(
         self, num_examples: int = -1, rollouts_per_example: int = 1, seed: int | None = None
@@ -444,16 +450,20 @@ class Environment(ABC):
         **kwargs: Any,
     ) -> GenerateOutputs:
         """`evaluate` for sync code; works inside a running event loop too (notebooks)."""
-        return run_sync(
-            self.evaluate(
-                client,
-                model,
-                sampling_args,
-                num_examples=num_examples,
-                rollouts_per_example=rollouts_per_example,
-                **kwargs,
-            )
-        )
+        from vfgym.runner import loop_local_client
+
+        async def run() -> GenerateOutputs:
+            async with loop_local_client(client) as local:
+                return await self.evaluate(
+                    local,
+                    model,
+                    sampling_args,
+                    num_examples=num_examples,
+                    rollouts_per_example=rollouts_per_example,
+                    **kwargs,
+                )
+
+        return run_sync(run())
 
     # ------------------------------------------------------------ training
 
