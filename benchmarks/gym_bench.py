@@ -1,0 +1,295 @@
+"""Steps per second through `gym.step`: vfgym's Gym adapter beside GEM and TextArena.
+
+    .venv/bin/python benchmarks/gym_bench.py [--seconds 2] [--skip-peers]
+
+For guess-the-number, tic-tac-toe and wordle it measures one env, 8 envs in a
+sync vector env and 8 in an async vector env, with a seeded random player, resets
+included (as in training). GEM (PyPI gem-llm) and TextArena (PyPI textarena, the
+"-raw" variants) are installed by this script into their own virtual environments
+under a cache directory (`$VFGYM_BENCH_CACHE`, default ~/.cache/vfgym-bench) —
+never into the project's — and measured there by `_gym_bench_peers.py` in the same
+invocation. It also measures what the adapter adds per step over calling the
+game's `env_response` directly (target: under 20 µs).
+
+Notes on fairness: each framework plays its own version of a game, so episode
+lengths (and so how often a reset is paid) differ; GEM ships no tic-tac-toe;
+TextArena's tic-tac-toe is two-player (each step is one player's move, with no
+built-in opponent to compute) and it has no vector envs. Figures are wall-clock on
+whatever else the machine is doing: compare ratios within one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+
+import vfgym.gym as vgym
+from vfgym._async import run_inline
+from vfgym.envs.environment import new_state
+from vfgym.registry import load_environment
+
+GAMES = {
+    "guess-the-number": "vfgym/GuessTheNumber-v0",
+    "tictactoe": "vfgym/TicTacToe-v0",
+    "wordle": "vfgym/Wordle-v0",
+}
+MODES = ("single", "sync8", "async8")
+VECTOR_ENVS = 8
+PEERS = {"gem": "gem-llm", "textarena": "textarena"}
+HERE = Path(__file__).resolve().parent
+WORDS = HERE.parent / "games" / "data" / "wordle_words.txt"
+
+
+def word_list() -> list[str]:
+    lines = WORDS.read_text(encoding="utf-8").splitlines()
+    return [w.split()[0] for w in lines if w and not w.startswith("#") and w.split()[0].isalpha()]
+
+
+def timed(step: Callable[[], int], seconds: float) -> float:
+    """Call `step` (returns how many env steps it made) for `seconds`; steps per second."""
+    for _ in range(20):
+        step()
+    steps = 0
+    start = time.perf_counter()
+    deadline = start + seconds
+    while True:
+        for _ in range(50):
+            steps += step()
+        now = time.perf_counter()
+        if now >= deadline:
+            return steps / (now - start)
+
+
+def move_maker(game: str, words: list[str], rng: random.Random) -> Callable[[], str]:
+    if game == "guess-the-number":
+        return lambda: f"<move>{rng.randint(1, 10)}</move>"
+    if game == "tictactoe":
+        return lambda: f"<move>{'ABC'[rng.randrange(3)]}{rng.randrange(1, 4)}</move>"
+    return lambda: f"<move>{rng.choice(words)}</move>"
+
+
+# ---------------------------------------------------------------------- vfgym
+
+
+def bench_vfgym(seconds: float, words: list[str]) -> dict[str, float | None]:
+    results: dict[str, float | None] = {}
+    for game, gym_id in GAMES.items():
+        if game not in vgym.REGISTERED_IDS:
+            print(f"vfgym {game}: not available ({vgym.SKIPPED.get(game)})", file=sys.stderr)
+            results.update({f"{game}/{m}": None for m in MODES})
+            continue
+        move = move_maker(game, words, random.Random(0))
+        env = gym.make(gym_id)
+        env.reset(seed=0)
+
+        def single(env: Any = env, move: Callable[[], str] = move) -> int:
+            _, _, terminated, truncated, _ = env.step(move())
+            if terminated or truncated:
+                env.reset()
+            return 1
+
+        results[f"{game}/single"] = timed(single, seconds)
+        env.close()
+        for mode in ("sync", "async"):
+            vec = gym.make_vec(gym_id, num_envs=VECTOR_ENVS, vectorization_mode=mode)
+            vec.reset(seed=0)
+
+            def vector(vec: Any = vec, move: Callable[[], str] = move) -> int:
+                vec.step(tuple(move() for _ in range(VECTOR_ENVS)))  # autoreset: NEXT_STEP
+                return VECTOR_ENVS
+
+            results[f"{game}/{mode}8"] = timed(vector, seconds)
+            vec.close()
+    return results
+
+
+def adapter_overhead(seconds: float, words: list[str]) -> dict[str, dict[str, float]]:
+    """µs per step: `GymEnv.step`, the engine's turn pieces alone, `env_response` alone."""
+    return {
+        game: _overhead_of(game, seconds, words) for game in GAMES if game in vgym.REGISTERED_IDS
+    }
+
+
+def _overhead_of(game: str, seconds: float, words: list[str]) -> dict[str, float]:
+    env = load_environment(game)
+    rows = env.get_eval_dataset()
+    move = move_maker(game, words, random.Random(1))
+    moves = [move() for _ in range(4096)]
+    turn = iter(moves * 10_000)
+    picker = random.Random(2)
+    gym_env = vgym.GymEnv(env)
+    gym_env.reset(seed=0)
+    episode: dict[str, Any] = {}
+
+    def through_gym() -> int:
+        _, _, terminated, truncated, _ = gym_env.step(next(turn))
+        if terminated or truncated:
+            gym_env.reset()
+        return 1
+
+    def new_episode() -> None:
+        row = rows[picker.randrange(len(rows))]
+        state = new_state(list(row["prompt"]), [], row["answer"], "default", dict(row["info"]), 0)
+        episode["state"] = env.setup_state(state)
+
+    def engine() -> int:
+        """The engine's pieces as the adapter calls them, without the adapter."""
+        state = episode["state"]
+        env.record_model_turn(state, {"role": "assistant", "content": next(turn)})
+        _, stop = run_inline(env.advance(state))
+        if stop is not None:
+            env.finish(state, stop)
+            new_episode()
+        return 1
+
+    def direct() -> int:
+        """The game's own env_response, is_completed and turn limit, nothing else."""
+        state = episode["state"]
+        state["completion"].append({"role": "assistant", "content": next(turn)})
+        state["turn"] += 1
+        replies, _ = env.env_response(state["prompt"] + state["completion"], state)
+        state["completion"].extend(replies)
+        if env.is_completed(None, state) or state["turn"] >= env.max_turns:
+            new_episode()
+        return 1
+
+    gym_us = 1e6 / timed(through_gym, seconds)
+    gym_env.close()
+    new_episode()
+    engine_us = 1e6 / timed(engine, seconds)
+    new_episode()
+    direct_us = 1e6 / timed(direct, seconds)
+    return {
+        "gym_us": gym_us,
+        "engine_us": engine_us,
+        "direct_us": direct_us,
+        "overhead_us": gym_us - direct_us,
+        "adapter_only_us": gym_us - engine_us,
+    }
+
+
+# ---------------------------------------------------------------------- peers
+
+
+def peer_python(peer: str, cache: Path) -> Path:
+    """The interpreter of the peer's own venv, created and installed on first use."""
+    venv = cache / peer
+    python = venv / "bin" / "python"
+    marker = venv / ".installed"
+    if not marker.exists():
+        print(f"installing {PEERS[peer]} into {venv} ...", file=sys.stderr)
+        subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
+        subprocess.run(
+            [str(python), "-m", "pip", "install", "--quiet", PEERS[peer]],
+            check=True,
+            stderr=subprocess.DEVNULL,
+        )
+        marker.write_text(PEERS[peer])
+    return python
+
+
+def nltk_words_corpus(root: Path, words: list[str]) -> Path:
+    """An NLTK data directory whose "words" corpus is vfgym's Wordle list."""
+    corpus = root / "corpora" / "words"
+    corpus.mkdir(parents=True, exist_ok=True)
+    text = "\n".join(words) + "\n"
+    for name in ("en", "en-basic"):
+        (corpus / name).write_text(text, encoding="utf-8")
+    (corpus / "README").write_text("Five-letter words from vfgym's Wordle list.\n")
+    return root
+
+
+def bench_peer(peer: str, seconds: float, words: list[str], cache: Path) -> dict[str, Any]:
+    try:
+        python = peer_python(peer, cache)
+    except subprocess.CalledProcessError as exc:
+        print(f"{peer}: install failed ({exc}); its column stays empty", file=sys.stderr)
+        return {}
+    with tempfile.TemporaryDirectory(prefix="vfgym-bench-") as tmp:
+        words_file = Path(tmp) / "words.txt"
+        words_file.write_text("\n".join(words) + "\n", encoding="utf-8")
+        env = {**os.environ, "NLTK_DATA": str(nltk_words_corpus(Path(tmp) / "nltk", words))}
+        done = subprocess.run(
+            [str(python), str(HERE / "_gym_bench_peers.py"), peer, str(seconds), str(words_file)],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+        )
+    for line in done.stdout.splitlines():
+        if line.startswith("RESULTS "):
+            return json.loads(line.removeprefix("RESULTS "))
+    print(f"{peer} failed:\n{done.stderr[-2000:]}", file=sys.stderr)
+    return {}
+
+
+# ---------------------------------------------------------------------- report
+
+
+def fmt(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:,.0f}"
+
+
+def report(columns: dict[str, dict[str, Any]]) -> None:
+    header = f"{'game / mode':28}" + "".join(f"{name:>12}" for name in columns)
+    header += f"{'vf/GEM':>9}{'vf/TA':>9}"
+    print("\nsteps per second through step() (higher is better)")
+    print(header)
+    print("-" * len(header))
+    for game in GAMES:
+        for mode in MODES:
+            key = f"{game}/{mode}"
+            values = [columns[name].get(key) for name in columns]
+            line = f"{key:28}" + "".join(f"{fmt(v):>12}" for v in values)
+            ours = columns["vfgym"].get(key)
+            for peer in ("gem", "textarena"):
+                theirs = columns.get(peer, {}).get(key)
+                ratio = f"{ours / theirs:.2f}x" if ours and theirs else "n/a"
+                line += f"{ratio:>9}"
+            print(line)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=2.0, help="time per measurement")
+    parser.add_argument("--skip-peers", action="store_true", help="measure vfgym only")
+    parser.add_argument(
+        "--cache",
+        type=Path,
+        default=Path(os.environ.get("VFGYM_BENCH_CACHE", Path.home() / ".cache" / "vfgym-bench")),
+        help="where the peers' virtual environments live",
+    )
+    args = parser.parse_args()
+    words = word_list()
+    columns: dict[str, dict[str, Any]] = {"vfgym": bench_vfgym(args.seconds, words)}
+    if not args.skip_peers:
+        args.cache.mkdir(parents=True, exist_ok=True)
+        for peer in PEERS:
+            columns[peer] = bench_peer(peer, args.seconds, words, args.cache)
+    report(columns)
+    print(
+        "\nµs per step: GymEnv.step / the engine's record_model_turn+advance loop / "
+        "env_response called directly"
+    )
+    for game, f in adapter_overhead(args.seconds, words).items():
+        print(
+            f"  {game:18} gym {f['gym_us']:6.1f}  engine {f['engine_us']:6.1f}  direct "
+            f"{f['direct_us']:6.1f}  -> over direct {f['overhead_us']:5.1f}, "
+            f"adapter's own code {f['adapter_only_us']:5.1f}"
+        )
+    print(f"load average during the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+
+
+if __name__ == "__main__":
+    main()
