@@ -213,7 +213,14 @@ def test_api_key_without_model_asks_for_one(
 ) -> None:
     monkeypatch.setenv("MY_KEY", "sk-test")
     code, _, err = run(["eval", "guess-the-number", "-k", "MY_KEY"], capsys)
-    assert code == 2 and "-m/--model" in err
+    assert code == 2 and "-m/--model" in err and "`-m reference`" in err
+    # naming the reference policy still plays it on the built-in server, key or not
+    code, out, err = run(
+        ["eval", "guess-the-number", "-k", "MY_KEY", "-m", "reference", "-n", "1", "-r", "1"],
+        capsys,
+    )
+    assert code == 0, err
+    assert "No -b/--base-url and model `reference`" in err and "1.000 ± 0.000" in out
 
 
 def test_output_directory_rules(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

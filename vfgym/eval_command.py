@@ -68,10 +68,15 @@ class Endpoint:
 
 
 def resolve_endpoint(options: EvalOptions, environ: Mapping[str, str]) -> Endpoint:
-    """Decide between the embedded reference server and a configured model server."""
+    """Decide between the embedded reference server and a configured model server.
+
+    The built-in server is used when no base URL is configured and either no API
+    key is set or the model asked for is one it plays (`reference`, `random`), so
+    a key exported for other tools never hides the reference policy.
+    """
     api_key = environ.get(options.api_key_var) or None
     base_url = options.base_url or environ.get("OPENAI_BASE_URL") or None
-    if base_url is None and api_key is None:
+    if base_url is None and (api_key is None or options.model in EMBEDDED_MODELS):
         model = options.model or "reference"
         if model not in EMBEDDED_MODELS:
             raise CommandError(
@@ -84,9 +89,10 @@ def resolve_endpoint(options: EvalOptions, environ: Mapping[str, str]) -> Endpoi
         return Endpoint(embedded=True, model=model)
     if not options.model:
         where = base_url or "the OpenAI API"
+        hint = "" if options.base_url else " (`-m reference` plays on vfgym's built-in server)"
         raise CommandError(
-            f"name the model to evaluate on {where} with -m/--model (for example "
-            "-m gpt-4.1-mini, or the name a vLLM server was started with)",
+            f"name the model to evaluate on {where} with -m/--model, for example "
+            f"-m gpt-4.1-mini, or the name a vLLM server was started with{hint}",
             EXIT_USAGE,
         )
     return Endpoint(
@@ -216,6 +222,7 @@ async def _evaluate(
     directory: Path,
     resume: bool,
     err: IO[str],
+    why_embedded: str = "",
 ) -> Any:
     from openai import AsyncOpenAI
 
@@ -228,10 +235,10 @@ async def _evaluate(
             await stack.enter_async_context(server)
             client = server.client()
             print(
-                f"No model server configured (no -b/--base-url, {options.api_key_var} unset): "
-                f"playing {options.env_id}'s {endpoint.model} policy through vfgym's built-in "
-                f"server at {server.base_url} as model `{endpoint.model}`. To evaluate a real "
-                f"model: vfgym eval {options.env_id} -b http://HOST:PORT/v1 -m MODEL",
+                f"{why_embedded}: playing {options.env_id}'s {endpoint.model} policy through "
+                f"vfgym's built-in server at {server.base_url} as model `{endpoint.model}`. To "
+                f"evaluate a real model: vfgym eval {options.env_id} -b http://HOST:PORT/v1 "
+                "-m MODEL",
                 file=err,
                 flush=True,
             )
@@ -256,6 +263,12 @@ async def _evaluate(
             resume=resume,
             use_tqdm=options.progress,
         )
+
+
+def _why_embedded(options: EvalOptions, environ: Mapping[str, str]) -> str:
+    if options.model in EMBEDDED_MODELS and environ.get(options.api_key_var):
+        return f"No -b/--base-url and model `{options.model}`"
+    return f"No model server configured (no -b/--base-url, {options.api_key_var} unset)"
 
 
 def _check_numbers(options: EvalOptions) -> None:
@@ -309,7 +322,8 @@ def run_eval(
     again = resume_command(options, endpoint, directory)
     try:
         with _quiet_rollout_warnings(options.verbose), asyncio.Runner() as runner:
-            runner.run(_evaluate(env, options, endpoint, policies, directory, resume, err))
+            why = _why_embedded(options, environ)
+            runner.run(_evaluate(env, options, endpoint, policies, directory, resume, err, why))
     except KeyboardInterrupt:
         kept = len(load_finished(directory)) if (directory / RESULTS_FILE).exists() else 0
         print(
