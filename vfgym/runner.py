@@ -49,15 +49,23 @@ def normalize_inputs(env: Environment, inputs: Any) -> list[dict[str, Any]]:
 
 
 def as_async_client(client: AsyncOpenAI | OpenAI) -> AsyncOpenAI:
-    """An async twin of a sync client, so a batch never parks one thread per request."""
+    """An async twin of a sync client, so a batch never parks one thread per request.
+
+    The twin has the same key, base URL, organization, project, timeouts, retries
+    and the headers and query parameters the caller added (a gateway's auth
+    header, an api-version). A custom `http_client` is not carried over.
+    """
     if isinstance(client, AsyncOpenAI):
         return client
     return AsyncOpenAI(
         api_key=client.api_key,
         base_url=client.base_url,
         organization=client.organization,
+        project=client.project,
         timeout=client.timeout,
         max_retries=client.max_retries,
+        default_headers=dict(getattr(client, "_custom_headers", None) or {}) or None,
+        default_query=dict(getattr(client, "_custom_query", None) or {}) or None,
     )
 
 
@@ -231,6 +239,8 @@ async def run_batch(
     finally:
         if progress is not None:
             progress.close()
+        if aclient is not client:  # the async twin of a sync client is ours to close
+            await aclient.close()
 
     return GenerateOutputs(
         prompt=[row["prompt"] for row in rows],
