@@ -1,0 +1,41 @@
+"""Shared fixtures: real model servers on loopback and a retry policy fast enough for tests."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from vfgym.client import RetryPolicy
+from vfgym.server import ModelServer
+
+StartServer = Callable[..., Awaitable[ModelServer]]
+
+
+@pytest.fixture
+async def model_server() -> AsyncIterator[StartServer]:
+    """A factory: `server = await model_server(policy, **options)`, stopped after the test.
+
+    The server runs on the test's own event loop, so a test can start several
+    (one per policy) and inspect `server.requests` between steps.
+    """
+    servers: list[ModelServer] = []
+
+    async def start(policy: Any, **options: Any) -> ModelServer:
+        server = ModelServer(policy, **options)
+        await server.start_async()
+        servers.append(server)
+        return server
+
+    try:
+        yield start
+    finally:
+        for server in servers:
+            await server.stop_async()
+
+
+@pytest.fixture
+def fast_retry() -> RetryPolicy:
+    """Retries with millisecond backoff: real retry behaviour without slow tests."""
+    return RetryPolicy(max_retries=4, initial_delay=0.01, max_delay=0.05, jitter=0.0)

@@ -1,0 +1,224 @@
+"""Plain functions as OpenAI tools: the exact schema, and argument checks from one signature."""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Optional
+
+import pytest
+
+from vfgym.tools import Tool, convert_func_to_oai_tool, parse_docstring
+
+
+def search(
+    query: str,
+    limit: int = 5,
+    tags: list[int] | None = None,
+    mode: Literal["fast", "exact"] = "fast",
+    lang: Optional[str] = None,  # noqa: UP045 - the typing spelling must work too
+) -> str:
+    """Search the corpus.
+
+    Args:
+        query: What to look for.
+        limit: How many hits
+            to return at most.
+        tags (list[int]): Tag ids to filter by.
+        mode: Speed or precision.
+
+    Returns:
+        The hits, one per line.
+    """
+    return query
+
+
+def test_search_schema_is_exact() -> None:
+    assert convert_func_to_oai_tool(search) == {
+        "type": "function",
+        "function": {
+            "name": "search",
+            "description": "Search the corpus.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string", "description": "What to look for."},
+                    "limit": {
+                        "type": "integer",
+                        "default": 5,
+                        "description": "How many hits to return at most.",
+                    },
+                    "tags": {
+                        "anyOf": [
+                            {"type": "array", "items": {"type": "integer"}},
+                            {"type": "null"},
+                        ],
+                        "default": None,
+                        "description": "Tag ids to filter by.",
+                    },
+                    "mode": {
+                        "type": "string",
+                        "enum": ["fast", "exact"],
+                        "default": "fast",
+                        "description": "Speed or precision.",
+                    },
+                    "lang": {"anyOf": [{"type": "string"}, {"type": "null"}], "default": None},
+                },
+                "required": ["query"],
+            },
+        },
+    }
+
+
+def test_scalar_and_container_types() -> None:
+    def shapes(x: float, flag: bool, counts: dict[str, int], pair: tuple[int, str]) -> None:
+        """Shapes."""
+
+    props = convert_func_to_oai_tool(shapes)["function"]["parameters"]["properties"]
+    assert props["x"] == {"type": "number"}
+    assert props["flag"] == {"type": "boolean"}
+    assert props["counts"] == {"type": "object", "additionalProperties": {"type": "integer"}}
+    assert props["pair"]["type"] == "array"
+    assert props["pair"]["prefixItems"] == [{"type": "integer"}, {"type": "string"}]
+
+
+def test_no_arguments_no_docstring() -> None:
+    def ping():
+        return "pong"
+
+    assert convert_func_to_oai_tool(ping) == {
+        "type": "function",
+        "function": {
+            "name": "ping",
+            "description": "Call ping.",
+            "parameters": {"type": "object", "properties": {}, "required": []},
+        },
+    }
+
+
+def test_star_args_are_not_offered() -> None:
+    def flexible(a: int, *rest: int, **options: Any) -> int:
+        """Flexible."""
+        return a
+
+    params = convert_func_to_oai_tool(flexible)["function"]["parameters"]
+    assert list(params["properties"]) == ["a"]
+    assert params["required"] == ["a"]
+
+
+def test_a_parameter_named_title_stays_in_the_schema() -> None:
+    def open_issue(title: str, labels: dict[str, str] | None = None) -> str:
+        """Open an issue.
+
+        Args:
+            title: One line saying what is wrong.
+        """
+        return title
+
+    params = convert_func_to_oai_tool(open_issue)["function"]["parameters"]
+    assert params["properties"]["title"] == {
+        "type": "string",
+        "description": "One line saying what is wrong.",
+    }
+    assert params["required"] == ["title"]
+    assert all("title" not in schema for schema in params["properties"].values())
+
+
+def test_defaults_are_kept_verbatim() -> None:
+    def configure(options: dict[str, Any] | None = None, style: str = "title") -> None:
+        """Configure."""
+
+    tool = Tool.from_function(configure)
+    props = tool.schema["function"]["parameters"]["properties"]
+    assert props["style"]["default"] == "title"
+
+
+def test_docstring_sections() -> None:
+    summary, args = parse_docstring(
+        """Add two numbers.
+
+        Args:
+            a: The first.
+            b: The second,
+                continued.
+            *extra: Ignored parts.
+
+        Raises:
+            ValueError: never.
+        """
+    )
+    assert summary == "Add two numbers."
+    assert args == {"a": "The first.", "b": "The second, continued.", "extra": "Ignored parts."}
+
+
+def test_callable_objects_and_async_functions() -> None:
+    class Lookup:
+        def __call__(self, key: str) -> str:
+            """Look a key up."""
+            return key
+
+    async def fetch(url: str) -> str:
+        """Fetch a page."""
+        return url
+
+    assert convert_func_to_oai_tool(Lookup())["function"]["name"] == "Lookup"
+    schema = convert_func_to_oai_tool(fetch)["function"]
+    assert schema["name"] == "fetch"
+    assert schema["parameters"]["required"] == ["url"]
+
+
+# -- argument validation --------------------------------------------------------------
+
+
+def test_valid_arguments_get_defaults_filled_in() -> None:
+    tool = Tool.from_function(search)
+    assert tool.validate({"query": "cats", "tags": [1, 2]}) == {
+        "query": "cats",
+        "limit": 5,
+        "tags": [1, 2],
+        "mode": "fast",
+        "lang": None,
+    }
+
+
+@pytest.mark.parametrize(
+    ("arguments", "problem"),
+    [
+        ({}, "query: Field required"),
+        ({"query": "x", "limit": "many"}, "limit: Input should be a valid integer"),
+        ({"query": "x", "tags": ["a"]}, "tags"),
+        ({"query": "x", "mode": "slow"}, "mode: Input should be 'fast' or 'exact'"),
+        ({"query": "x", "colour": "red"}, "colour: Extra inputs are not permitted"),
+        ({"query": ["not", "a", "string"]}, "query: Input should be a valid string"),
+    ],
+)
+def test_invalid_arguments_say_what_is_off(arguments: dict[str, Any], problem: str) -> None:
+    tool = Tool.from_function(search)
+    with pytest.raises(ValueError, match="invalid arguments for search") as caught:
+        tool.validate(arguments)
+    assert problem in str(caught.value)
+
+
+def test_hidden_arguments_leave_the_schema_and_are_refused() -> None:
+    def run(code: str, sandbox_id: str) -> str:
+        """Run code.
+
+        Args:
+            code: Python source.
+            sandbox_id: Where to run it.
+        """
+        return code
+
+    tool = Tool.from_function(run, hidden_args=["sandbox_id"])
+    params = tool.schema["function"]["parameters"]
+    assert params["properties"] == {"code": {"type": "string", "description": "Python source."}}
+    assert params["required"] == ["code"]
+    assert tool.validate({"code": "1"}) == {"code": "1"}
+    with pytest.raises(ValueError, match="sandbox_id: Extra inputs are not permitted"):
+        tool.validate({"code": "1", "sandbox_id": "other"})
+
+
+def test_hiding_a_parameter_that_does_not_exist_is_an_error() -> None:
+    def run(code: str) -> str:
+        return code
+
+    with pytest.raises(ValueError, match=r"no parameter\(s\) \['session'\] to hide"):
+        Tool.from_function(run, hidden_args=["session"])
