@@ -1,0 +1,300 @@
+"""generate / evaluate: outputs, order, sync entry points, clients and concurrency."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from typing import Any
+
+import datasets
+import openai
+import pytest
+
+from vfgym.envs import Environment, SingleTurnEnv
+from vfgym.rubrics import Rubric
+from vfgym.server import ModelServer
+from vfgym.types import GenerateInputs, GenerateOutputs, Messages
+
+QUESTIONS = ["alpha", "beta", "gamma", "delta"]
+
+
+def shout(messages: Messages) -> str:
+    return messages[-1]["content"].upper()
+
+
+def matches(completion: Messages, answer: str) -> float:
+    return 1.0 if completion[-1]["content"] == answer else 0.0
+
+
+def make_env(n: int = 4) -> SingleTurnEnv:
+    rows = [{"question": q, "answer": q.upper()} for q in QUESTIONS[:n]]
+    return SingleTurnEnv(dataset=rows, rubric=Rubric(funcs=[matches]))
+
+
+def check_outputs(out: GenerateOutputs, questions: list[str]) -> None:
+    assert isinstance(out, GenerateOutputs)
+    assert [p[-1]["content"] for p in out.prompt] == questions
+    assert [c[-1]["content"] for c in out.completion] == [q.upper() for q in questions]
+    assert out.answer == [q.upper() for q in questions]
+    assert out.reward == [1.0] * len(questions)
+    assert out.metrics["matches"] == [1.0] * len(questions)
+    assert [s["completion"] for s in out.state] == out.completion
+    assert out.metadata["num_rollouts"] == len(questions)
+    assert out.metadata["num_errored"] == 0
+    assert out.metadata["avg_reward"] == 1.0
+    assert out.metadata["status"] == "complete"
+
+
+# -- outputs ---------------------------------------------------------------------------
+
+
+async def test_outputs_keep_input_order_when_rollouts_finish_out_of_order(model_server) -> None:
+    async def slow_first(messages: Messages) -> str:
+        text = messages[-1]["content"]
+        await asyncio.sleep({"alpha": 0.2, "beta": 0.1}.get(text, 0))
+        return text.upper()
+
+    server = await model_server(slow_first)
+    finished: list[str] = []
+    inputs = GenerateInputs(
+        prompt=[[{"role": "user", "content": q}] for q in QUESTIONS],
+        answer=[q.upper() for q in QUESTIONS],
+        info=[{"i": i} for i in range(4)],
+        task=["t"] * 4,
+    )
+    out = await make_env().generate(
+        inputs,
+        server.client(),
+        "m",
+        on_result=lambda record: finished.append(record["answer"]),
+    )
+    check_outputs(out, QUESTIONS)
+    assert finished[-1] == "ALPHA" and finished[-2] == "BETA"  # they did finish last
+    assert out.info == [{"i": i} for i in range(4)]
+    assert out.task == ["t"] * 4
+    assert out.example_id == [0, 1, 2, 3]
+    assert list(GenerateOutputs.model_fields)[:8] == [
+        "prompt",
+        "completion",
+        "answer",
+        "state",
+        "info",
+        "task",
+        "reward",
+        "metrics",
+    ]
+
+
+@pytest.mark.parametrize("shape", ["columns", "rows", "datasets"])
+async def test_generate_accepts_columns_rows_and_datasets(model_server, shape: str) -> None:
+    server = await model_server(shout)
+    rows = [{"question": q, "answer": q.upper()} for q in QUESTIONS[:2]]
+    inputs: Any = {
+        "columns": {"question": QUESTIONS[:2], "answer": [q.upper() for q in QUESTIONS[:2]]},
+        "rows": rows,
+        "datasets": datasets.Dataset.from_list(rows),
+    }[shape]
+    out = await make_env().generate(inputs, server.client(), "m")
+    check_outputs(out, QUESTIONS[:2])
+
+
+async def test_num_examples_and_unknown_arguments(model_server) -> None:
+    server = await model_server(shout)
+    env = make_env()
+    out = await env.evaluate(server.client(), "m", num_examples=2)
+    check_outputs(out, QUESTIONS[:2])
+    with pytest.raises(TypeError, match=r"unexpected keyword argument\(s\) \['temprature'\]"):
+        await env.evaluate(server.client(), "m", temprature=0.5)
+    assert len(server.requests) == 2
+
+
+async def test_verifiers_scheduling_knobs_are_accepted(model_server) -> None:
+    server = await model_server(shout)
+    out = await make_env(2).evaluate(
+        server.client(),
+        "m",
+        max_concurrent_generation=2,
+        max_concurrent_scoring=2,
+        interleave_scoring=False,
+        save_every=1,
+    )
+    check_outputs(out, QUESTIONS[:2])
+
+
+async def test_without_scoring_rewards_are_nan_and_nothing_is_errored(model_server) -> None:
+    server = await model_server(shout)
+    out = await make_env(2).evaluate(server.client(), "m", score_rollouts=False)
+    assert all(math.isnan(r) for r in out.reward)
+    assert out.metadata["num_errored"] == 0
+
+
+async def test_a_custom_rollout_that_raises_is_recorded_and_the_batch_completes(
+    model_server,
+) -> None:
+    class Flaky(Environment):
+        async def rollout(self, client, model, prompt, completion=None, answer="", **kwargs):
+            if answer == "BETA":
+                raise LookupError("no board for beta")
+            return [{"role": "assistant", "content": answer}], {"turn": 1, "completion": []}
+
+    env = Flaky(
+        dataset=[{"question": q, "answer": q.upper()} for q in QUESTIONS],
+        rubric=Rubric(funcs=[matches]),
+    )
+    server = await model_server(shout)
+    out = await env.evaluate(server.client(), "m")
+    assert out.state[1]["error"] == {"type": "LookupError", "message": "no board for beta"}
+    assert math.isnan(out.reward[1])
+    assert [out.reward[i] for i in (0, 2, 3)] == [1.0, 1.0, 1.0]
+    assert out.metadata["num_errored"] == 1
+    assert out.metadata["avg_reward"] == 1.0
+
+
+# -- sync entry points and clients ---------------------------------------------------------
+
+
+def test_sync_entry_points_from_plain_sync_code() -> None:
+    with ModelServer(shout).running() as server:
+        env = make_env()
+        check_outputs(env.evaluate_sync(server.sync_client(), "m"), QUESTIONS)
+        check_outputs(env.evaluate_sync(server.client(), "m", num_examples=2), QUESTIONS[:2])
+        rows = env.get_eval_dataset(n=3)
+        check_outputs(env.generate_sync(rows, server.sync_client(), "m"), QUESTIONS[:3])
+
+
+async def test_sync_entry_points_inside_a_running_event_loop() -> None:
+    with ModelServer(shout).running() as server:
+        env = make_env()
+        check_outputs(env.evaluate_sync(server.client(), "m"), QUESTIONS)
+        check_outputs(
+            env.generate_sync(env.get_dataset(n=2), server.sync_client(), "m"), QUESTIONS[:2]
+        )
+        # The loop this test runs on is still usable afterwards.
+        await asyncio.sleep(0)
+
+
+def test_one_async_client_serves_several_sync_runs() -> None:
+    with ModelServer(shout).running() as server:
+        env = make_env(2)
+        client = server.client()
+        for _ in range(3):  # each run has its own event loop
+            check_outputs(env.evaluate_sync(client, "m"), QUESTIONS[:2])
+            check_outputs(env.generate_sync(env.get_dataset(), client, "m"), QUESTIONS[:2])
+
+
+async def test_an_async_client_used_on_this_loop_also_serves_sync_runs() -> None:
+    with ModelServer(shout).running() as server:
+        env = make_env(2)
+        client = server.client()
+        check_outputs(await env.evaluate(client, "m"), QUESTIONS[:2])
+        check_outputs(env.evaluate_sync(client, "m"), QUESTIONS[:2])
+        check_outputs(await env.evaluate(client, "m"), QUESTIONS[:2])
+
+
+async def test_async_evaluate_with_a_sync_openai_client(model_server) -> None:
+    server = await model_server(shout)
+    client = server.sync_client()
+    assert isinstance(client, openai.OpenAI)
+    out = await make_env().evaluate(client, "m")
+    check_outputs(out, QUESTIONS)
+    assert out.metadata["base_url"] == server.base_url + "/"
+
+
+def test_the_async_twin_of_a_sync_client_keeps_its_settings() -> None:
+    from vfgym.runner import as_async_client
+
+    sync = openai.OpenAI(
+        base_url="http://127.0.0.1:9/v1",
+        api_key="key",
+        project="proj",
+        timeout=12.5,
+        max_retries=1,
+        default_headers={"X-Gateway-Key": "secret"},
+        default_query={"api-version": "2024-01-01"},
+    )
+    twin = as_async_client(sync)
+    assert isinstance(twin, openai.AsyncOpenAI)
+    assert (twin.api_key, twin.base_url, twin.project) == ("key", sync.base_url, "proj")
+    assert (twin.timeout, twin.max_retries) == (12.5, 1)
+    assert twin.default_headers["X-Gateway-Key"] == "secret"
+    assert twin.default_query == {"api-version": "2024-01-01"}
+
+
+async def test_rollout_called_directly_with_a_sync_client(model_server) -> None:
+    server = await model_server(shout)
+    completion, state = await make_env().rollout(
+        server.sync_client(), "m", [{"role": "user", "content": "hey"}]
+    )
+    assert completion == [{"role": "assistant", "content": "HEY"}]
+    assert state["stop_reason"] == "completed"
+
+
+# -- concurrency ------------------------------------------------------------------------------
+
+
+class Gate:
+    """A policy that holds each request until `expected` are in flight at once.
+
+    It records the peak number of concurrent requests; if fewer than `expected`
+    can ever be in flight, each request gives up after `patience` seconds.
+    """
+
+    def __init__(self, expected: int, patience: float = 0.5) -> None:
+        self.expected = expected
+        self.patience = patience
+        self.in_flight = 0
+        self.peak = 0
+        self.released = 0
+        self.full = asyncio.Event()
+
+    async def __call__(self, messages: Messages) -> str:
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        if self.in_flight >= self.expected:
+            self.full.set()
+        try:
+            await asyncio.wait_for(self.full.wait(), self.patience)
+            self.released += 1
+        except TimeoutError:
+            pass
+        finally:
+            self.in_flight -= 1
+            if self.in_flight == 0:
+                self.full.clear()
+        return shout(messages)
+
+
+async def test_ten_rollouts_run_at_once(model_server) -> None:
+    gate = Gate(expected=10, patience=10)
+    server = await model_server(gate)
+    rows = [{"question": f"q{i}", "answer": f"Q{i}"} for i in range(10)]
+    env = SingleTurnEnv(dataset=rows, rubric=Rubric(funcs=[matches]))
+    out = await env.evaluate(server.client(), "m")
+    assert gate.peak == 10
+    assert gate.released == 10
+    assert out.reward == [1.0] * 10
+
+
+async def test_max_concurrent_is_respected(model_server) -> None:
+    gate = Gate(expected=4, patience=0.05)  # would release at 4 if the limit let 4 through
+    server = await model_server(gate)
+    rows = [{"question": f"q{i}", "answer": f"Q{i}"} for i in range(9)]
+    env = SingleTurnEnv(dataset=rows, rubric=Rubric(funcs=[matches]))
+    out = await env.evaluate(server.client(), "m", max_concurrent=3)
+    assert gate.peak == 3
+    assert gate.released == 0
+    assert out.reward == [1.0] * 9
+
+
+async def test_a_shared_semaphore_limits_several_batches(model_server) -> None:
+    gate = Gate(expected=3, patience=0.05)
+    server = await model_server(gate)
+    env = make_env()
+    limit = asyncio.Semaphore(2)
+    client = server.client()
+    first, second = await asyncio.gather(
+        env.evaluate(client, "m", semaphore=limit), env.evaluate(client, "m", semaphore=limit)
+    )
+    assert gate.peak == 2
+    check_outputs(first, QUESTIONS)
+    check_outputs(second, QUESTIONS)
