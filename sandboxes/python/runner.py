@@ -133,26 +133,38 @@ def set_dumpable(value: bool) -> None:
     _libc.prctl(PR_SET_DUMPABLE, 1 if value else 0, 0, 0, 0)
 
 
-def reset_signals() -> None:
-    """Give a child the default dispositions a fresh program expects."""
+def ignorable_signals() -> list[signal.Signals]:
+    """Every signal the runner can ignore: all but SIGKILL, SIGSTOP and SIGCHLD."""
+    skip = {signal.SIGKILL, signal.SIGSTOP, signal.SIGCHLD}
+    return [sig for sig in signal.valid_signals() if sig not in skip]
+
+
+def reset_signals(for_exec: bool) -> None:
+    """Give a child the signal dispositions its program expects.
+
+    The runner ignores almost every signal (see main) and ignored signals stay
+    ignored across exec, so children get the defaults back. The Python session
+    keeps Python's own: SIGPIPE and SIGXFSZ ignored, so writes raise instead.
+    """
     signal.set_wakeup_fd(-1)
-    for sig in (
-        signal.SIGCHLD,
-        signal.SIGPIPE,
-        signal.SIGXFSZ,
-        signal.SIGTERM,
-        signal.SIGHUP,
-        signal.SIGQUIT,
-    ):
-        signal.signal(sig, signal.SIG_DFL)
+    for sig in [*ignorable_signals(), signal.SIGCHLD]:
+        try:
+            signal.signal(sig, signal.SIG_DFL)
+        except (OSError, ValueError):
+            pass
+    if not for_exec:
+        for sig in (signal.SIGPIPE, signal.SIGXFSZ):
+            signal.signal(sig, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.pthread_sigmask(signal.SIG_SETMASK, [])
 
 
-def prepare_child(stdout_fd: int, stderr_fd: int, keep: tuple[int, ...] = ()) -> None:
+def prepare_child(
+    stdout_fd: int, stderr_fd: int, keep: tuple[int, ...] = (), for_exec: bool = True
+) -> None:
     """Runs in a freshly forked child before it becomes user code."""
     os.setsid()
-    reset_signals()
+    reset_signals(for_exec)
     try:
         with open("/proc/self/oom_score_adj", "w") as handle:
             handle.write("1000")
@@ -249,6 +261,7 @@ def kernel_main(ctl_in: int, ctl_out: int) -> None:
     while True:
         header = read_exact(ctl_in, HEADER.size)
         body = read_exact(ctl_in, HEADER.unpack(header)[0])
+        reap_leftovers()
         counter += 1
         outcome = run_cell(json.loads(body)["code"], module.__dict__, counter)
         for stream in (sys.stdout, sys.stderr):
@@ -258,6 +271,18 @@ def kernel_main(ctl_in: int, ctl_out: int) -> None:
                 pass
         reply = json.dumps(outcome).encode()
         os.write(ctl_out, HEADER.pack(len(reply)) + reply)
+
+
+def reap_leftovers() -> None:
+    """Collect children that earlier cells left behind (the runner killed them when those
+    cells ended), so they do not linger as zombies."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
 
 
 def read_exact(fd: int, size: int) -> bytes:
@@ -388,7 +413,7 @@ class Runner:
             try:
                 for fd in (out_r, err_r, req_w, rep_r):
                     os.close(fd)
-                prepare_child(out_w, err_w, keep=(req_r, rep_w))
+                prepare_child(out_w, err_w, keep=(req_r, rep_w), for_exec=False)
                 os.environ.clear()
                 os.environ.update(self.base_env)
                 kernel_main(req_r, rep_w)
@@ -400,6 +425,13 @@ class Runner:
             os.set_blocking(fd, False)
         self.kernel_pid = pid
         self.kernel_fds = {"stdout": out_r, "stderr": err_r, "request": req_w, "reply": rep_r}
+
+    def _await_exit(self, pid: int, seconds: float) -> None:
+        """Give a dying child a moment to exit so its real status is known."""
+        deadline = time.monotonic() + seconds
+        while pid not in self.statuses and time.monotonic() < deadline:
+            self.reap()
+            time.sleep(0.002)
 
     def _forget_kernel(self) -> None:
         for fd in self.kernel_fds.values():
@@ -571,6 +603,8 @@ class Runner:
             self._drain(captures)
         else:
             # Timed out, crashed, or garbled its reply: the interpreter state is lost.
+            if done and kernel_pid not in self.statuses:
+                self._await_exit(kernel_pid, 0.5)
             if done and kernel_pid in self.statuses:
                 exit_code = exit_code_of(self.statuses[kernel_pid])
             else:
@@ -637,25 +671,17 @@ class Runner:
             raise RunnerError("path", "the path names the workspace itself, not a file in it")
         if ".." in parts:
             raise RunnerError("path", f"{path!r} contains '..'; use a path inside the workspace")
-        flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-        fd = os.open(WORKSPACE, flags)
+        flags = os.O_RDONLY | os.O_DIRECTORY
+        fd = os.open(WORKSPACE, flags | os.O_CLOEXEC)
         try:
             for part in parts[:-1]:
                 try:
-                    next_fd = os.open(part, flags, dir_fd=fd)
+                    next_fd = open_no_symlink(part, flags, fd, path)
                 except FileNotFoundError:
                     if not create:
                         raise
                     os.mkdir(part, 0o755, dir_fd=fd)
-                    next_fd = os.open(part, flags, dir_fd=fd)
-                except OSError as exc:
-                    if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                        raise RunnerError(
-                            "path",
-                            f"{part!r} in {path!r} is a symlink or not a directory; "
-                            "sandbox file access never follows symlinks",
-                        ) from exc
-                    raise
+                    next_fd = open_no_symlink(part, flags, fd, path)
                 os.close(fd)
                 fd = next_fd
         except BaseException:
@@ -667,15 +693,9 @@ class Runner:
         data = base64.b64decode(request["data"])
         parent, name = self._open_parent(request["path"], create=True)
         try:
-            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
-            try:
-                fd = os.open(name, flags, int(request.get("mode", 0o644)), dir_fd=parent)
-            except OSError as exc:
-                if exc.errno == errno.ELOOP:
-                    raise RunnerError(
-                        "path", f"{request['path']!r} is a symlink; refusing to write through it"
-                    ) from exc
-                raise
+            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+            mode = int(request.get("mode", 0o644)) & 0o777
+            fd = open_no_symlink(name, flags, parent, request["path"], mode)
             try:
                 view = memoryview(data)
                 while view:
@@ -690,15 +710,7 @@ class Runner:
         limit = int(request["max_bytes"])
         parent, name = self._open_parent(request["path"], create=False)
         try:
-            flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-            try:
-                fd = os.open(name, flags, dir_fd=parent)
-            except OSError as exc:
-                if exc.errno == errno.ELOOP:
-                    raise RunnerError(
-                        "path", f"{request['path']!r} is a symlink; refusing to read through it"
-                    ) from exc
-                raise
+            fd = open_no_symlink(name, os.O_RDONLY | os.O_NONBLOCK, parent, request["path"])
             try:
                 info = os.fstat(fd)
                 if not stat.S_ISREG(info.st_mode):
@@ -803,6 +815,48 @@ class Runner:
             self.protocol.write(response)
 
 
+def _same_file(a: os.stat_result, b: os.stat_result) -> bool:
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
+def open_no_symlink(name: str, flags: int, dir_fd: int, shown: str, mode: int = 0o644) -> int:
+    """Open `name` in the directory `dir_fd`, refusing symlinks.
+
+    O_NOFOLLOW alone is not enough: some runtimes (older gVisor) follow a symlink
+    when opening with O_DIRECTORY. So the entry is checked with lstat before the
+    open and compared with what was opened afterwards, which also catches a
+    symlink swapped in between.
+    """
+    refusal = f"{shown!r} goes through a symlink ({name!r}); sandbox file access never follows them"
+    try:
+        before = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        before = None
+    if before is not None and stat.S_ISLNK(before.st_mode):
+        raise RunnerError("path", refusal)
+    try:
+        fd = os.open(name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise RunnerError("path", refusal) from exc
+        if exc.errno == errno.ENOTDIR:
+            raise RunnerError("path", f"{name!r} in {shown!r} is not a directory") from exc
+        raise
+    try:
+        opened = os.fstat(fd)
+        now = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        if (
+            stat.S_ISLNK(now.st_mode)
+            or not _same_file(now, opened)
+            or (before is not None and not _same_file(before, opened))
+        ):
+            raise RunnerError("path", f"{shown!r} changed while it was opened; refusing it")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 def wipe_directory(directory: str) -> int:
     """Remove everything inside `directory` (not the directory itself); never follows links."""
     removed = 0
@@ -850,14 +904,18 @@ def main() -> None:
         # Cleanup kills every other process it can signal: only safe as a container's init.
         sys.stderr.write("runner.py must run as PID 1 of a sandbox container; refusing to start\n")
         sys.exit(2)
-    # As PID 1 only signals with handlers arrive; make sure SIGINT is not one of them.
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
-        signal.signal(sig, signal.SIG_IGN)
+    # Linux delivers to a namespace's init only the signals it handles, but gVisor
+    # delivers the rest too: ignore every signal that could stop or kill the runner.
+    for sig in ignorable_signals():
+        try:
+            signal.signal(sig, signal.SIG_IGN)
+        except (OSError, ValueError):
+            pass
     set_dumpable(False)
     in_fd = os.dup(0)
     out_fd = os.dup(1)
     null = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
+    for fd in (0, 1):  # stderr stays: the runner's own tracebacks (user code never gets it)
         os.dup2(null, fd)
     os.close(null)
     os.makedirs(WORKSPACE, exist_ok=True)

@@ -9,6 +9,15 @@ from docker.types import LogConfig, Ulimit
 
 from vfgym.sandbox.config import SandboxConfig
 
+# gVisor's kernel (the Sentry) runs inside the container's pids cgroup, and on its
+# ptrace platform every sandboxed task costs it many host threads and stub
+# processes (about 2,200 for a 96-task fork bomb, measured). A cgroup limit sized
+# for user processes makes it panic, so under runsc the cgroup only bounds the
+# Sentry and the process limit is enforced inside the sandbox with RLIMIT_NPROC,
+# which gVisor counts per sandbox.
+RUNSC_HOST_PIDS_PER_TASK = 64
+RUNSC_HOST_PIDS_BASE = 1024
+
 
 def _tmpfs_options(size: int, extra: str) -> str:
     return f"rw,nosuid,nodev,size={size},{extra}"
@@ -26,6 +35,15 @@ def create_kwargs(
     """
     uid, _, gid = config.user.partition(":")
     gid = gid or uid
+    pids_limit = config.pids
+    ulimits = [
+        Ulimit(name="nofile", soft=config.max_open_files, hard=config.max_open_files),
+        Ulimit(name="fsize", soft=config.max_file_size, hard=config.max_file_size),
+        Ulimit(name="core", soft=0, hard=0),
+    ]
+    if config.runtime.startswith("runsc"):  # also variants such as "runsc-debug"
+        pids_limit = RUNSC_HOST_PIDS_BASE + config.pids * RUNSC_HOST_PIDS_PER_TASK
+        ulimits.append(Ulimit(name="nproc", soft=config.pids, hard=config.pids))
     workspace_opts = _tmpfs_options(
         config.workspace_size,  # type: ignore[arg-type]
         f"uid={uid},gid={gid},mode=0755",
@@ -35,7 +53,7 @@ def create_kwargs(
         mem_limit=config.memory,
         memswap_limit=config.memory,  # equal to mem_limit: no swap
         nano_cpus=int(config.cpus * 1e9),
-        pids_limit=config.pids,
+        pids_limit=pids_limit,
         read_only=True,
         tmpfs={
             config.workspace: workspace_opts,
@@ -46,11 +64,7 @@ def create_kwargs(
         cap_drop=["ALL"],
         security_opt=["no-new-privileges"],
         init=False,  # the runner is PID 1: it reaps zombies and cannot be killed from inside
-        ulimits=[
-            Ulimit(name="nofile", soft=config.max_open_files, hard=config.max_open_files),
-            Ulimit(name="fsize", soft=config.max_file_size, hard=config.max_file_size),
-            Ulimit(name="core", soft=0, hard=0),
-        ],
+        ulimits=ulimits,
         log_config=LogConfig(type="none"),
         runtime=config.runtime,
         auto_remove=True,

@@ -206,6 +206,9 @@ class DockerSandbox:
         return await self._execute({"op": "shell", "command": command}, self._timeout(timeout))
 
     async def _execute(self, message: dict[str, Any], timeout: float) -> ExecResult:
+        """Run code; the call that takes the sandbox down returns a `sandbox_lost` result
+        (so the model hears about it), later calls raise SandboxLostError."""
+        self._require_channel()
         started = time.monotonic()
         message = {**message, "timeout": timeout, "output_limit": self.config.output_limit}
         self.uses += 1
