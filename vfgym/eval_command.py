@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import re
@@ -178,8 +179,6 @@ def resume_command(options: EvalOptions, endpoint: Endpoint, directory: Path) ->
 
 
 def _json(value: Any) -> str:
-    import json
-
     return json.dumps(value, separators=(",", ":"))
 
 
@@ -273,11 +272,13 @@ def _why_embedded(options: EvalOptions, environ: Mapping[str, str]) -> str:
 
 def _check_numbers(options: EvalOptions) -> None:
     if options.num_examples == 0 or options.num_examples < -1:
-        raise CommandError("-n/--num-examples must be a positive number (or -1 for all)", 2)
+        raise CommandError(
+            "-n/--num-examples must be a positive number (or -1 for all)", EXIT_USAGE
+        )
     if options.rollouts_per_example < 1:
         raise CommandError("-r/--rollouts-per-example must be at least 1", EXIT_USAGE)
     if options.max_concurrent == 0 or options.max_concurrent < -1:
-        raise CommandError("-c/--max-concurrent must be positive (or -1 for no limit)", 2)
+        raise CommandError("-c/--max-concurrent must be positive (or -1 for no limit)", EXIT_USAGE)
 
 
 def _is_unreachable(error: Any) -> bool:
@@ -290,11 +291,13 @@ def _is_unreachable(error: Any) -> bool:
 
 def run_eval(
     options: EvalOptions,
-    out: IO[str] = sys.stdout,
-    err: IO[str] = sys.stderr,
+    out: IO[str] | None = None,
+    err: IO[str] | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> int:
     """Run `vfgym eval`; returns the exit code (CommandError for the user's mistakes)."""
+    out = sys.stdout if out is None else out
+    err = sys.stderr if err is None else err
     environ = os.environ if environ is None else environ
     _check_numbers(options)
     info = describe_environment(options.env_id)

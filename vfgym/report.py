@@ -15,7 +15,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from vfgym.cli_support import CommandError
+from vfgym.cli_support import EXIT_USAGE, CommandError
 from vfgym.report_assets import CSS, JS
 from vfgym.results import METADATA_FILE, RESULTS_FILE, read_results
 from vfgym.summary import (
@@ -332,13 +332,13 @@ def write_report(directory: Path, output: Path | None = None, max_rollouts: int 
         raise CommandError(
             f"{directory} is not a directory; give the results directory `vfgym eval` printed "
             "(it holds results.jsonl and metadata.json)",
-            2,
+            EXIT_USAGE,
         )
     if not (directory / RESULTS_FILE).exists() and not (directory / METADATA_FILE).exists():
         raise CommandError(
             f"{directory} holds no {RESULTS_FILE} or {METADATA_FILE}; is it a directory written "
             "by `vfgym eval`?",
-            2,
+            EXIT_USAGE,
         )
     try:
         metadata, records = read_results(directory)
