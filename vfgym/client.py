@@ -12,6 +12,7 @@ import functools
 import inspect
 import json
 import random
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,6 +61,32 @@ def is_context_overflow(exc: BaseException) -> bool:
         return False
     text = str(exc).lower()
     return any(marker in text for marker in _CONTEXT_MARKERS)
+
+
+_WINDOW = re.compile(r"maximum context length is (\d+)")
+_PROMPT_SIZE = re.compile(r"(\d+) in the (?:messages|prompt)")
+
+
+def completion_room(exc: BaseException) -> int | None:
+    """Completion tokens that would still fit, read from a context-overflow error.
+
+    vLLM and OpenAI word the error alike ("maximum context length is N tokens ...
+    (P in the messages, C in the completion)"); None when the message does not
+    say, or when the prompt alone fills the window.
+    """
+    text = str(exc)
+    window, prompt = _WINDOW.search(text), _PROMPT_SIZE.search(text)
+    if window is None or prompt is None:
+        return None
+    room = int(window.group(1)) - int(prompt.group(1))
+    return room if room > 0 else None
+
+
+def _max_tokens_key(sampling_args: dict[str, Any] | None) -> str | None:
+    for key in ("max_completion_tokens", "max_tokens"):
+        if (sampling_args or {}).get(key) is not None:
+            return key
+    return None
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -154,17 +181,28 @@ async def request_model_response(
 ) -> ModelResponse:
     """One model turn, retried through transient failures.
 
-    Raises `ContextLengthExceeded` when the prompt no longer fits (the rollout ends
-    as truncated) and `ModelCallError` when the server still fails after the
-    retries (the rollout ends as errored). Sync `OpenAI` clients run in a thread.
+    A request whose prompt fits but whose max tokens reach past the context
+    window (a rollout's token budget can be larger than the window) is sent
+    again once, asking for what still fits. Raises `ContextLengthExceeded` when
+    the prompt no longer fits (the rollout ends as truncated) and
+    `ModelCallError` when the server still fails after the retries (the rollout
+    ends as errored). Sync `OpenAI` clients run in a thread.
     """
     policy = retry or RetryPolicy()
     attempt = 0
+    shrunk = False
     while True:
         try:
             return await _create(client, model, prompt, message_type, oai_tools, sampling_args)
         except openai.BadRequestError as exc:
             if is_context_overflow(exc):
+                room, key = completion_room(exc), _max_tokens_key(sampling_args)
+                if not shrunk and room is not None and key is not None:
+                    assert sampling_args is not None
+                    if sampling_args[key] > room:
+                        sampling_args = {**sampling_args, key: room}
+                        shrunk = True
+                        continue
                 raise ContextLengthExceeded(str(exc)) from exc
             raise ModelCallError(
                 f"the model server rejected the request (HTTP 400): {exc}", attempts=attempt + 1
