@@ -174,3 +174,31 @@ async def test_an_injected_context_error_ends_the_rollout_as_truncated(
     _, state = await make_env(fast_retry).rollout(server.client(), "m", HELLO)
     assert state["stop_reason"] == "context_length"
     assert "error" not in state
+
+
+async def test_max_tokens_past_the_window_is_shrunk_to_what_fits(model_server, fast_retry) -> None:
+    server = await model_server(lambda messages: "fits", max_model_len=200)
+    env = make_env(fast_retry, ("hi",), rollout_token_budget=1000)
+    out = await env.evaluate(server.client(), "m")
+    state = out.state[0]
+    assert state["stop_reason"] == "completed"
+    assert out.completion[0] == [{"role": "assistant", "content": "fits"}]
+    prompt_tokens = state["responses"][0].usage.prompt_tokens
+    asked = [r["max_completion_tokens"] for r in server.requests]
+    assert asked == [1000, 200 - prompt_tokens]
+
+
+async def test_the_overflow_error_says_how_much_room_is_left(model_server) -> None:
+    from vfgym.client import completion_room
+
+    server = await model_server(shout, max_model_len=100)
+    with pytest.raises(openai.BadRequestError) as caught:
+        await server.client().chat.completions.create(
+            model="m", messages=HELLO, max_completion_tokens=500
+        )
+    assert completion_room(caught.value) == 100 - server.tokenizer.count_chat_tokens(HELLO)
+    with pytest.raises(openai.BadRequestError) as too_long:
+        await server.client().chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "x" * 200}]
+        )
+    assert completion_room(too_long.value) is None
