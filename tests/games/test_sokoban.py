@@ -1,0 +1,176 @@
+"""Sokoban: pushes on hand-drawn boards, the solver, generated levels, policies."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from vfgym.games import sokoban
+from vfgym.games._base import InvalidMove, move_message
+
+import vfgym
+from vfgym.server import ModelServer
+
+CORRIDOR = "#######\n#@ $ .#\n#######"
+# Two boxes side by side in a corridor: pushing right would move both.
+PAIR = "########\n#@$$  .#\n#.     #\n########"
+# A box in a corner that is not a goal can never move again.
+STUCK = "#####\n#$ .#\n# @ #\n#####"
+TURN = "#######\n#     #\n# $@  #\n#  .  #\n#######"
+
+
+def play(env: Any, policy: Any, row: dict[str, Any]) -> tuple[dict[str, Any], list[dict]]:
+    """One episode driven directly (no server): the turn loop of the engine, in miniature."""
+    messages = list(row["prompt"])
+    state = env.setup_state({"info": row["info"], "turn": 0})
+    while state["turn"] < env.max_turns:
+        messages.append(policy(messages))
+        state["turn"] += 1
+        reply, state = env.env_response(messages, state)
+        messages.extend(reply)
+        if env.is_completed(messages, state):
+            break
+    return state, messages
+
+
+def won(env: Any, state: dict[str, Any]) -> bool:
+    return env.is_over(state["game_state"]) and not env.lost_on_invalid_moves(state)
+
+
+def new(board: str, par: int = 3) -> tuple[Any, dict[str, Any]]:
+    env = sokoban.load_environment(num_examples=1, difficulty="easy")
+    return env, env.new_game({"board": board, "par": par})
+
+
+def test_walking_and_pushing_in_a_corridor() -> None:
+    env, game = new(CORRIDOR)
+    text = env.apply_move(game, "R")
+    assert game["board"] == "#######\n# @$ .#\n#######"
+    assert "You moved R (0 pushes). Boxes on goals: 0/1." in text
+    env.apply_move(game, "r")
+    assert game["board"] == "#######\n#  @$.#\n#######" and game["pushes"] == 1
+    text = env.apply_move(game, "RLLL")  # solved after the first step; the rest is ignored
+    assert game["board"] == "#######\n#   @*#\n#######"
+    assert "Solved in 3 steps (par 3)" in text
+    assert env.is_over(game) and env.score(game) == 1.0 and env.efficiency(game, {}) == 1.0
+
+
+def test_blocked_moves_are_refused_whole() -> None:
+    env, game = new(CORRIDOR)
+    with pytest.raises(InvalidMove, match=r"step 1 \(U\) walks into a wall"):
+        env.apply_move(game, "U")
+    assert game["board"] == CORRIDOR and game["steps"] == 0
+    env, turn = new(TURN)
+    with pytest.raises(InvalidMove, match=r"step 2 \(L\) pushes a box into a wall"):
+        env.apply_move(turn, "LL")
+    assert turn["board"] == TURN and turn["pushes"] == 0
+    env2, pair = new(PAIR)
+    with pytest.raises(InvalidMove, match=r"step 1 \(R\) pushes a box into a box"):
+        env2.apply_move(pair, "R")
+    with pytest.raises(InvalidMove, match="not a move"):
+        env2.apply_move(pair, "go right")
+    with pytest.raises(InvalidMove, match="not a move"):
+        env2.apply_move(pair, "")
+
+
+def test_restart_puts_the_level_back() -> None:
+    env, game = new(CORRIDOR)
+    env.apply_move(game, "RR")
+    text = env.apply_move(game, "restart")
+    assert game["board"] == CORRIDOR and text.endswith(CORRIDOR)
+    assert game["steps"] == 2  # steps already taken still count
+
+
+def test_solver_on_hand_drawn_boards() -> None:
+    level, boxes, player = sokoban.read_board(CORRIDOR)
+    assert sokoban.solve(level, boxes, player) == "RRR"
+    # Worked by hand: the box goes down (player above it: U L, push D), then right
+    # (player beside it: L D, push R) -- 6 steps; right-then-down needs 8.
+    level, boxes, player = sokoban.read_board(TURN)
+    solution = sokoban.solve(level, boxes, player)
+    assert solution == "ULDLDR"
+    env, game = new(TURN)
+    env.apply_move(game, solution)
+    assert env.is_over(game) and game["pushes"] == 2
+    # Dead squares: a corner off the goals; the solver proves there is no way out.
+    level, boxes, player = sokoban.read_board(STUCK)
+    assert (1, 1) not in level.live and (1, 3) in level.live
+    assert sokoban.solve(level, boxes, player) is None
+    # Two boxes stuck against the top wall: neither can ever reach a goal below.
+    level, boxes, player = sokoban.read_board(PAIR)
+    assert sokoban.solve(level, boxes, player) is None
+
+
+def test_boards_read_back_and_non_boards_are_ignored() -> None:
+    level, boxes, player = sokoban.read_board("Push it.\n" + TURN + "\nGood luck")
+    assert sokoban.render_board(level, boxes, player) == TURN
+    assert sokoban.read_board("# not a board #") is None
+    assert sokoban.read_board("#  @ $ #") is None  # no closing walls above and below
+
+
+@pytest.mark.parametrize("difficulty", ["easy", "medium", "hard"])
+def test_generated_levels_are_solvable_and_unsolved(difficulty: str) -> None:
+    env = sokoban.load_environment(num_examples=5, difficulty=difficulty, seed=11)
+    n_boxes = sokoban.PRESETS[difficulty][2]
+    for row in env.dataset:
+        board = row["info"]["board"]
+        assert board.count("$") + board.count("*") == n_boxes
+        assert "$" in board  # never solved at the start
+        game = env.new_game(row["info"])
+        env.apply_move(game, row["answer"])  # the stored solution wins
+        assert env.is_over(game)
+        assert len(row["answer"]) == row["info"]["par"]
+
+
+def test_items_are_deterministic_per_seed() -> None:
+    a = sokoban.load_environment(num_examples=4, seed=1, difficulty="easy").dataset
+    b = sokoban.load_environment(num_examples=4, seed=1, difficulty="easy").dataset
+    c = sokoban.load_environment(num_examples=4, seed=2, difficulty="easy").dataset
+    assert [r["info"] for r in a] == [r["info"] for r in b]
+    assert [r["info"]["board"] for r in a] != [r["info"]["board"] for r in c]
+
+
+def test_bad_knobs_are_refused() -> None:
+    with pytest.raises(ValueError, match="difficulty"):
+        sokoban.load_environment(difficulty="expert")
+    with pytest.raises(ValueError, match="width"):
+        sokoban.load_environment(width=2)
+    with pytest.raises(ValueError, match="boxes"):
+        sokoban.load_environment(boxes=9)
+    with pytest.raises(ValueError, match="too small"):
+        sokoban.load_environment(width=3, height=3, boxes=3)
+
+
+async def test_reference_and_random_policies_over_http() -> None:
+    env = vfgym.load_environment("sokoban", num_examples=3, difficulty="easy", max_turns=10)
+    async with ModelServer(
+        {"reference": env.reference_policy, "random": env.make_random_policy(0)}
+    ) as server:
+        ref = await env.evaluate(server.client(), "reference", num_examples=3)
+        rnd = await env.evaluate(server.client(), "random", num_examples=3)
+    assert ref.reward == [1.0] * 3
+    assert ref.metrics["turns"] == [1.0] * 3
+    assert ref.metrics["efficiency"] == [1.0] * 3
+    assert sum(rnd.reward) < 3
+
+
+def test_reference_policy_solves_50_seeds() -> None:
+    env = sokoban.load_environment(num_examples=50, seed=5)
+    for row in env.eval_dataset:
+        state, _ = play(env, env.reference_policy, row)
+        assert won(env, state) and state["turn"] == 1
+
+
+def test_random_policy_does_worse() -> None:
+    env = sokoban.load_environment(num_examples=20, difficulty="easy")
+    policy = env.make_random_policy(4)
+    wins = sum(won(env, play(env, policy, row)[0]) for row in env.eval_dataset)
+    assert wins < 10
+
+
+def test_invalid_move_limit_ends_the_game_as_a_loss() -> None:
+    env = sokoban.load_environment(num_examples=1, difficulty="easy", max_invalid_moves=2)
+    state, messages = play(env, lambda m: move_message("jump"), env.dataset[0])
+    assert state["invalid_moves"] == 2
+    assert "last invalid move" in messages[-1]["content"]
+    assert env.is_completed(messages, state) and not won(env, state)
