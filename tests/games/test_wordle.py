@@ -1,0 +1,218 @@
+"""Wordle: feedback with repeated letters, the word list, invalid guesses, the solver."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+from vfgym.games import wordle as wd
+from vfgym.games._base import InvalidMove
+
+import vfgym
+from vfgym.envs.environment import new_state
+from vfgym.server import ModelServer
+
+
+def play(env: wd.WordleEnv, row: dict[str, Any], policy: Callable) -> dict[str, Any]:
+    """One episode driven directly (no server): the same hooks the rollout loop calls."""
+    state = new_state(row["prompt"], [], row["answer"], row["task"], row["info"], 0)
+    env.setup_state(state)
+    messages = list(row["prompt"])
+    while not env.is_completed(messages, state) and state["turn"] < env.max_turns:
+        messages.append(policy(messages))
+        state["turn"] += 1
+        feedback, state = env.env_response(messages, state)
+        messages.extend(feedback)
+    lost = env.lost_on_invalid_moves(state) or not env.is_over(state["game_state"])
+    state["reward"] = 0.0 if lost else env.score(state["game_state"])
+    state["messages"] = messages
+    return state
+
+
+def game(answer: str) -> dict[str, Any]:
+    return wd.WordleEnv.new_game(None, {"word": answer, "max_guesses": 6})  # type: ignore[arg-type]
+
+
+# -- the feedback rule, worked by hand ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "guess, answer, marks",
+    [
+        ("crane", "crane", "GGGGG"),
+        ("speed", "abide", "--Y-Y"),  # the second E finds no E left
+        ("eerie", "there", "Y-Y-G"),  # the green E counts first, then one yellow E
+        ("llama", "hello", "YY---"),  # both Ls of HELLO are matched
+        ("hello", "llama", "--YY-"),
+        ("sassy", "essay", "YYG-G"),  # green S first, then one yellow S, the third is grey
+        ("array", "ready", "YY--G"),  # one R and one A left to match
+        ("geese", "these", "--GGG"),  # the greens use up both Es: no yellow for the first
+    ],
+)
+def test_feedback_on_hand_worked_guesses(guess: str, answer: str, marks: str) -> None:
+    assert wd.feedback(guess, answer) == marks
+
+
+def test_fast_feedback_agrees_with_the_rule() -> None:
+    bank = wd.word_bank()
+    rng = random.Random(5)
+    rows = np.array([rng.randrange(len(bank.words)) for _ in range(300)])
+    repeated = np.array([i for i, w in enumerate(bank.words) if len(set(w)) < 5][:100])
+    cols = np.array([rng.randrange(len(bank.words)) for _ in range(60)])
+    for guesses in (rows, repeated):
+        codes = wd.pattern_codes(bank, guesses, cols)
+        for r, g in enumerate(guesses):
+            for c, a in enumerate(cols):
+                marks = wd.feedback(bank.words[g], bank.words[a])
+                assert codes[r, c] == wd.pattern_code(marks), (bank.words[g], bank.words[a])
+
+
+def test_word_list_is_clean_and_layered() -> None:
+    bank = wd.word_bank()
+    assert all(len(w) == 5 and w.isalpha() and w.islower() for w in bank.words)
+    assert len(set(bank.words)) == len(bank.words) == 4653
+    sizes = [len(bank.solutions(t)) for t in (1, 2, 3)]
+    assert sizes == [2113, 2851, 4583]
+    easy = {bank.words[i] for i in bank.solutions(1)}
+    assert {"crane", "house", "about"} <= easy and "cats" not in bank.index
+    medium = {bank.words[i] for i in bank.solutions(2)}
+    assert "tares" not in medium and "tares" in bank.index  # plurals only from "hard" on
+    assert "mcmxc" not in bank.index  # no Roman numerals
+
+
+# -- the game ---------------------------------------------------------------------
+
+
+def test_a_hand_played_game() -> None:
+    env = wd.load_environment(num_examples=1)
+    state = game("there")
+    text = env.apply_move(state, "eerie")
+    assert text.startswith("EERIE  Y-Y-G. 5 guesses left.")
+    assert "1. EERIE  Y-Y-G" in text
+    text = env.apply_move(state, " THREE. ")
+    assert "2. THREE  GGYYG" in text and not env.is_over(state)
+    text = env.apply_move(state, "there")
+    assert "solved in 3 guesses" in text and env.is_over(state)
+    assert env.score(state) == 1.0 and env.efficiency(state, {}) == pytest.approx(4 / 6)
+    assert env.render(state).endswith("3. THERE  GGGGG\n(solved)")
+
+
+def test_six_misses_lose_and_reveal_the_word() -> None:
+    env = wd.load_environment(num_examples=1)
+    state = game("crane")
+    for word in ("pilot", "humid", "fuzzy", "bumpy", "jolly", "witty"):
+        text = env.apply_move(state, word)
+    assert env.is_over(state) and env.score(state) == 0.0
+    assert "Out of guesses: the word was CRANE." in text
+
+
+def test_invalid_guesses_leave_the_game_unchanged() -> None:
+    env = wd.load_environment(num_examples=1)
+    state = game("crane")
+    for move, message in (
+        ("cran", "not a five-letter word"),
+        ("crane!?", "not a five-letter word"),
+        ("two words", "not a five-letter word"),
+        ("qzxvj", "not in the word list"),
+    ):
+        with pytest.raises(InvalidMove, match=message):
+            env.apply_move(state, move)
+    assert state == game("crane")
+
+
+def test_invalid_moves_count_and_end_the_game() -> None:
+    env = wd.load_environment(num_examples=1, max_invalid_moves=2)
+    row = env.get_dataset()[0]
+    state = play(env, row, lambda messages: {"role": "assistant", "content": "<move>zzzzz</move>"})
+    assert state["invalid_moves"] == 2 and state["turn"] == 2 and state["reward"] == 0.0
+    assert "not in the word list" in state["messages"][-1]["content"]
+    assert "the game is over" in state["messages"][-1]["content"]
+
+
+def test_step_reward_counts_new_greens_only() -> None:
+    env = wd.load_environment(num_examples=1)
+    row = env.get_dataset()[0]
+    state = new_state(row["prompt"], [], "", "default", {"word": "there", "max_guesses": 6}, 0)
+    env.setup_state(state)
+    rewards = []
+    for move in ("three", "xxxxx", "these", "there"):
+        messages = [{"role": "assistant", "content": f"<move>{move}</move>"}]
+        env.env_response(messages, state)
+        rewards.append(env.step_reward(state))
+    assert state["game_state"]["marks"] == ["GGYYG", "GGG-G", "GGGGG"]
+    assert rewards == [0.6, 0.0, 0.2, 0.2]  # T, H, E; nothing for the invalid guess; E; R
+
+
+# -- datasets ---------------------------------------------------------------------
+
+
+def test_items_are_pure_functions_of_seed_and_index() -> None:
+    a = wd.load_environment(num_examples=30, seed=2).get_dataset()
+    b = wd.load_environment(num_examples=10, seed=2).get_dataset()
+    c = wd.load_environment(num_examples=30, seed=3).get_dataset()
+    assert [r["answer"] for r in a[:10]] == [r["answer"] for r in b]
+    assert [r["answer"] for r in a] != [r["answer"] for r in c]
+    bank = wd.word_bank()
+    easy = wd.load_environment(num_examples=30, difficulty="easy").get_dataset()
+    assert all(bank.tiers[bank.index[r["answer"]]] == 1 for r in easy)
+    assert "a common English word" in easy[0]["prompt"][-1]["content"]
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"difficulty": "expert"}, "difficulty must be one of"),
+        ({"max_guesses": 0}, "max_guesses must be between 1 and 20"),
+        ({"max_turns": 0}, "max_turns must be at least 1"),
+        ({"num_examples": 0}, "num_examples must be at least 1"),
+    ],
+)
+def test_bad_knobs_are_refused_clearly(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        wd.load_environment(**kwargs)
+
+
+# -- the reference policy --------------------------------------------------------
+
+
+async def test_reference_solves_every_seed_over_http() -> None:
+    env = vfgym.load_environment("wordle", num_examples=50)
+    async with ModelServer({"reference": env.reference_policy}) as server:
+        out = await env.evaluate(server.client(), "reference", num_examples=50)
+    assert out.reward == [1.0] * 50
+    assert max(out.metrics["turns"]) <= 6 and out.metrics["invalid_moves"] == [0.0] * 50
+
+
+def test_reference_solves_every_medium_word_within_six() -> None:
+    """The whole decision tree of the default level: every hidden word, each path once."""
+    bank, solver = wd.word_bank(), wd.solver()
+    tier = wd.DIFFICULTIES["medium"]
+    depths: list[int] = []
+
+    def walk(cands: np.ndarray, history: list[tuple[str, str]]) -> None:
+        guess = solver.next_guess(tier, history, wd.MAX_GUESSES - len(history))
+        codes = wd.pattern_codes(bank, np.array([bank.index[guess]]), cands)[0]
+        for code in np.unique(codes):
+            group = cands[codes == code]
+            marks = wd.feedback(guess, bank.words[group[0]])
+            if code == wd.SOLVED:
+                depths.append(len(history) + 1)
+            else:
+                walk(group, [*history, (guess, marks)])
+
+    walk(bank.solutions(tier), [])
+    assert len(depths) == 2851 and max(depths) <= 6
+
+
+@pytest.mark.parametrize("difficulty", ["easy", "hard"])
+def test_reference_wins_every_seed_and_random_does_not(difficulty: str) -> None:
+    env = wd.load_environment(num_examples=50, difficulty=difficulty, seed=9)
+    rows = env.get_dataset()
+    states = [play(env, row, env.reference_policy) for row in rows]
+    assert [s["reward"] for s in states] == [1.0] * 50
+    assert max(len(s["game_state"]["guesses"]) for s in states) <= 6
+    rand = [play(env, row, env.make_random_policy(i))["reward"] for i, row in enumerate(rows)]
+    assert sum(rand) / 50 < 0.1
