@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import time
 from collections.abc import Callable
@@ -43,6 +44,11 @@ class ToolEnv(MultiTurnEnv):
         self.tool_map: dict[str, Callable[..., Any]] = {}
         self._tool_specs: dict[str, Tool] = {}
         self.error_formatter = error_formatter
+        # An override written for verifiers may take no **kwargs; it gets no state then.
+        self._call_tool_takes_state = any(
+            p.kind is p.VAR_KEYWORD or p.name == "state"
+            for p in inspect.signature(self.call_tool).parameters.values()
+        )
         super().__init__(max_turns=max_turns, oai_tools=[], **kwargs)
         for tool in tools or []:
             self.add_tool(tool)
@@ -165,7 +171,8 @@ class ToolEnv(MultiTurnEnv):
                 ok = False
             else:
                 try:
-                    reply = await self.call_tool(name, args, call_id, state=state)
+                    extra = {"state": state} if self._call_tool_takes_state else {}
+                    reply = await self.call_tool(name, args, call_id, **extra)
                     ok = True
                 except Exception as exc:
                     reply = {
