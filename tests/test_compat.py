@@ -226,6 +226,25 @@ async def test_tool_environment() -> None:
     assert results.state[0]["tools_called"] == ["calculate"]
 
 
+class LabelledToolEnv(vf.ToolEnv):
+    """Overrides call_tool exactly as verifiers declares it, without **kwargs."""
+
+    async def call_tool(self, tool_name: str, tool_args: dict, tool_call_id: str):
+        message = await super().call_tool(tool_name, tool_args, tool_call_id)
+        message["content"] = f"{tool_name} says {message['content']}"
+        return message
+
+
+async def test_tool_environment_overriding_call_tool() -> None:
+    env = LabelledToolEnv(
+        dataset=[{"question": "Compute 6*7", "answer": "42"}], tools=[calculate], max_turns=3
+    )
+    async with ModelServer(tool_policy) as server:
+        results = await env.evaluate(server.client(), "model")
+    assert results.completion[0][1]["content"] == "calculate says 42"
+    assert results.completion[0][-1]["content"] == "<answer>calculate says 42</answer>"
+
+
 class SessionEnv(vf.StatefulToolEnv):
     """A StatefulToolEnv subclass as verifiers users write one."""
 

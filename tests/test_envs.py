@@ -504,3 +504,21 @@ def test_env_group_refuses_an_unknown_task_and_bad_names() -> None:
         EnvGroup([SingleTurnEnv(dataset=ROWS)] * 2, env_names=["a"])
     with pytest.raises(ValueError, match="at least one"):
         EnvGroup([])
+
+
+async def test_completion_mode_multi_turn_concatenates_text(model_server) -> None:
+    class Story(MultiTurnEnv):
+        async def is_completed(self, messages, state, **kwargs):
+            return state["turn"] >= 2
+
+        async def env_response(self, messages, state, **kwargs):
+            return f" [env {state['turn']}]", state
+
+    server = await model_server(lambda prompt: f" <{len(prompt)}>")
+    env = Story(dataset=[{"prompt": "Once"}], message_type="completion", rollout_token_budget=50)
+    out = await env.evaluate(server.client(), "m")
+    assert [r["prompt"] for r in server.requests] == ["Once", "Once <4> [env 1]"]
+    assert [r["max_tokens"] for r in server.requests] == [50, 46]
+    assert out.completion == [" <4> [env 1] <16>"]
+    assert out.state[0]["responses_start_idx"] == [0, 12]
+    assert out.state[0]["stop_reason"] == "completed"
