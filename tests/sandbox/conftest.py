@@ -37,7 +37,7 @@ START_HINT = (
 def _unavailable(reason: str) -> None:
     if REQUIRE:
         pytest.fail(f"{reason} (VFGYM_REQUIRE_DOCKER=1 makes this a failure)", pytrace=False)
-    pytest.skip(f"{reason}; {START_HINT}")
+    pytest.skip(reason if "setup-docker.sh" in reason else f"{reason}; {START_HINT}")
 
 
 def sandbox_test_config(**changes: Any) -> SandboxConfig:
@@ -55,6 +55,18 @@ def sandbox_test_config(**changes: Any) -> SandboxConfig:
         labels={SESSION_LABEL: SESSION_ID},
     )
     return base.replace(**changes)
+
+
+@pytest.fixture(scope="session")
+def make_config() -> Any:
+    """`make_config(**changes)`: the tests' small-limits SandboxConfig, labelled for cleanup."""
+    return sandbox_test_config
+
+
+@pytest.fixture(scope="session")
+def session_labels() -> dict[str, str]:
+    """Labels that mark a container as this test session's (checked at the end)."""
+    return {SESSION_LABEL: SESSION_ID}
 
 
 @pytest.fixture(scope="session")

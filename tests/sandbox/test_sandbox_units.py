@@ -1,0 +1,93 @@
+"""Sandbox pieces that need no Docker: config validation, paths, result summaries."""
+
+from __future__ import annotations
+
+import pytest
+
+from vfgym.sandbox import ExecResult, SandboxConfig, SandboxPathError
+from vfgym.sandbox.config import parse_size
+from vfgym.sandbox.container import create_kwargs
+from vfgym.sandbox.paths import workspace_relative
+
+
+def test_exec_result_summary_marks_what_went_wrong() -> None:
+    long = ExecResult(stdout="a" * 10_000, stderr="", exit_code=0)
+    text = long.summary(max_chars=100)
+    assert len(text) < 200 and "characters omitted" in text
+    assert ExecResult(stdout="", stderr="", exit_code=0).summary() == "(no output)"
+    timed = ExecResult(stdout="x", stderr="", exit_code=None, timed_out=True, duration_s=2)
+    assert "timed out after 2.0s" in timed.summary()
+    oom = ExecResult(stdout="", stderr="", exit_code=-9, oom_killed=True, state_reset=True)
+    assert "out of memory" in oom.summary() and "restarted" in oom.summary()
+
+
+def test_config_defaults_are_safe() -> None:
+    config = SandboxConfig()
+    assert config.network is False and config.runtime == "runc"
+    assert config.memory == 512 * 1024**2 and config.workspace_size == 128 * 1024**2
+    assert config.user.split(":")[0] != "0"
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"memory": "lots"}, "not a size"),
+        ({"memory": 0}, "positive"),
+        ({"cpus": -1}, "cpus"),
+        ({"pids": 2}, "too low"),
+        ({"timeout": 0}, "timeout"),
+        ({"workspace": "relative"}, "absolute"),
+        ({"labels": {"vfgym.sandbox": "x"}}, "reserved"),
+        ({"output_limit": True}, "output_limit"),
+    ],
+)
+def test_config_rejects_bad_values(changes: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        SandboxConfig(**changes)
+
+
+def test_config_replace_rejects_unknown_fields() -> None:
+    with pytest.raises(TypeError):
+        SandboxConfig().replace(memroy="1g")
+    assert SandboxConfig().replace(memory="1g").memory == 1024**3
+
+
+def test_parse_size() -> None:
+    assert parse_size("64k", "x") == 65536
+    assert parse_size("1.5g", "x") == int(1.5 * 1024**3)
+    assert parse_size(10, "x") == 10
+
+
+def test_container_spec_turns_every_limit_on() -> None:
+    class FakeApi:  # only the spec builder of the SDK is used, no daemon
+        def create_host_config(self, **kwargs: object) -> dict:
+            return kwargs
+
+    class FakeClient:
+        api = FakeApi()
+
+    spec = create_kwargs(FakeClient(), SandboxConfig(), "img", {"a": "b"})  # type: ignore[arg-type]
+    host = spec["host_config"]
+    assert host["network_mode"] == "none" and spec["network_disabled"]
+    assert host["mem_limit"] == host["memswap_limit"]
+    assert host["read_only"] and host["cap_drop"] == ["ALL"]
+    assert host["security_opt"] == ["no-new-privileges"]
+    assert host["pids_limit"] == 128 and host["log_config"].type == "none"
+    assert {u.name for u in host["ulimits"]} >= {"nofile", "fsize"}
+    assert "size=" in host["tmpfs"]["/workspace"] and "size=" in host["tmpfs"]["/tmp"]
+    assert spec["user"] == "10001:10001" and spec["stdin_open"]
+    gvisor = create_kwargs(FakeClient(), SandboxConfig(runtime="runsc"), "img", {})  # type: ignore[arg-type]
+    assert "nproc" in {u.name for u in gvisor["host_config"]["ulimits"]}
+
+
+@pytest.mark.parametrize(
+    "path", ["../x", "/etc/passwd", "/workspace/../etc", "a/../../b", "", "/workspace", "a\0b"]
+)
+def test_paths_outside_the_workspace_are_refused(path: str) -> None:
+    with pytest.raises(SandboxPathError):
+        workspace_relative(path, "/workspace")
+
+
+def test_paths_inside_the_workspace_are_normalised() -> None:
+    assert workspace_relative("/workspace/a//b/./c", "/workspace") == "a/b/c"
+    assert workspace_relative("./x.txt", "/workspace") == "x.txt"
