@@ -1,0 +1,173 @@
+"""Minesweeper: flood fill and flags on a hand-worked board, deduction, policies."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from vfgym.games import minesweeper as ms
+from vfgym.games._base import InvalidMove, move_message
+
+import vfgym
+from vfgym.server import ModelServer
+
+# A 4x4 board with mines at D1 and A4, worked by hand:
+#     A B C D
+#   1 . . 1 *
+#   2 . . 1 1
+#   3 1 1 . .
+#   4 * 1 . .
+HAND_INFO = {"width": 4, "height": 4, "mines": 2, "mine_seed": 0}
+HAND_MINES = [[0, 3], [3, 0]]
+
+
+def play(env: Any, policy: Any, row: dict[str, Any]) -> tuple[dict[str, Any], list[dict]]:
+    """One episode driven directly (no server): the turn loop of the engine, in miniature."""
+    messages = list(row["prompt"])
+    state = env.setup_state({"info": row["info"], "turn": 0})
+    while state["turn"] < env.max_turns:
+        messages.append(policy(messages))
+        state["turn"] += 1
+        reply, state = env.env_response(messages, state)
+        messages.extend(reply)
+        if env.is_completed(messages, state):
+            break
+    return state, messages
+
+
+def won(env: Any, state: dict[str, Any]) -> bool:
+    game = state["game_state"]
+    return env.is_over(game) and env.score(game) == 1.0 and not env.lost_on_invalid_moves(state)
+
+
+def hand_game() -> tuple[Any, dict[str, Any]]:
+    env = ms.load_environment(num_examples=1)
+    game = env.new_game(HAND_INFO)
+    game["mine_cells"] = [list(m) for m in HAND_MINES]  # as if placed by the first reveal
+    return env, game
+
+
+def test_a_zero_floods_open_and_clearing_every_safe_cell_wins() -> None:
+    env, game = hand_game()
+    text = env.apply_move(game, "reveal A1")
+    assert "Revealed A1 (+13 more)." in text and "You win!" in text
+    assert env.render(game) == ("    A B C D\n  1 . . 1 #\n  2 . . 1 1\n  3 1 1 . .\n  4 # 1 . .")
+    assert env.is_over(game) and env.score(game) == 1.0
+    assert env.step_reward({"game_state": game}) == 1.0
+
+
+def test_flags_and_a_mine_that_loses() -> None:
+    env, game = hand_game()
+    text = env.apply_move(game, "C1")  # a bare cell reveals
+    assert "Revealed C1." in text and "  1 # # 1 #" in text
+    env.apply_move(game, "flag D1, f b2")
+    assert game["flags"] == [[0, 3], [1, 1]]
+    with pytest.raises(InvalidMove, match="already flagged"):
+        env.apply_move(game, "flag D1")
+    with pytest.raises(InvalidMove, match="D1 is flagged; unflag it first"):
+        env.apply_move(game, "reveal D1")
+    with pytest.raises(InvalidMove, match="C1 is already revealed"):
+        env.apply_move(game, "reveal A1, reveal C1")
+    assert game["revealed"] == [[0, 2]]  # the valid reveal of A1 did not happen either
+    with pytest.raises(InvalidMove, match="C1 is revealed; only hidden cells"):
+        env.apply_move(game, "flag C1")
+    with pytest.raises(InvalidMove, match="no flag to remove"):
+        env.apply_move(game, "unflag A3")
+    with pytest.raises(InvalidMove, match="off the board; cells go from A1 to D4"):
+        env.apply_move(game, "reveal E2")
+    with pytest.raises(InvalidMove, match="could not read"):
+        env.apply_move(game, "dig at B2")
+    text = env.apply_move(game, "unflag D1, reveal D1")
+    assert "D1 was a mine. You lose." in text
+    assert "  1 # # 1 X\n  2 # F # #" in text and "  4 * # # #" in text
+    assert env.is_over(game) and env.score(game) == 0.0
+
+
+def test_the_first_reveal_is_safe_and_opens_an_area() -> None:
+    for seed in range(30):
+        info = {"width": 8, "height": 8, "mines": 10, "mine_seed": seed}
+        first = (seed % 8, (seed * 3) % 8)
+        mines = ms.place_mines(seed, 8, 8, 10, first)
+        assert len(mines) == 10
+        assert first not in mines
+        assert not mines & set(ms.neighbours(*first, 8, 8))
+        # The same seed and first cell always give the same mines.
+        assert ms.place_mines(seed, 8, 8, 10, first) == mines
+        env = ms.load_environment(num_examples=1)
+        game = env.new_game(info)
+        env.apply_move(game, f"reveal {ms.cell_name(*first)}")
+        assert game["blast"] is None and len(game["revealed"]) > 1
+
+
+def test_deduction_single_cell_and_subset_rules() -> None:
+    # The 0 at B3 clears C2; with 1 mine next to B2, C1 must then be the mine.
+    board = [[".", "1", "#"], [".", "1", "#"], [".", ".", "."]]
+    safe, _ = ms.deduce(board, mines=1)
+    assert safe == {(1, 2)}
+    # Subset rule: B1 sees {C1, C2} with 1 mine, B2 sees {C1, C2, C3} with 1 mine,
+    # so C3 is safe; B3 likewise makes C1 safe.
+    board = [[".", "1", "#"], [".", "1", "#"], [".", "1", "#"]]
+    safe, _ = ms.deduce(board, mines=1)
+    assert safe == {(0, 2), (2, 2)}
+    # The mine count: 2 mines and 2 hidden cells left means no safe cell; 0 left means all.
+    board = [["1", "#"], ["1", "#"]]
+    assert ms.deduce(board, mines=0)[0] == {(0, 1), (1, 1)}
+    # First move: the middle.
+    assert ms.deduce([["#"] * 5 for _ in range(5)], mines=3) == (set(), (2, 2))
+
+
+def test_guesses_pick_the_lowest_risk() -> None:
+    # A1 = 1 touches B1, A2, B2 (1 in 3); the other 6 hidden cells share 1 mine (1 in 6)
+    # once the count of 2 is split -- the guess must avoid A1's neighbours.
+    board = [["1", "#", "#"], ["#", "#", "#"], ["#", "#", "#"]]
+    safe, guess = ms.deduce(board, mines=2)
+    assert not safe
+    assert guess not in {(0, 1), (1, 0), (1, 1)}
+
+
+def test_items_are_deterministic_per_seed() -> None:
+    a = ms.load_environment(num_examples=5, seed=1).dataset
+    b = ms.load_environment(num_examples=5, seed=1).dataset
+    c = ms.load_environment(num_examples=5, seed=2).dataset
+    assert [r["info"] for r in a] == [r["info"] for r in b]
+    assert [r["info"]["mine_seed"] for r in a] != [r["info"]["mine_seed"] for r in c]
+
+
+def test_bad_knobs_are_refused() -> None:
+    with pytest.raises(ValueError, match="difficulty"):
+        ms.load_environment(difficulty="expert")
+    with pytest.raises(ValueError, match="width"):
+        ms.load_environment(width=30)
+    with pytest.raises(ValueError, match="mines"):
+        ms.load_environment(width=4, height=4, mines=10)
+
+
+async def test_reference_and_random_policies_over_http() -> None:
+    env = vfgym.load_environment("minesweeper", num_examples=3, difficulty="easy")
+    async with ModelServer(
+        {"reference": env.reference_policy, "random": env.make_random_policy(0)}
+    ) as server:
+        ref = await env.evaluate(server.client(), "reference", num_examples=3)
+        rnd = await env.evaluate(server.client(), "random", num_examples=3)
+    assert ref.reward == [1.0] * 3
+    assert ref.metrics["invalid_moves"] == [0.0] * 3
+    assert sum(rnd.reward) < 3
+
+
+def test_reference_policy_beats_random_by_a_clear_margin_over_50_seeds() -> None:
+    env = ms.load_environment(num_examples=50, seed=3)
+    ref = sum(won(env, play(env, env.reference_policy, row)[0]) for row in env.eval_dataset)
+    rnd_policy = env.make_random_policy(1)
+    rnd = sum(won(env, play(env, rnd_policy, row)[0]) for row in env.eval_dataset)
+    assert ref >= 35  # about 80% on 8x8 with 10 mines; some boards need a guess
+    assert rnd <= 5
+    easy = ms.load_environment(num_examples=50, seed=3, difficulty="easy")
+    assert sum(won(easy, play(easy, easy.reference_policy, r)[0]) for r in easy.eval_dataset) >= 45
+
+
+def test_invalid_move_limit_ends_the_game_as_a_loss() -> None:
+    env = ms.load_environment(num_examples=1, max_invalid_moves=2)
+    state, messages = play(env, lambda m: move_message("reveal Z9"), env.dataset[0])
+    assert state["invalid_moves"] == 2
+    assert "last invalid move" in messages[-1]["content"]
+    assert env.is_completed(messages, state) and not won(env, state)
