@@ -48,8 +48,8 @@ def gem_actions(game: str, words: list[str], rng: random.Random) -> Callable[[],
 
 
 GEM_IDS = {
-    "guess-the-number": "game:GuessTheNumber-v0-easy",
-    "wordle": "game:Wordle-v0-easy",
+    "guess-the-number": "game:GuessTheNumber-v0-hard",
+    "wordle": "game:Wordle-v0-hard",
 }
 
 
@@ -64,8 +64,13 @@ def bench_gem(seconds: float, words: list[str]) -> dict[str, float | None]:
             continue
         rng = random.Random(0)
         action = gem_actions(game, words, rng)
-        env = gem.make(GEM_IDS[game])
-        env.reset(seed=0)
+        try:
+            env = gem.make(GEM_IDS[game])
+            env.reset(seed=0)
+        except Exception as exc:
+            print(f"gem {GEM_IDS[game]}: {type(exc).__name__}: {exc}", file=sys.stderr)
+            results.update({f"{game}/{mode}": None for mode in ("single", "sync8", "async8")})
+            continue
 
         def single(env: Any = env, action: Callable[[], str] = action) -> int:
             _, _, terminated, truncated, _ = env.step(action())
