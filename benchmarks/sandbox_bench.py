@@ -1,0 +1,170 @@
+"""Sandbox speed: the pooled runner stream against raw `docker exec`, side by side.
+
+    python benchmarks/sandbox_bench.py [--runtime runc|runsc] [--runs 500]
+
+Measures, on the same image: warm `run_python("print(1)")` latency (p50/p99),
+throughput with a pool of 4 on this machine, acquire time from a warm pool, cold
+start (create, start, runner ready) and idle memory per sandbox; and the same
+call made with `docker exec <container> python3 -c ...`. Needs a Docker Engine
+and the image from `python -m vfgym.sandbox build`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable
+
+from vfgym.sandbox import DockerSandbox, SandboxConfig, SandboxPool
+from vfgym.sandbox.docker_client import make_client
+from vfgym.sandbox.image import default_image
+
+TARGETS = {
+    "warm p50 (ms)": "< 5",
+    "warm p99 (ms)": "< 20",
+    "throughput, 4 sandboxes (runs/s)": ">= 300",
+    "acquire p50 (ms)": "< 1",
+    "cold start p50 (ms)": "< 500",
+}
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return ordered[index]
+
+
+async def timed(call: Callable[[], Awaitable[object]], runs: int) -> list[float]:
+    samples = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        await call()
+        samples.append((time.perf_counter() - started) * 1000)
+    return samples
+
+
+async def runner_figures(config: SandboxConfig, runs: int, seconds: float) -> dict[str, float]:
+    figures: dict[str, float] = {}
+    async with SandboxPool(config, size=4) as pool:
+        async with pool.acquire() as sandbox:
+            await timed(lambda: sandbox.run_python("print(1)"), 20)  # warm up
+            latency = await timed(lambda: sandbox.run_python("print(1)"), runs)
+        figures["warm p50 (ms)"] = statistics.median(latency)
+        figures["warm p99 (ms)"] = percentile(latency, 99)
+
+        count = 0
+        deadline = time.perf_counter() + seconds
+
+        async def worker() -> None:
+            nonlocal count
+            async with pool.acquire() as sandbox:
+                while time.perf_counter() < deadline:
+                    result = await sandbox.run_python("print(1)")
+                    assert result.stdout == "1\n", result.summary()
+                    count += 1
+
+        started = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(4)))
+        figures["throughput, 4 sandboxes (runs/s)"] = count / (time.perf_counter() - started)
+
+        acquire = []
+        for _ in range(200):
+            started = time.perf_counter()
+            async with pool.acquire():
+                acquire.append((time.perf_counter() - started) * 1000)
+        figures["acquire p50 (ms)"] = statistics.median(acquire)
+
+        client = make_client(config.docker_host)
+        memory = []
+        for sandbox in list(pool._idle):  # the pool's own warm sandboxes, idle
+            stats = client.api.stats(sandbox.container_id, stream=False)
+            usage = stats.get("memory_stats", {})
+            cache = usage.get("stats", {}).get("cache", 0) or usage.get("stats", {}).get("file", 0)
+            memory.append((usage.get("usage", 0) - cache) / 1024**2)
+        client.close()
+        if memory:
+            figures["idle memory per sandbox (MiB)"] = statistics.mean(memory)
+
+    cold = []
+    client = make_client(config.docker_host)
+    try:
+        for _ in range(10):
+            sandbox = DockerSandbox(config, client=client)
+            started = time.perf_counter()
+            await sandbox.start()
+            cold.append((time.perf_counter() - started) * 1000)
+            await sandbox.close()
+    finally:
+        client.close()
+    figures["cold start p50 (ms)"] = statistics.median(cold)
+    return figures
+
+
+def exec_figures(config: SandboxConfig, runs: int, seconds: float) -> dict[str, float]:
+    """The same call through `docker exec` on a container of the same image."""
+    image = config.image or default_image()
+    args = ["docker", "run", "-d", "--rm", "--network", "none", "--runtime", config.runtime]
+    args += ["--label", "vfgym.bench=1", "--entrypoint", "sleep", image, "infinity"]
+    container = subprocess.run(args, check=True, capture_output=True, text=True).stdout.strip()
+    command = ["docker", "exec", container, "python3", "-c", "print(1)"]
+    figures: dict[str, float] = {}
+    try:
+        for _ in range(3):
+            subprocess.run(command, check=True, capture_output=True)
+        latency = []
+        for _ in range(runs):
+            started = time.perf_counter()
+            subprocess.run(command, check=True, capture_output=True)
+            latency.append((time.perf_counter() - started) * 1000)
+        figures["warm p50 (ms)"] = statistics.median(latency)
+        figures["warm p99 (ms)"] = percentile(latency, 99)
+
+        deadline = time.perf_counter() + seconds
+        started = time.perf_counter()
+        count = 0
+        while time.perf_counter() < deadline:
+            batch = [subprocess.Popen(command, stdout=subprocess.DEVNULL) for _ in range(4)]
+            for proc in batch:
+                proc.wait()
+            count += len(batch)
+        figures["throughput, 4 sandboxes (runs/s)"] = count / (time.perf_counter() - started)
+    finally:
+        subprocess.run(["docker", "rm", "-f", container], capture_output=True, check=False)
+    return figures
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runtime", default="runc")
+    parser.add_argument("--runs", type=int, default=500, help="sequential calls for latency")
+    parser.add_argument("--exec-runs", type=int, default=50, help="sequential docker execs")
+    parser.add_argument("--seconds", type=float, default=5.0, help="throughput window")
+    args = parser.parse_args(argv)
+    config = SandboxConfig(runtime=args.runtime)
+
+    print(f"image {config.image or default_image()}, runtime {args.runtime}", flush=True)
+    ours = asyncio.run(runner_figures(config, args.runs, args.seconds))
+    theirs = exec_figures(config, args.exec_runs, args.seconds)
+
+    rows = list(ours)
+    print(f"\n{'metric':<36}{'vfgym runner':>14}{'docker exec':>14}{'speed-up':>10}  target")
+    for name in rows:
+        mine = ours[name]
+        other = theirs.get(name)
+        if other is None:
+            ratio = ""
+        elif "runs/s" in name:
+            ratio = f"{mine / other:.0f}x"
+        else:
+            ratio = f"{other / mine:.0f}x"
+        other_text = f"{other:.1f}" if other is not None else "-"
+        print(f"{name:<36}{mine:>14.2f}{other_text:>14}{ratio:>10}  {TARGETS.get(name, '')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
