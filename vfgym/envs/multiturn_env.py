@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from abc import abstractmethod
 from typing import Any
@@ -66,6 +67,20 @@ class MultiTurnEnv(Environment):
     async def get_context_messages(self, state: State) -> Messages:
         return state["prompt"] + state["completion"]
 
+    @functools.cached_property
+    def _default_max_turns(self) -> bool:
+        return type(self).max_turns_reached is MultiTurnEnv.max_turns_reached
+
+    @functools.cached_property
+    def _default_context(self) -> bool:
+        return type(self).get_context_messages is MultiTurnEnv.get_context_messages
+
+    async def _context(self, state: State) -> Messages:
+        """`get_context_messages`, without a coroutine when it is not overridden."""
+        if self._default_context:
+            return state["prompt"] + state["completion"]
+        return await self.get_context_messages(state)
+
     @property
     def hooks_are_sync(self) -> bool:
         """True when every per-turn hook is plain sync code (or a default that never waits).
@@ -121,12 +136,15 @@ class MultiTurnEnv(Environment):
 
         With `natural_only`, only the environment's own end (`is_completed`) counts.
         """
-        context = await self.get_context_messages(state)
+        context = await self._context(state)
         if await maybe_await(self.is_completed, context, state, **kwargs):
             return "context_length" if state.get("prompt_too_long") else "completed"
         if natural_only:
             return None
-        if await self.max_turns_reached(state):
+        if self._default_max_turns:
+            if 0 < self.max_turns <= state["turn"]:
+                return "max_turns"
+        elif await self.max_turns_reached(state):
             return "max_turns"
         budget = self.rollout_token_budget
         if budget is not None and state["completion_tokens"] >= budget:
@@ -144,7 +162,7 @@ class MultiTurnEnv(Environment):
         stop = await self.check_stop(state, natural_only=True, **kwargs)
         if stop is not None:
             return ([] if self.message_type == "chat" else ""), stop
-        context = await self.get_context_messages(state)
+        context = await self._context(state)
         env_messages, new_state = await maybe_await(self.env_response, context, state, **kwargs)
         if new_state is not None and new_state is not state:
             state.update(new_state)
