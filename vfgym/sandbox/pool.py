@@ -17,7 +17,8 @@ from vfgym.sandbox.docker_client import make_client
 from vfgym.sandbox.errors import SandboxClosedError, SandboxError, SandboxImageError
 from vfgym.sandbox.gc import remove_orphans
 from vfgym.sandbox.image import default_image, image_exists
-from vfgym.sandbox.sandbox import DockerSandbox
+from vfgym.sandbox.labels import POOL_LABEL
+from vfgym.sandbox.sandbox import DockerSandbox, remove_container
 
 logger = logging.getLogger(__name__)
 
@@ -126,6 +127,26 @@ class SandboxPool:
         if self._client is not None:
             with contextlib.suppress(Exception):
                 self._client.close()
+
+    def destroy_now(self) -> int:
+        """Force-remove this pool's containers without an event loop; returns how many.
+
+        For the case `close()` cannot be awaited: the loop that ran the pool is gone
+        (a notebook restart, a finished `asyncio.run`). Blocking; call it from sync code.
+        """
+        from vfgym.sandbox.gc import sandbox_containers
+
+        self._closed = True
+        client = make_client(self.config.docker_host)
+        try:
+            doomed = sandbox_containers(client, f"{POOL_LABEL}={self.pool_id}")
+            for container_id in doomed:
+                remove_container(client, container_id)
+        finally:
+            client.close()
+        self._idle.clear()
+        self._leased.clear()
+        return len(doomed)
 
     @property
     def idle(self) -> int:

@@ -163,7 +163,7 @@ class DockerSandbox:
         if channel is not None:
             await channel.close()
         if self.container_id is not None and self._client is not None:
-            await asyncio.to_thread(_remove_container, self._client, self.container_id)
+            await asyncio.to_thread(remove_container, self._client, self.container_id)
         if self._owns_client and self._client is not None:
             with contextlib.suppress(Exception):
                 self._client.close()
@@ -300,7 +300,7 @@ class DockerSandbox:
             raise SandboxLostError(f"could not wipe the sandbox: {self._lost}")
 
 
-def _remove_container(client: docker.DockerClient, container_id: str) -> None:
+def remove_container(client: docker.DockerClient, container_id: str) -> None:
     """Force-remove a container; gone already (auto-remove) is fine."""
     with contextlib.suppress(NotFound):
         try:

@@ -1,0 +1,169 @@
+"""SandboxEnv: a tool environment whose tools run in one Docker sandbox per rollout."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Callable, Iterable
+from contextlib import AbstractAsyncContextManager
+from types import TracebackType
+from typing import Any
+
+from vfgym.envs.stateful_tool_env import StatefulToolEnv
+from vfgym.sandbox.config import SandboxConfig
+from vfgym.sandbox.pool import SandboxPool
+from vfgym.sandbox.sandbox import DockerSandbox
+from vfgym.types import Messages, State
+
+#: The parameter name through which a tool receives its rollout's sandbox.
+SANDBOX_ARG = "sandbox"
+
+_Lease = tuple[AbstractAsyncContextManager[DockerSandbox], DockerSandbox]
+
+
+class SandboxEnv(StatefulToolEnv):
+    """Offers `python` and `bash` tools (plus any tool an author adds) that run in a
+    sandbox of their own for each rollout.
+
+    A tool that takes a `sandbox: DockerSandbox` parameter gets the rollout's
+    sandbox there; the model never sees that parameter. The sandbox comes from a
+    warm pool in `setup_state` and goes back (wiped) in `cleanup_state`, which
+    the turn loop runs however the episode ends, so concurrent rollouts never
+    share processes, files or Python state. Every call lands in
+    `state["tools_called"]` like any ToolEnv call. The pool belongs to this
+    environment and to the event loop that first used it; release it with
+    `await env.aclose()` or `async with env:`.
+    """
+
+    def __init__(
+        self,
+        sandbox_config: SandboxConfig | None = None,
+        pool_size: int = 4,
+        tools: list[Callable[..., Any]] | None = None,
+        max_turns: int = 10,
+        python_tool: bool = True,
+        bash_tool: bool = True,
+        **kwargs: Any,
+    ):
+        if not isinstance(pool_size, int) or isinstance(pool_size, bool) or pool_size <= 0:
+            raise ValueError(f"pool_size must be a positive number of sandboxes, got {pool_size!r}")
+        self.sandbox_config = sandbox_config if sandbox_config is not None else SandboxConfig()
+        self.pool_size = pool_size
+        self._pools: dict[asyncio.AbstractEventLoop, SandboxPool] = {}
+        self._pool_locks: dict[asyncio.AbstractEventLoop, asyncio.Lock] = {}
+        self._leases: dict[
+            str, tuple[AbstractAsyncContextManager[DockerSandbox], DockerSandbox]
+        ] = {}
+        super().__init__(tools=None, max_turns=max_turns, **kwargs)
+        if python_tool:
+            self.add_tool(self.python)
+        if bash_tool:
+            self.add_tool(self.bash)
+        for tool in tools or []:
+            self.add_tool(tool)
+
+    # ------------------------------------------------------------- tools
+
+    async def python(self, code: str, sandbox: DockerSandbox) -> str:
+        """Run Python code in a persistent session: variables and imports are kept
+        between calls, and the value of a last expression is shown.
+
+        Args:
+            code: Python source to execute.
+        """
+        return (await sandbox.run_python(code)).summary()
+
+    async def bash(self, command: str, sandbox: DockerSandbox) -> str:
+        """Run a bash command in the workspace directory and show its output.
+
+        Args:
+            command: The shell command line to run.
+        """
+        return (await sandbox.run_shell(command)).summary()
+
+    def add_tool(self, tool: Callable[..., Any], args_to_skip: Iterable[str] = ()) -> None:
+        """Offer `tool`; a `sandbox` parameter of it is always filled in by the env."""
+        skip = set(args_to_skip)
+        if SANDBOX_ARG in inspect.signature(tool).parameters:
+            skip.add(SANDBOX_ARG)
+        super().add_tool(tool, args_to_skip=sorted(skip))
+
+    def update_tool_args(
+        self,
+        tool_name: str,
+        tool_args: dict[str, Any],
+        messages: Messages,
+        state: State,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        if SANDBOX_ARG not in self.skipped_args.get(tool_name, []):
+            return tool_args
+        return {**tool_args, SANDBOX_ARG: self.sandbox_for(state)}
+
+    def sandbox_for(self, state: State) -> DockerSandbox:
+        """The sandbox of the rollout that `state` belongs to."""
+        key = state.get("sandbox_id")
+        if key is None or key not in self._leases:
+            raise RuntimeError(
+                "this rollout holds no sandbox: setup_state acquires one, cleanup_state "
+                "releases it; call tools only in between"
+            )
+        return self._leases[key][1]
+
+    # ------------------------------------------------------------- rollout hooks
+
+    async def setup_state(self, state: State, **kwargs: Any) -> State:
+        state = await super().setup_state(state, **kwargs)
+        pool = await self._pool()
+        lease = pool.acquire()
+        sandbox = await lease.__aenter__()
+        key = f"{sandbox.container_id}:{id(state)}"
+        self._leases[key] = (lease, sandbox)
+        state["sandbox_id"] = key
+        return state
+
+    async def cleanup_state(self, state: State, **kwargs: Any) -> None:
+        try:
+            key = state.pop("sandbox_id", None)
+            entry = self._leases.pop(key, None) if key is not None else None
+            if entry is not None:
+                await entry[0].__aexit__(None, None, None)  # wipes it for the next rollout
+        finally:
+            await super().cleanup_state(state, **kwargs)
+
+    # ------------------------------------------------------------- the pool
+
+    async def _pool(self) -> SandboxPool:
+        loop = asyncio.get_running_loop()
+        pool = self._pools.get(loop)
+        if pool is not None:
+            return pool
+        lock = self._pool_locks.setdefault(loop, asyncio.Lock())
+        async with lock:
+            if loop not in self._pools:
+                pool = SandboxPool(self.sandbox_config, self.pool_size)
+                await pool.start()
+                self._pools[loop] = pool
+            return self._pools[loop]
+
+    async def aclose(self) -> None:
+        """Destroy this environment's sandboxes (of every event loop it ran on)."""
+        current = asyncio.get_running_loop()
+        pools, self._pools = self._pools, {}
+        self._pool_locks.clear()
+        for loop, pool in pools.items():
+            if loop is current:
+                await pool.close()
+            else:  # that loop is finished or busy elsewhere: remove its containers directly
+                await asyncio.to_thread(pool.destroy_now)
+
+    async def __aenter__(self) -> SandboxEnv:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
