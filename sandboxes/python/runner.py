@@ -253,7 +253,8 @@ def kernel_main(ctl_in: int, ctl_out: int) -> None:
     module.__dict__["__builtins__"] = builtins
     sys.modules["__main__"] = module
     sys.argv = [""]
-    sys.path.insert(0, WORKSPACE)
+    runner_dir = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [WORKSPACE, *(entry for entry in sys.path if entry != runner_dir)]
     set_dumpable(True)
     for stream in (sys.stdout, sys.stderr):
         stream.reconfigure(line_buffering=True)

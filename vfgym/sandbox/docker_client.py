@@ -13,6 +13,8 @@ from docker.errors import DockerException
 from vfgym.sandbox.errors import DockerUnavailableError
 
 DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
+# Control-plane calls of a pool run in threads at once (start, wipe, remove).
+MAX_CONNECTIONS = 32
 START_HINT = (
     "Start a Docker Engine (as root: `sudo bash sandboxes/setup-docker.sh` from the vfgym "
     "repository), or point DOCKER_HOST / SandboxConfig.docker_host at a reachable one; "
@@ -30,9 +32,11 @@ def make_client(configured: str | None, timeout: float = 120.0) -> docker.Docker
     host = docker_host(configured)
     try:
         if configured:
-            client = docker.DockerClient(base_url=host, timeout=int(timeout))
+            client = docker.DockerClient(
+                base_url=host, timeout=int(timeout), max_pool_size=MAX_CONNECTIONS
+            )
         else:
-            client = docker.from_env(timeout=int(timeout))
+            client = docker.from_env(timeout=int(timeout), max_pool_size=MAX_CONNECTIONS)
         client.ping()
     except DockerException as exc:
         raise DockerUnavailableError(

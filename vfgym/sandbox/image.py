@@ -134,6 +134,22 @@ def _debian_base(
     return reference
 
 
+def _remove_stale_images(
+    client: docker.DockerClient, digest: str, log: Callable[[str], None]
+) -> None:
+    """Drop images of older build contexts; ones still used by a container stay."""
+    for image in client.api.images(name=IMAGE_REPOSITORY):
+        labels = image.get("Labels") or {}
+        if labels.get(CONTEXT_LABEL) == digest:
+            continue
+        for reference in image.get("RepoTags") or []:
+            try:
+                client.api.remove_image(reference)
+                log(f"removed stale image {reference}")
+            except APIError:
+                pass
+
+
 def _write_context(files: dict[str, bytes], directory: Path) -> None:
     for name, content in files.items():
         target = directory / name
@@ -197,6 +213,7 @@ def build_image(
         except APIError as exc:
             raise SandboxImageError(f"docker build failed: {exc}") from exc
     client.api.tag(tag, IMAGE_REPOSITORY, "latest")
+    _remove_stale_images(client, digest, log)
     seconds = time.monotonic() - started
     log(f"built {tag} in {seconds:.1f}s")
     return BuildReport(tag, base_ref, False, seconds)
