@@ -1,0 +1,209 @@
+"""What the catalogue's tool tasks share: the answer format, invalid-move accounting, metrics.
+
+A tool task is a `ToolEnv` whose model calls tools and then answers once, in
+`<answer>…</answer>` tags. `ToolTask` (a mixin placed before the ToolEnv class in
+the bases) makes the catalogue's promises hold for tool tasks as they do for games:
+a reply that holds no readable answer is an invalid move with feedback that says
+what to do, so is a tool call that fails (malformed JSON, an unknown tool, bad
+arguments); `max_invalid_moves` of them end the episode with reward 0. It also
+gives the shared metrics and the helpers policies use to call tools and answer.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from abc import abstractmethod
+from collections.abc import Callable
+from typing import Any
+
+from vfgym._async import never_suspends
+from vfgym.types import ChatMessage, Messages, RewardFunc, State
+
+ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
+
+
+def extract_answer(text: str | None) -> str | None:
+    """The content of the last `<answer>…</answer>` in `text`, stripped; None if there is none."""
+    found = ANSWER_TAG.findall(text or "")
+    return found[-1].strip() if found else None
+
+
+def answer_message(answer: str) -> ChatMessage:
+    """An assistant turn that gives `answer` in the tool tasks' answer format."""
+    return {"role": "assistant", "content": f"<answer>{answer}</answer>"}
+
+
+def tool_call_message(
+    name: str, arguments: dict[str, Any], call_id: str, content: str = ""
+) -> ChatMessage:
+    """An assistant turn with one tool call in OpenAI wire format (arguments as JSON text)."""
+    return {
+        "role": "assistant",
+        "content": content,
+        "tool_calls": [
+            {
+                "id": call_id,
+                "type": "function",
+                "function": {"name": name, "arguments": json.dumps(arguments)},
+            }
+        ],
+    }
+
+
+def task_text(messages: Messages) -> str:
+    """The task statement: the first user message (what a policy reads the problem from)."""
+    if isinstance(messages, str):
+        return messages
+    for message in messages:
+        if message.get("role") == "user":
+            return message.get("content") or ""
+    return ""
+
+
+def tool_outputs_since_last_turn(messages: Messages) -> list[str]:
+    """The tool messages that answer the latest assistant turn, in order (empty if none)."""
+    if isinstance(messages, str):
+        return []
+    outputs: list[str] = []
+    for message in reversed(messages):
+        if message.get("role") != "tool":
+            break
+        outputs.append(message.get("content") or "")
+    return outputs[::-1]
+
+
+def assistant_turns(messages: Messages) -> int:
+    """How many assistant turns the conversation holds (numbers a policy's tool-call ids)."""
+    if isinstance(messages, str):
+        return 0
+    return sum(1 for m in messages if m.get("role") == "assistant")
+
+
+def final_reply(completion: Messages) -> str | None:
+    """The text of the last assistant turn if it called no tool: the model's answer turn."""
+    if isinstance(completion, str):
+        return completion
+    for message in reversed(completion):
+        if message.get("role") == "assistant":
+            return None if message.get("tool_calls") else (message.get("content") or "")
+    return None
+
+
+class ToolTask:
+    """Mixin for a `ToolEnv` subclass: answer format, invalid moves and shared metrics.
+
+    Put it first in the bases (`class MyTask(ToolTask, SandboxEnv)`) and set
+    `self.max_invalid_moves` before calling the ToolEnv's `__init__`. Subclasses
+    supply `read_answer` (when the format is not `<answer>` tags), the reward,
+    `reference_policy` and `random_reply`.
+    """
+
+    max_invalid_moves: int = 3
+    #: What the model is told when its final reply holds no answer.
+    answer_hint: str = "give your final answer as <answer>YOUR ANSWER</answer>"
+
+    # ------------------------------------------------------------ answers
+
+    def read_answer(self, text: str) -> str | None:
+        """The answer in a final reply, or None when the reply holds none."""
+        return extract_answer(text)
+
+    def final_answer(self, completion: Messages) -> str | None:
+        """The answer the episode ended with, or None (no answer turn, or none readable)."""
+        reply = final_reply(completion)
+        return None if reply is None else self.read_answer(reply)
+
+    # -------------------------------------------------------------- hooks
+
+    def lost_on_invalid_moves(self, state: State) -> bool:
+        return state.get("invalid_moves", 0) >= self.max_invalid_moves
+
+    @never_suspends
+    async def is_completed(self, messages: Messages, state: State, **kwargs: Any) -> bool:
+        """Done on an answer, on too many invalid moves, or when the context is full."""
+        if state.get("prompt_too_long") or self.lost_on_invalid_moves(state):
+            return True
+        if not isinstance(messages, list) or not messages:
+            return False
+        last = messages[-1]
+        if last.get("role") != "assistant" or last.get("tool_calls"):
+            return False
+        return self.read_answer(last.get("content") or "") is not None
+
+    async def env_response(
+        self, messages: Messages, state: State, **kwargs: Any
+    ) -> tuple[Messages, State]:
+        """Run the tool calls, or tell the model its reply held no answer."""
+        assert isinstance(messages, list)
+        state.setdefault("invalid_moves", 0)
+        if messages[-1].get("tool_calls"):
+            before = len(state.get("tool_call_log", []))
+            replies, state = await super().env_response(messages, state, **kwargs)  # type: ignore[misc]
+            failed = sum(1 for entry in state["tool_call_log"][before:] if not entry["ok"])
+            state["invalid_moves"] += failed
+            if failed and self.lost_on_invalid_moves(state):
+                replies = [*replies, {"role": "user", "content": self._limit_note(state)}]
+            return replies, state
+        state["invalid_moves"] += 1
+        feedback = (
+            f"Invalid reply: it holds no answer; {self.answer_hint}. {self._limit_note(state)}"
+        )
+        return [{"role": "user", "content": feedback}], state
+
+    def _limit_note(self, state: State) -> str:
+        left = self.max_invalid_moves - state.get("invalid_moves", 0)
+        if left > 0:
+            return f"{left} more invalid move{'s' if left != 1 else ''} ends the task."
+        return "That was the last invalid move allowed: the task is over."
+
+    # ------------------------------------------------------------ metrics
+
+    def metric_funcs(self) -> list[RewardFunc]:
+        """Metrics every tool task reports (weight 0): turns, tool calls, invalid moves, format."""
+        task = self
+
+        def turns(state: State) -> float:
+            return float(state.get("turn", 0))
+
+        def tool_calls(state: State) -> float:
+            return float(len(state.get("tools_called") or []))
+
+        def invalid_moves(state: State) -> float:
+            return float(state.get("invalid_moves", 0))
+
+        def format_reward(completion: Messages) -> float:
+            return 1.0 if task.final_answer(completion) is not None else 0.0
+
+        return [turns, tool_calls, invalid_moves, format_reward]
+
+    # ------------------------------------------------------------ policies
+
+    @abstractmethod
+    def reference_policy(self, messages: Messages) -> ChatMessage:
+        """A solver that reads only the conversation, never the hidden State."""
+
+    @abstractmethod
+    def random_reply(self, messages: Messages, rng: random.Random) -> ChatMessage:
+        """A nonsense answer, for the random baseline policy."""
+
+    def make_random_policy(self, seed: int = 0) -> Callable[[Messages], ChatMessage]:
+        """A baseline that answers at random at once (seeded, so reproducible)."""
+        rng = random.Random(seed)
+
+        def random_policy(messages: Messages) -> ChatMessage:
+            return self.random_reply(messages, rng)
+
+        return random_policy
+
+    def render_state(self, state: State) -> str:
+        """The task, the tools called so far and the answer, as text (Gym render, reports)."""
+        lines = [task_text(state.get("prompt") or [])]
+        called = state.get("tools_called") or []
+        lines.append(f"Tool calls: {len(called)}" + (f" ({', '.join(called)})" if called else ""))
+        answer = self.final_answer(state.get("completion") or [])
+        lines.append(f"Answer: {answer if answer is not None else '(none yet)'}")
+        if state.get("invalid_moves"):
+            lines.append(f"Invalid moves: {state['invalid_moves']}")
+        return "\n".join(lines)

@@ -1,0 +1,311 @@
+"""Code tests: write a Python function to a specification; hidden unit tests score it.
+
+Each task is a specification from a bank of parametrised templates (string
+manipulation, arithmetic, list processing), with an example call. The model may
+try code with the sandboxed `python` tool, then answers with the whole function in
+a ```python block (or in `<answer>…</answer>`). At scoring time the answer runs in
+a fresh sandbox from the environment's pool — never on the host — against hidden
+tests generated with the template's reference implementation; the reward is the
+fraction of tests passed. Each test has a time limit, and a result counts only if
+it equals the expected value exactly (a bool is not an int, a tuple stands for a
+list), compared on the host.
+
+Knobs: `difficulty` ("easy": the simplest templates and 8 tests, "medium": more
+templates and 10 tests, "hard": every template and 14 tests), `specs` (a subset of
+`SPEC_NAMES`), `max_turns` (8), `max_invalid_moves` (3), `test_timeout` (seconds
+per hidden test, 2), `sandbox_config`, `pool_size`. Metrics: `tests_passed`,
+`tool_calls`, `format_reward`, `turns`, `invalid_moves`. The reference policy
+recognises the template from the specification, writes its implementation, tries
+it once with the tool and answers: reward 1 on every seed.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import random
+import re
+import string
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from vfgym.games._base import EVAL_OFFSET, game_rows
+from vfgym.games._code_bank import SPECS, Spec, reference_function, spec_text
+from vfgym.games._tool_task import (
+    ToolTask,
+    assistant_turns,
+    extract_answer,
+    task_text,
+    tool_call_message,
+    tool_outputs_since_last_turn,
+)
+
+from vfgym.rubrics import Rubric
+from vfgym.sandbox.config import SandboxConfig
+from vfgym.sandbox.env import SandboxEnv
+from vfgym.sandbox.sandbox import DockerSandbox
+from vfgym.types import ChatMessage, Messages, State
+
+GYM_ID = "vfgym/CodeTests-v0"
+KIND = "tool"
+NEEDS_SANDBOX = True
+
+DIFFICULTIES = {"easy": 1, "medium": 2, "hard": 3}
+TEST_COUNTS = {"easy": 8, "medium": 10, "hard": 14}
+SPEC_NAMES = tuple(spec.name for spec in SPECS)
+_BY_NAME = {spec.name: spec for spec in SPECS}
+
+SYSTEM_PROMPT = """You write Python functions to a specification. You have a `python` tool that \
+runs code in a sandbox (a persistent session, like a notebook) where you can try your function.
+When you are done, give the complete function (with any imports it needs) as your final answer \
+in a single ```python code block. Hidden unit tests call the function by its name and compare \
+what it returns with the expected value exactly."""
+
+_CODE_BLOCK = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
+_FUNCTION = re.compile(r"`def (\w+)\(")
+
+
+def extract_code(text: str) -> str | None:
+    """The answer's code: the last ```python block, else the content of `<answer>` tags."""
+    blocks = _CODE_BLOCK.findall(text or "")
+    if blocks:
+        return blocks[-1].strip("\n") or None
+    answer = extract_answer(text)
+    if answer is None:
+        return None
+    inner = _CODE_BLOCK.findall(answer + "\n" if "```" in answer else "")
+    return (inner[-1] if inner else answer).strip("\n") or None
+
+
+# ---------------------------------------------------------------------------- items
+
+
+def generate_item(
+    rng: random.Random, difficulty: str, specs: tuple[str, ...]
+) -> tuple[str, dict[str, Any], str]:
+    """One task: (specification, info with the hidden tests, reference source)."""
+    level = DIFFICULTIES[difficulty]
+    pool = [name for name in specs if _BY_NAME[name].level <= level] or list(specs)
+    spec = _BY_NAME[rng.choice(pool)]
+    params = spec.params(rng)
+    function = reference_function(spec, params)
+    cases = spec.inputs(rng, params, TEST_COUNTS[difficulty] + 1)
+    example, hidden = cases[0], cases[1:]
+    tests = [{"args": list(args), "expected": function(*args)} for args in hidden]
+    text = spec_text(spec, params, example, function(*example))
+    info = {
+        "spec": spec.name,
+        "function": spec.name,
+        "params": params,
+        "difficulty": difficulty,
+        "tests": json.loads(json.dumps(tests)),
+    }
+    return text, info, spec.implementation(params)
+
+
+# -------------------------------------------------------------------------- scoring
+
+_HARNESS = """import json as _vj, signal as _vs, copy as _vc
+def _vfgym_check(_name, _cases, _limit):
+    _fn = globals().get(_name)
+    if not callable(_fn):
+        return _vj.dumps({"missing": True})
+    def _alarm(signum, frame):
+        raise TimeoutError("test took too long")
+    _vs.signal(_vs.SIGALRM, _alarm)
+    _out = []
+    for _args in _cases:
+        try:
+            _vs.setitimer(_vs.ITIMER_REAL, _limit)
+            try:
+                _got = _fn(*_vc.deepcopy(_args))
+            finally:
+                _vs.setitimer(_vs.ITIMER_REAL, 0)
+            _text = _vj.dumps(_got)
+            _out.append(_text if len(_text) <= 20000 else None)
+        except BaseException:
+            _out.append(None)
+    return _vj.dumps({"results": _out})
+_vfgym_check($name, _vj.loads($cases), $limit)"""
+
+
+def same_value(got: Any, expected: Any) -> bool:
+    """Exact equality of JSON values: types must agree too (True is not 1, 1.0 is not 1)."""
+    if isinstance(expected, bool) or isinstance(got, bool):
+        return type(got) is type(expected) and got == expected
+    if isinstance(expected, list):
+        return (
+            isinstance(got, list)
+            and len(got) == len(expected)
+            and all(same_value(g, e) for g, e in zip(got, expected, strict=True))
+        )
+    if isinstance(expected, dict):
+        return (
+            isinstance(got, dict)
+            and got.keys() == expected.keys()
+            and all(same_value(got[k], expected[k]) for k in expected)
+        )
+    return type(got) is type(expected) and got == expected
+
+
+async def run_hidden_tests(
+    sandbox: DockerSandbox, code: str, function: str, tests: list[dict[str, Any]], limit: float
+) -> list[bool]:
+    """Run `code` and then the hidden tests in `sandbox`; which tests passed, in order.
+
+    Only the inputs go into the sandbox; the expected values stay on the host,
+    where the results are compared.
+    """
+    await sandbox.run_python(code)  # a failing definition cell still may define the function
+    harness = string.Template(_HARNESS).substitute(
+        name=repr(function), cases=repr(json.dumps([t["args"] for t in tests])), limit=float(limit)
+    )
+    result = await sandbox.run_python(harness, timeout=limit * len(tests) + 10)
+    try:
+        report = json.loads(ast.literal_eval(result.value or ""))
+        outputs = report["results"]
+    except (ValueError, SyntaxError, TypeError, KeyError):
+        return [False] * len(tests)
+    if not isinstance(outputs, list) or len(outputs) != len(tests):
+        return [False] * len(tests)
+    passed = []
+    for output, test in zip(outputs, tests, strict=True):
+        try:
+            passed.append(output is not None and same_value(json.loads(output), test["expected"]))
+        except (TypeError, ValueError):
+            passed.append(False)
+    return passed
+
+
+# ---------------------------------------------------------------------- environment
+
+
+class CodeTestsEnv(ToolTask, SandboxEnv):
+    """Write a function to a specification; reward = the fraction of hidden tests passed."""
+
+    game_name = "code-tests"
+    answer_hint = "give the complete function as your final answer in a ```python code block"
+
+    def __init__(
+        self, *, max_invalid_moves: int = 3, test_timeout: float = 2.0, **kwargs: Any
+    ) -> None:
+        if max_invalid_moves < 1:
+            raise ValueError("max_invalid_moves must be at least 1")
+        if not isinstance(test_timeout, int | float) or test_timeout <= 0:
+            raise ValueError(
+                f"test_timeout must be a positive number of seconds, not {test_timeout!r}"
+            )
+        self.max_invalid_moves = max_invalid_moves
+        self.test_timeout = float(test_timeout)
+        super().__init__(python_tool=True, bash_tool=False, rubric=self.build_rubric(), **kwargs)
+
+    def read_answer(self, text: str) -> str | None:
+        return extract_code(text)
+
+    @asynccontextmanager
+    async def scoring_sandbox(self) -> AsyncIterator[DockerSandbox]:
+        """A fresh sandbox from this environment's pool, for running the hidden tests.
+
+        The rollout's own sandbox is wiped and returned when the episode ends,
+        before scoring; the tests never run on the host.
+        """
+        pool = await self._pool()
+        async with pool.acquire() as sandbox:
+            yield sandbox
+
+    async def hidden_test_results(self, completion: Messages, state: State) -> list[bool]:
+        """Which hidden tests the episode's answer passes (run once, cached in State)."""
+        if "hidden_tests" in state:
+            return state["hidden_tests"]
+        tests = state["info"]["tests"]
+        code = self.final_answer(completion)
+        if code is None or self.lost_on_invalid_moves(state):
+            passed = [False] * len(tests)
+        else:
+            async with self.scoring_sandbox() as sandbox:
+                passed = await run_hidden_tests(
+                    sandbox, code, state["info"]["function"], tests, self.test_timeout
+                )
+        state["hidden_tests"] = passed
+        return passed
+
+    def build_rubric(self) -> Rubric:
+        """`pass_rate` (weight 1), `tests_passed` and the shared metrics."""
+        task = self
+
+        async def pass_rate(completion: Messages, state: State) -> float:
+            passed = await task.hidden_test_results(completion, state)
+            return sum(passed) / len(passed) if passed else 0.0
+
+        async def tests_passed(completion: Messages, state: State) -> float:
+            return float(sum(await task.hidden_test_results(completion, state)))
+
+        funcs = [pass_rate, tests_passed, *self.metric_funcs()]
+        return Rubric(
+            funcs=funcs, weights=[1.0] + [0.0] * (len(funcs) - 1), parallelize_scoring=False
+        )
+
+    def reference_policy(self, messages: Messages) -> ChatMessage:
+        """Write the template's implementation, try it on the example once, then answer."""
+        text = task_text(messages)
+        spec, params = identify(text)
+        code = spec.implementation(params)
+        if tool_outputs_since_last_turn(messages):
+            return {"role": "assistant", "content": f"```python\n{code}\n```"}
+        example = text.split("Example: ", 1)[1].split("\n", 1)[0]
+        trial = f"{code}\n\n{example.split(' == ')[0]}"
+        return tool_call_message("python", {"code": trial}, f"call_{assistant_turns(messages)}")
+
+    def random_reply(self, messages: Messages, rng: random.Random) -> ChatMessage:
+        match = _FUNCTION.search(task_text(messages))
+        name = match.group(1) if match else "solution"
+        value = rng.choice(
+            (rng.randint(-5, 50), "".join(rng.choices(string.ascii_lowercase, k=4)), [], True)
+        )
+        code = f"def {name}(*args):\n    return {value!r}"
+        return {"role": "assistant", "content": f"```python\n{code}\n```"}
+
+
+def identify(text: str) -> tuple[Spec, dict[str, Any]]:
+    """The template and parameters of a specification text (what the reference reads)."""
+    match = _FUNCTION.search(text)
+    if not match or match.group(1) not in _BY_NAME:
+        raise ValueError(f"not a code-tests specification: {text[:80]!r}")
+    spec = _BY_NAME[match.group(1)]
+    return spec, spec.read_params(text)
+
+
+def load_environment(
+    num_examples: int = 100,
+    seed: int = 0,
+    difficulty: str = "medium",
+    specs: tuple[str, ...] | list[str] = SPEC_NAMES,
+    max_turns: int = 8,
+    max_invalid_moves: int = 3,
+    test_timeout: float = 2.0,
+    sandbox_config: SandboxConfig | None = None,
+    pool_size: int = 4,
+) -> CodeTestsEnv:
+    """Build the environment (templates of `specs` up to `difficulty`)."""
+    if difficulty not in DIFFICULTIES:
+        raise ValueError(f"difficulty must be one of {list(DIFFICULTIES)}, not {difficulty!r}")
+    chosen = tuple(dict.fromkeys(specs))
+    unknown = [name for name in chosen if name not in _BY_NAME]
+    if not chosen or unknown:
+        raise ValueError(
+            f"specs must be a non-empty subset of {list(SPEC_NAMES)}; unknown: {unknown}"
+        )
+    if max_turns < 1:
+        raise ValueError("max_turns must be at least 1")
+    make = lambda rng, i: generate_item(rng, difficulty, chosen)  # noqa: E731
+    return CodeTestsEnv(
+        dataset=game_rows("code-tests", make, num_examples, seed),
+        eval_dataset=game_rows("code-tests", make, num_examples, seed, offset=EVAL_OFFSET),
+        system_prompt=SYSTEM_PROMPT,
+        max_turns=max_turns,
+        max_invalid_moves=max_invalid_moves,
+        test_timeout=test_timeout,
+        sandbox_config=sandbox_config,
+        pool_size=pool_size,
+    )
