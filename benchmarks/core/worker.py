@@ -26,7 +26,7 @@ from typing import Any
 
 import openai
 from scripted_model import ScriptedClient, ScriptedModel
-from stall import watch_stalls
+from stall import watch_gc, watch_stalls
 from workloads import MODEL_CALLS, build_env, generate_inputs
 
 MODEL = "scripted"
@@ -175,11 +175,12 @@ async def _stress(side: Side, args: argparse.Namespace) -> dict[str, Any]:
     inputs_n = args.rollouts
     rss_before = peak_rss_mb()
     try:
-        async with watch_stalls(0.01) as stalls:
-            t0 = time.perf_counter()
-            cpu0 = time.process_time()
-            outputs = await side.generate(env, inputs_n, client, -1)
-            wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+        with watch_gc() as collector:
+            async with watch_stalls(0.01) as stalls:
+                t0 = time.perf_counter()
+                cpu0 = time.process_time()
+                outputs = await side.generate(env, inputs_n, client, -1)
+                wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     finally:
         await client.close()
     return {
@@ -196,6 +197,7 @@ async def _stress(side: Side, args: argparse.Namespace) -> dict[str, Any]:
         "rss_before_run_mb": rss_before,
         "max_in_flight": model.max_in_flight,
         **stalls.as_dict(),
+        **collector.as_dict(),
         **check_outputs(outputs, "multi10", inputs_n),
     }
 
@@ -205,8 +207,8 @@ def main() -> None:
     parser.add_argument("--framework", required=True, choices=sorted(FRAMEWORKS))
     parser.add_argument("--stress", action="store_true", help="run the stress measurement once")
     parser.add_argument("--rollouts", type=int, default=10_000)
-    parser.add_argument("--latency-low", type=float, default=0.5)
-    parser.add_argument("--latency-high", type=float, default=1.5)
+    parser.add_argument("--latency-low", type=float, default=2.0)
+    parser.add_argument("--latency-high", type=float, default=6.0)
     parser.add_argument("--flavour", default="sync", choices=("sync", "async"))
     args = parser.parse_args()
     side = Side(args.framework)
