@@ -114,6 +114,8 @@ class ResultsWriter:
                 "that run, or choose another output directory"
             )
         self._file = results.open("a" if self.resume else "w", encoding="utf-8")
+        if self.resume and _ends_mid_line(results):
+            self._file.write("\n")  # a killed run's cut-off line must not swallow the next one
         self.metadata.update(
             status="running",
             started_at=time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(self._started)),
@@ -150,6 +152,16 @@ class ResultsWriter:
         tmp = path.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(self.metadata, indent=2, default=_json_default) + "\n")
         os.replace(tmp, path)
+
+
+def _ends_mid_line(path: Path) -> bool:
+    """True when the file's last line has no newline (a write cut off by a kill)."""
+    with path.open("rb") as handle:
+        handle.seek(0, os.SEEK_END)
+        if handle.tell() == 0:
+            return False
+        handle.seek(-1, os.SEEK_END)
+        return handle.read(1) != b"\n"
 
 
 #: Metadata that must match for `resume` to continue a run rather than mix two runs.
