@@ -251,3 +251,20 @@ def test_a_damaged_results_file_is_refused(tmp_path) -> None:
         load_finished(tmp_path)
     (tmp_path / RESULTS_FILE).write_text('{"index": 0, "reward": 1.0}\n{"index": 1, "rew')
     assert list(load_finished(tmp_path)) == [0]  # a line cut off by a kill is skipped
+
+
+async def test_resume_after_a_line_cut_off_by_a_kill(model_server, tmp_path) -> None:
+    server = await model_server(lambda messages: messages[-1]["content"].upper())
+    env = make_env()
+    await env.evaluate(server.client(), "m", num_examples=3, results_path=tmp_path)
+    path = tmp_path / RESULTS_FILE
+    kept = path.read_text().splitlines()
+    path.write_text("\n".join(kept[:2]) + "\n" + kept[2][:25])  # killed mid-write
+    server.clear_requests()
+    out = await env.evaluate(
+        server.client(), "m", num_examples=3, results_path=tmp_path, resume=True
+    )
+    assert len(server.requests) == 1  # only the rollout whose line was cut off
+    _, records = read_results(tmp_path)
+    assert sorted(r["index"] for r in records) == [0, 1, 2]
+    assert out.reward == [1.0, 1.0, 1.0]
