@@ -33,8 +33,34 @@ from vfgym.types import __all__ as _types_all
 
 __version__ = "0.1.0"
 
+# Loaded on first use: the sandbox names pull in the Docker SDK, and the Gym
+# adapter registers Gymnasium ids, neither of which `import vfgym` should do.
+_LAZY = {
+    "SandboxConfig": "vfgym.sandbox",
+    "DockerSandbox": "vfgym.sandbox",
+    "SandboxPool": "vfgym.sandbox",
+    "ExecResult": "vfgym.sandbox",
+    "SandboxError": "vfgym.sandbox",
+    "SandboxLostError": "vfgym.sandbox",
+    "SandboxPathError": "vfgym.sandbox",
+    "SandboxEnv": "vfgym.sandbox.env",
+    "GymEnv": "vfgym.gym",
+    "play_episode": "vfgym.gym",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'vfgym' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
+
 __all__ = [
     *_types_all,
+    *_LAZY,
     "ContextLengthExceeded",
     "EnvGroup",
     "Environment",
