@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from vfgym.envs.tool_env import ToolEnv
@@ -46,7 +46,11 @@ class StatefulToolEnv(ToolEnv):
         state: State,
         **kwargs: Any,
     ) -> dict[str, Any]:
-        """Return the arguments with the hidden ones filled in from `state`."""
+        """Return the arguments with the hidden ones filled in from `state`.
+
+        Sync as in verifiers, or `async def` when filling them in must wait
+        (acquiring a sandbox on first use, for example).
+        """
 
     def prepare_tool_args(
         self,
@@ -55,5 +59,5 @@ class StatefulToolEnv(ToolEnv):
         messages: Messages,
         state: State,
         **kwargs: Any,
-    ) -> dict[str, Any]:
+    ) -> dict[str, Any] | Awaitable[dict[str, Any]]:
         return self.update_tool_args(tool_name, tool_args, messages, state, **kwargs)

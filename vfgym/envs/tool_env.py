@@ -5,10 +5,10 @@ from __future__ import annotations
 import inspect
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from vfgym._async import call_offloaded, never_suspends
+from vfgym._async import call_offloaded, maybe_await, never_suspends
 from vfgym.envs.multiturn_env import MultiTurnEnv
 from vfgym.tools import Tool, tool_name
 from vfgym.types import ChatMessage, Messages, State
@@ -97,8 +97,11 @@ class ToolEnv(MultiTurnEnv):
         messages: Messages,
         state: State,
         **kwargs: Any,
-    ) -> dict[str, Any]:
-        """Hook to add arguments the model does not see (StatefulToolEnv uses it)."""
+    ) -> dict[str, Any] | Awaitable[dict[str, Any]]:
+        """Hook to add arguments the model does not see (StatefulToolEnv uses it).
+
+        May be sync or async (an async override can, say, start a sandbox lazily).
+        """
         return tool_args
 
     async def call_tool(
@@ -159,7 +162,9 @@ class ToolEnv(MultiTurnEnv):
             try:
                 call_id, name, args = self._parse_call(call)
                 args = self._tool_specs[name].validate(args)
-                args = self.prepare_tool_args(name, args, messages, state, **kwargs)
+                args = await maybe_await(
+                    self.prepare_tool_args, name, args, messages, state, **kwargs
+                )
             except (ToolCallError, ValueError) as exc:
                 if not name and isinstance(call, dict):
                     name = str((call.get("function") or {}).get("name") or "")
