@@ -285,3 +285,19 @@ def test_stateful_tool_env_needs_update_tool_args() -> None:
 
     with pytest.raises(TypeError, match="update_tool_args"):
         Incomplete(dataset=ROWS)
+
+
+async def test_update_tool_args_may_be_async(model_server) -> None:
+    class LazyWorkspace(WorkspaceEnv):
+        async def update_tool_args(self, tool_name, tool_args, messages, state, **kwargs):
+            await asyncio.sleep(0)  # e.g. start the rollout's sandbox on first use
+            state.setdefault("workspace", {"a.txt": "made lazily"})
+            return {**tool_args, "workspace": state["workspace"]}
+
+        async def setup_state(self, state: State, **kwargs: Any) -> State:
+            return state
+
+    server = await model_server(scripted([call("read_file", {"path": "a.txt"})], "ok"))
+    completion, state = await LazyWorkspace(dataset=ROWS).rollout(server.client(), "m", QUESTION)
+    assert tool_messages(completion)[0]["content"] == "made lazily"
+    assert state["tool_call_log"][0]["ok"] is True
