@@ -5,30 +5,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-import openai
 import pytest
 
 from vfgym.client import RetryPolicy
 from vfgym.server import ModelServer
 
 StartServer = Callable[..., Awaitable[ModelServer]]
-
-
-class LoopbackServer(ModelServer):
-    """The model server, with clients that skip loading TLS certificates.
-
-    The server speaks plain HTTP on loopback, so certificates are never used,
-    but loading them costs ~100 ms per client, which adds up over a test suite.
-    The clients are the real `openai` clients with their real HTTP transport.
-    """
-
-    def client(self, **kwargs: Any) -> openai.AsyncOpenAI:
-        kwargs.setdefault("http_client", openai.DefaultAsyncHttpxClient(verify=False))
-        return super().client(**kwargs)
-
-    def sync_client(self, **kwargs: Any) -> openai.OpenAI:
-        kwargs.setdefault("http_client", openai.DefaultHttpxClient(verify=False))
-        return super().sync_client(**kwargs)
 
 
 @pytest.fixture
@@ -41,7 +23,7 @@ async def model_server() -> AsyncIterator[StartServer]:
     servers: list[ModelServer] = []
 
     async def start(policy: Any, **options: Any) -> ModelServer:
-        server = LoopbackServer(policy, **options)
+        server = ModelServer(policy, **options)
         await server.start_async()
         servers.append(server)
         return server

@@ -39,7 +39,8 @@ class RetryPolicy:
 
     Retried: HTTP 429 and 5xx, timeouts, dropped connections and bodies that are
     not valid JSON. Anything else (a 400, a 401) is the caller's to fix and fails
-    at once.
+    at once. `generate`/`evaluate` turn the openai client's own retries off
+    for the batch, so this policy alone decides.
     """
 
     max_retries: int = 4

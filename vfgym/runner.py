@@ -135,6 +135,9 @@ async def run_batch(
         rows = rows[: num_examples * max(1, rollouts_per_example)]
     n = len(rows)
     aclient = as_async_client(client)
+    if aclient.max_retries:
+        # The RetryPolicy decides retries; the client's own would multiply them.
+        aclient = aclient.with_options(max_retries=0)
     started = time.perf_counter()
 
     completions: list[Any] = [None] * n
