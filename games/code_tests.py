@@ -296,6 +296,8 @@ def load_environment(
         raise ValueError(
             f"specs must be a non-empty subset of {list(SPEC_NAMES)}; unknown: {unknown}"
         )
+    if max_invalid_moves < 1:
+        raise ValueError("max_invalid_moves must be at least 1")
     if max_turns < 1:
         raise ValueError("max_turns must be at least 1")
     make = lambda rng, i: generate_item(rng, difficulty, chosen)  # noqa: E731

@@ -490,6 +490,8 @@ def load_environment(
         raise ValueError(
             f"families must be a non-empty subset of {list(FAMILIES)}; unknown: {unknown}"
         )
+    if max_invalid_moves < 1:
+        raise ValueError("max_invalid_moves must be at least 1")
     if max_turns < 2:
         raise ValueError("max_turns must be at least 2 (one tool call and the answer)")
     make = lambda rng, i: generate_item(rng, difficulty, chosen)  # noqa: E731

@@ -425,6 +425,8 @@ def load_environment(
         raise ValueError(
             f"questions must be a non-empty subset of {list(QUESTIONS)}; unknown: {unknown}"
         )
+    if max_invalid_moves < 1:
+        raise ValueError("max_invalid_moves must be at least 1")
     if max_turns < 2:
         raise ValueError("max_turns must be at least 2 (one command and the answer)")
     make = lambda rng, i: generate_item(rng, difficulty, chosen)  # noqa: E731
