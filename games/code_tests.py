@@ -155,13 +155,19 @@ async def run_hidden_tests(
     """Run `code` and then the hidden tests in `sandbox`; which tests passed, in order.
 
     Only the inputs go into the sandbox; the expected values stay on the host,
-    where the results are compared.
+    where the results are compared. An answer that takes the sandbox down (its
+    runner killed, the container out of memory) fails every test; a sandbox that
+    cannot be reached at all raises, so the rubric reports an error, not a zero.
     """
-    await sandbox.run_python(code)  # a failing definition cell still may define the function
+    defined = await sandbox.run_python(code)  # a failing cell may still define the function
+    if defined.sandbox_lost:
+        return [False] * len(tests)
     harness = string.Template(_HARNESS).substitute(
         name=repr(function), cases=repr(json.dumps([t["args"] for t in tests])), limit=float(limit)
     )
     result = await sandbox.run_python(harness, timeout=limit * len(tests) + 10)
+    if result.sandbox_lost:
+        return [False] * len(tests)
     try:
         report = json.loads(ast.literal_eval(result.value or ""))
         outputs = report["results"]
