@@ -125,6 +125,18 @@ def test_guesses_pick_the_lowest_risk() -> None:
     assert guess not in {(0, 1), (1, 0), (1, 1)}
 
 
+def test_step_reward_is_the_share_of_safe_cells_a_move_opened() -> None:
+    env = ms.load_environment(num_examples=1)
+    state = env.setup_state({"info": HAND_INFO, "turn": 0})
+    state["game_state"]["mine_cells"] = [list(m) for m in HAND_MINES]
+    env.env_response([move_message("reveal C1")], state)
+    assert env.step_reward(state) == pytest.approx(1 / 14)
+    env.env_response([move_message("reveal C1")], state)  # refused: already revealed
+    assert state["invalid_moves"] == 1 and env.step_reward(state) == 0.0
+    env.env_response([move_message("reveal A1")], state)
+    assert env.step_reward(state) == pytest.approx(13 / 14)
+
+
 def test_items_are_deterministic_per_seed() -> None:
     a = ms.load_environment(num_examples=5, seed=1).dataset
     b = ms.load_environment(num_examples=5, seed=1).dataset
