@@ -186,8 +186,11 @@ class MazeEnv(TextGame):
     def read_map(
         messages: Messages, latest_only: bool = False
     ) -> tuple[dict[tuple[int, int], str], tuple[int, int]]:
-        """Every square seen so far in the conversation (or in the latest view only),
-        and where the player is now."""
+        """The squares seen in the conversation, and where the player is now.
+
+        The partial view forgets what it showed before, so the policy remembers it
+        by merging every view; `latest_only` reads just the last one.
+        """
         known: dict[tuple[int, int], str] = {}
         player = None
         if latest_only:

@@ -67,10 +67,12 @@ def _units(n: int) -> tuple[list[int], list[int], list[int]]:
 def solve(
     grid: list[int], n: int, limit: int = 1, exclude: tuple[int, int] | None = None
 ) -> list[list[int]]:
-    """Up to `limit` solutions of `grid` (0 = empty), by depth-first search on the
-    most constrained cell. `exclude=(cell, digit)` forbids that digit in that cell:
-    how uniqueness is checked when a given is removed (any other solution must
-    differ there)."""
+    """Up to `limit` solutions of `grid` (0 = empty).
+
+    Depth-first search on the most constrained cell. `exclude=(cell, digit)`
+    forbids that digit in that cell: that is how uniqueness is checked when a
+    given is removed, since any other solution must differ there.
+    """
     rows, cols, boxes = _units(n)
     full = (1 << (n + 1)) - 2  # bits 1..n
     row_used, col_used, box_used = [0] * n, [0] * n, [0] * n
@@ -126,8 +128,11 @@ def solve(
 
 
 def full_grid(rng: random.Random, n: int) -> list[int]:
-    """A random complete grid: a patterned solution with rows, columns and digits shuffled
-    within the moves that keep it valid."""
+    """A random complete grid.
+
+    A patterned solution, then rows within bands, bands, columns within stacks,
+    stacks and digits shuffled (moves that keep a grid valid), and maybe a transpose.
+    """
     b = box_size(n)
 
     def order() -> list[int]:
