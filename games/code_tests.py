@@ -216,8 +216,7 @@ class CodeTestsEnv(ToolTask, SandboxEnv):
         The rollout's own sandbox is wiped and returned when the episode ends,
         before scoring; the tests never run on the host.
         """
-        pool = await self._pool()
-        async with pool.acquire() as sandbox:
+        async with self.acquire_sandbox() as sandbox:
             yield sandbox
 
     async def hidden_test_results(self, completion: Messages, state: State) -> list[bool]:

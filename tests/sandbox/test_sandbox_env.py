@@ -81,7 +81,8 @@ async def test_tools_run_in_one_sandbox_per_rollout(
             tools = [m["content"] for m in completion if m["role"] == "tool"]
             assert tools[0] == tools[1]  # the session kept `mine` between calls
             assert tools[2] == "/workspace" and tools[4] == "3"
-            assert "sandbox_id" not in state  # released in cleanup_state
+            with pytest.raises(RuntimeError, match="holds no sandbox"):
+                env.sandbox_for(state)  # released in cleanup_state
             values.append(tools[0])
         assert len(set(values)) == 3  # no rollout saw another's Python state
         pool = next(iter(env._pools.values()))

@@ -6,11 +6,13 @@ records the action as the model's turn and lets the environment answer
 (`advance`); when the episode ends it marks how (`finish`), releases what the
 episode held (`cleanup_state`) and scores it with the rubric.
 
-How hooks are driven: when every per-turn hook is plain computation
-(`env.hooks_are_sync`, true for the built-in games) each step runs inline with no
-event loop at all. Otherwise sync `step()` runs the hooks on a private event loop,
-or — when called inside a running loop, as in a notebook — on a fresh loop in a
-helper thread; asyncio code should `await env.astep(...)` instead.
+How hooks are driven: when every hook is plain computation (`env.hooks_are_sync`,
+true for the built-in games) `reset()` and `step()` are plain sync code — the
+engine's `advance_sync`, and the rubric's `score_rollout_sync` when its reward
+functions are sync — with no event loop and no coroutine at all. Otherwise sync
+`step()` runs the hooks on a private event loop, or — when called inside a running
+loop, as in a notebook — on a fresh loop in a helper thread; asyncio code should
+`await env.astep(...)` instead.
 
 Hooks an environment may define for the adapter (all optional):
 
@@ -31,10 +33,10 @@ from typing import Any, Literal, TypeVar
 import gymnasium as gym
 import numpy as np
 
-from vfgym._async import maybe_await, run_inline, run_sync
+from vfgym._async import call_inline, maybe_await, run_sync
+from vfgym.envs.environment import Environment, new_state
 from vfgym.envs.multiturn_env import TRUNCATING, MultiTurnEnv
 from vfgym.errors import error_record
-from vfgym.gym.scoring import InlineScorer
 from vfgym.gym.spaces import DEFAULT_MAX_TEXT_LENGTH, MessagesSpace, ModelTurnSpace, UnicodeText
 from vfgym.gym.state_view import StateView
 from vfgym.gym.text import clean_text, conversation_text, fit_text, observation_text
@@ -87,7 +89,12 @@ class GymEnv(gym.Env[Observation, Action]):
         render_mode: str | None = None,
         dataset: Literal["eval", "train"] = "eval",
         max_text_length: int = DEFAULT_MAX_TEXT_LENGTH,
+        owns_environment: bool = False,
     ) -> None:
+        """`owns_environment`: `close()` also releases the environment's resources
+        (`aclose()`, e.g. a SandboxEnv's containers); `gym.make` sets it, since the
+        environment it builds belongs to this Gym env alone.
+        """
         if not isinstance(env, MultiTurnEnv):
             raise TypeError(
                 f"GymEnv wraps a vfgym MultiTurnEnv (or SingleTurnEnv, ToolEnv), not "
@@ -122,6 +129,7 @@ class GymEnv(gym.Env[Observation, Action]):
             raise ValueError(f"{type(env).__name__} has no {dataset} rows to start episodes from")
 
         self.environment = env
+        self.owns_environment = owns_environment
         self.observation_mode: ObservationMode = observation_mode
         self.per_step_reward = per_step_reward
         self.render_mode = render_mode
@@ -137,7 +145,11 @@ class GymEnv(gym.Env[Observation, Action]):
         self._chat = env.message_type == "chat"
         self._inline = env.hooks_are_sync
         self._step_reward: Callable[[State], Any] | None = step_reward if per_step_reward else None
-        self._scorer = InlineScorer(env.rubric) if InlineScorer.supports(env.rubric) else None
+        self._default_init = (
+            type(env).init_state is Environment.init_state
+            and type(env).init_completion is Environment.init_completion
+            and self._chat
+        )
         self._state: State | None = None
         self._done = True
         self._cleaned = True
@@ -163,7 +175,13 @@ class GymEnv(gym.Env[Observation, Action]):
         """Start an episode: draw a row (from `np_random`, or `options["index"]`)."""
         super().reset(seed=seed)
         index = self._row_index(options)
-        return self._drive(self._reset(index), "reset")
+        if not self._inline:
+            return self._drive(self._reset(index), "reset")
+        self._claim("reset")
+        try:
+            return self._reset_sync(index)
+        finally:
+            self._busy = False
 
     async def areset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -171,19 +189,31 @@ class GymEnv(gym.Env[Observation, Action]):
         """`reset` for asyncio code: the environment's hooks run on the caller's loop."""
         super().reset(seed=seed)
         index = self._row_index(options)
-        with self._exclusive("areset"):
+        self._claim("areset")
+        try:
             return await self._reset(index)
+        finally:
+            self._busy = False
 
     def step(self, action: Action) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
         """Play the model's turn `action` (text, or an assistant message dict)."""
         message = self._model_turn(action)
-        return self._drive(self._step(message, inline_scoring=True), "step")
+        if not self._inline:
+            return self._drive(self._step(message, sync_scoring=True), "step")
+        self._claim("step")
+        try:
+            return self._step_sync(message)
+        finally:
+            self._busy = False
 
     async def astep(self, action: Action) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
         """`step` for asyncio code: the environment's hooks run on the caller's loop."""
         message = self._model_turn(action)
-        with self._exclusive("astep"):
-            return await self._step(message, inline_scoring=False)
+        self._claim("astep")
+        try:
+            return await self._step(message, sync_scoring=False)
+        finally:
+            self._busy = False
 
     def render(self) -> str | None:
         """The conversation so far and, for games with `render_state`, the board."""
@@ -206,7 +236,13 @@ class GymEnv(gym.Env[Observation, Action]):
         self._closed = True
         try:
             if not self._cleaned and self._state is not None:
-                self._drive(self._cleanup(self._state), "close")
+                if self._inline:
+                    self._cleanup_sync(self._state)
+                else:
+                    self._drive(self._cleanup(self._state), "close")
+            release = getattr(self.environment, "aclose", None)
+            if self.owns_environment and callable(release):
+                self._drive(release(), "close")
         finally:
             self._done = True
             loop, self._loop = self._loop, None
@@ -217,6 +253,13 @@ class GymEnv(gym.Env[Observation, Action]):
                     loop.close()
 
     # ------------------------------------------------------------ episode
+    #
+    # Each piece of an episode comes twice: as a coroutine, for environments whose
+    # hooks may wait (run on an event loop), and as plain sync code for those whose
+    # hooks never do (`env.hooks_are_sync`), where a loop, or even driving a
+    # coroutine, would cost more than a game's move. The two differ only in how the
+    # hooks are called; what happens around them lives in the shared helpers below
+    # (`_row_args`, `_started`, `_failed`, `_cleanup_failed`, `_last_step`).
 
     async def _reset(self, index: int) -> tuple[Observation, dict[str, Any]]:
         self._closed = False
@@ -224,32 +267,41 @@ class GymEnv(gym.Env[Observation, Action]):
             self._done = True
             await self._cleanup(self._state)
         env = self.environment
-        row = self.rows[index]
-        prompt = row["prompt"]
-        prompt = [dict(m) for m in prompt] if isinstance(prompt, list) else prompt
-        state = await env.init_state(
-            prompt,
-            await env.init_completion(),
-            row["answer"],
-            row["task"],
-            _fresh_copy(row["info"]),
-            row["example_id"],
-        )
+        prompt, answer, task, info, example_id = self._row_args(index)
+        completion = await env.init_completion()
+        state = await env.init_state(prompt, completion, answer, task, info, example_id)
         self._state, self._done, self._cleaned = state, False, False
         try:
             ready = await maybe_await(env.setup_state, state)
         except BaseException as exc:
-            state["error"] = error_record(exc)
-            env.finish(state, "error")
-            self._done = True
+            self._failed(state, exc)
             await self._cleanup(state)
             raise
-        if ready is not None and ready is not state:
-            state.update(ready)
-        return self._observe(state["prompt"]), self._info(state)
+        return self._started(state, ready)
+
+    def _reset_sync(self, index: int) -> tuple[Observation, dict[str, Any]]:
+        self._closed = False
+        if self._state is not None and not self._cleaned:  # reset in mid-episode
+            self._done = True
+            self._cleanup_sync(self._state)
+        env = self.environment
+        prompt, answer, task, info, example_id = self._row_args(index)
+        if self._default_init:
+            state = new_state(prompt, [], answer, task, info, example_id)
+        else:
+            completion = call_inline(env.init_completion)
+            state = call_inline(env.init_state, prompt, completion, answer, task, info, example_id)
+        self._state, self._done, self._cleaned = state, False, False
+        try:
+            ready = call_inline(env.setup_state, state)
+        except BaseException as exc:
+            self._failed(state, exc)
+            self._cleanup_sync(state)
+            raise
+        return self._started(state, ready)
 
     async def _step(
-        self, message: ChatMessage | str, *, inline_scoring: bool
+        self, message: ChatMessage | str, *, sync_scoring: bool
     ) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
         state = self._require_running()
         env = self.environment
@@ -260,9 +312,7 @@ class GymEnv(gym.Env[Observation, Action]):
             if self._step_reward is not None:
                 reward = float(await maybe_await(self._step_reward, state))
         except BaseException as exc:
-            state["error"] = error_record(exc)
-            env.finish(state, "error")
-            self._done = True
+            self._failed(state, exc)
             await self._cleanup(state)
             raise
         observation = self._observe(env_messages)
@@ -272,26 +322,41 @@ class GymEnv(gym.Env[Observation, Action]):
         env.finish(state, stop)
         self._done = True
         await self._cleanup(state)
-        score = await self._score(state, inline_scoring)
-        info["stop_reason"] = stop
-        info["episode_reward"] = score.reward
-        info["metrics"] = dict(score.metrics)
-        reward += score.reward
-        truncated = stop in TRUNCATING
-        return observation, reward, not truncated, truncated, info
+        rubric = env.rubric
+        if sync_scoring and rubric.can_score_sync():
+            score = rubric.score_rollout_sync(*_score_args(state))
+        else:
+            score = await rubric.score_rollout(*_score_args(state))
+        return self._last_step(observation, reward, info, stop, score)
 
-    async def _score(self, state: State, inline: bool) -> RolloutScore:
-        if inline and self._scorer is not None:
-            return self._scorer.score(state)
-        return await self.environment.rubric.score_rollout(
-            state["prompt"],
-            state["completion"],
-            state["answer"],
-            state,
-            task=state.get("task", "default"),
-            info=state.get("info"),
-            example_id=state.get("example_id"),
-        )
+    def _step_sync(
+        self, message: ChatMessage | str
+    ) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
+        state = self._require_running()
+        env = self.environment
+        env.record_model_turn(state, message)
+        try:
+            env_messages, stop = env.advance_sync(state)
+            reward = 0.0
+            if self._step_reward is not None:
+                reward = float(call_inline(self._step_reward, state))
+        except BaseException as exc:
+            self._failed(state, exc)
+            self._cleanup_sync(state)
+            raise
+        observation = self._observe(env_messages)
+        info = self._info(state)
+        if stop is None:
+            return observation, reward, False, False, info
+        env.finish(state, stop)
+        self._done = True
+        self._cleanup_sync(state)
+        rubric = env.rubric
+        if rubric.can_score_sync():
+            score = rubric.score_rollout_sync(*_score_args(state))
+        else:  # async reward functions: they get an event loop
+            score = self._drive_loop(rubric.score_rollout(*_score_args(state)))
+        return self._last_step(observation, reward, info, stop, score)
 
     async def _cleanup(self, state: State) -> None:
         """`cleanup_state`, at most once per episode; a failure is recorded, not raised."""
@@ -301,26 +366,82 @@ class GymEnv(gym.Env[Observation, Action]):
         try:
             await maybe_await(self.environment.cleanup_state, state)
         except Exception as exc:
-            state["cleanup_error"] = error_record(exc)
-            self.environment.logger.warning("cleanup of a Gym episode failed: %s", exc)
+            self._cleanup_failed(state, exc)
+
+    def _cleanup_sync(self, state: State) -> None:
+        if self._cleaned:
+            return
+        self._cleaned = True
+        try:
+            call_inline(self.environment.cleanup_state, state)
+        except Exception as exc:
+            self._cleanup_failed(state, exc)
+
+    def _row_args(self, index: int) -> tuple[Messages, Any, str, dict[str, Any], int]:
+        """A fresh copy of dataset row `index`'s prompt, answer, task, info and example id."""
+        row = self.rows[index]
+        prompt = row["prompt"]
+        prompt = [dict(m) for m in prompt] if isinstance(prompt, list) else prompt
+        return prompt, row["answer"], row["task"], _fresh_copy(row["info"]), row["example_id"]
+
+    def _started(self, state: State, ready: Any) -> tuple[Observation, dict[str, Any]]:
+        """What `reset` returns, once `setup_state` gave back `ready`."""
+        if ready is not None and ready is not state:
+            state.update(ready)
+        return self._observe(state["prompt"]), self._info(state)
+
+    def _failed(self, state: State, exc: BaseException) -> None:
+        """A hook raised: the episode ends as an error (its cleanup follows)."""
+        state["error"] = error_record(exc)
+        self.environment.finish(state, "error")
+        self._done = True
+
+    def _cleanup_failed(self, state: State, exc: Exception) -> None:
+        state["cleanup_error"] = error_record(exc)
+        self.environment.logger.warning("cleanup of a Gym episode failed: %s", exc)
+
+    def _last_step(
+        self,
+        observation: Observation,
+        reward: float,
+        info: dict[str, Any],
+        stop: str,
+        score: RolloutScore,
+    ) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
+        info["stop_reason"] = stop
+        info["episode_reward"] = score.reward
+        info["metrics"] = dict(score.metrics)
+        truncated = stop in TRUNCATING
+        return observation, reward + score.reward, not truncated, truncated, info
 
     # ------------------------------------------------------------ helpers
 
     def _drive(self, coro: Coroutine[Any, Any, T], what: str) -> T:
-        """Run one of the adapter's coroutines from sync code, as cheaply as possible."""
-        with self._exclusive(what):
-            if self._inline and (self._scorer is not None or what != "step"):
-                return run_inline(coro)
-            try:
-                asyncio.get_running_loop()
-            except RuntimeError:
-                if self._loop is None or self._loop.is_closed():
-                    self._loop = asyncio.new_event_loop()
-                return self._loop.run_until_complete(coro)
-            return run_sync(coro)
+        """Run one of the adapter's coroutines from sync code (hooks that may wait)."""
+        self._claim(what)
+        try:
+            return self._drive_loop(coro)
+        finally:
+            self._busy = False
 
-    def _exclusive(self, what: str) -> _Exclusive:
-        return _Exclusive(self, what)
+    def _drive_loop(self, coro: Coroutine[Any, Any, T]) -> T:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            if self._loop is None or self._loop.is_closed():
+                self._loop = asyncio.new_event_loop()
+            return self._loop.run_until_complete(coro)
+        return run_sync(coro)
+
+    def _claim(self, what: str) -> None:
+        """Refuse a second reset/step on this env while one is running."""
+        if self._busy:
+            raise RuntimeError(
+                f"{what}() was called while another reset/step of this env is still "
+                "running; one env plays one episode at a time — use a vector env or one "
+                "GymEnv per concurrent episode"
+            )
+        self._busy = True
 
     def _row_index(self, options: Mapping[str, Any] | None) -> int:
         if options:
@@ -433,6 +554,19 @@ class GymEnv(gym.Env[Observation, Action]):
         return f"<GymEnv {name} ({self.observation_mode})>"
 
 
+def _score_args(state: State) -> tuple[Any, ...]:
+    """The positional arguments of `score_rollout` for a finished episode."""
+    return (
+        state["prompt"],
+        state["completion"],
+        state["answer"],
+        state,
+        state.get("task", "default"),
+        state.get("info"),
+        state.get("example_id"),
+    )
+
+
 _IMMUTABLE = (str, int, float, bool, type(None))
 
 
@@ -447,28 +581,6 @@ def _fresh_copy(value: Any) -> Any:
     if type(value) is list:
         return [_fresh_copy(v) for v in value]
     return copy.deepcopy(value)
-
-
-class _Exclusive:
-    """Refuses a second reset/step on the same env while one is running."""
-
-    __slots__ = ("env", "what")
-
-    def __init__(self, env: GymEnv, what: str) -> None:
-        self.env = env
-        self.what = what
-
-    def __enter__(self) -> None:
-        if self.env._busy:
-            raise RuntimeError(
-                f"{self.what}() was called while another reset/step of this env is still "
-                "running; one env plays one episode at a time — use a vector env or one "
-                "GymEnv per concurrent episode"
-            )
-        self.env._busy = True
-
-    def __exit__(self, *exc: object) -> None:
-        self.env._busy = False
 
 
 __all__ = ["GymEnv", "ObservationMode"]

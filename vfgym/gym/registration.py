@@ -71,6 +71,7 @@ def make_env(
         render_mode=render_mode,
         dataset=dataset,  # type: ignore[arg-type]
         max_text_length=max_text_length,
+        owns_environment=True,
     )
 
 

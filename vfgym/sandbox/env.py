@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import Any
@@ -51,8 +52,11 @@ class SandboxEnv(StatefulToolEnv):
         self.pool_size = pool_size
         self._pools: dict[asyncio.AbstractEventLoop, SandboxPool] = {}
         self._pool_locks: dict[asyncio.AbstractEventLoop, asyncio.Lock] = {}
+        # Keyed by the identity of the rollout's State dict, which lives exactly as
+        # long as the episode: nothing run-specific is written into the State, so
+        # two replays of one seed have equal States (Gymnasium's check_env).
         self._leases: dict[
-            str, tuple[AbstractAsyncContextManager[DockerSandbox], DockerSandbox]
+            int, tuple[AbstractAsyncContextManager[DockerSandbox], DockerSandbox]
         ] = {}
         super().__init__(tools=None, max_turns=max_turns, **kwargs)
         if python_tool:
@@ -102,8 +106,8 @@ class SandboxEnv(StatefulToolEnv):
 
     def sandbox_for(self, state: State) -> DockerSandbox:
         """The sandbox of the rollout that `state` belongs to."""
-        key = state.get("sandbox_id")
-        if key is None or key not in self._leases:
+        key = id(state)
+        if key not in self._leases:
             raise RuntimeError(
                 "this rollout holds no sandbox: setup_state acquires one, cleanup_state "
                 "releases it; call tools only in between"
@@ -117,15 +121,12 @@ class SandboxEnv(StatefulToolEnv):
         pool = await self._pool()
         lease = pool.acquire()
         sandbox = await lease.__aenter__()
-        key = f"{sandbox.container_id}:{id(state)}"
-        self._leases[key] = (lease, sandbox)
-        state["sandbox_id"] = key
+        self._leases[id(state)] = (lease, sandbox)
         return state
 
     async def cleanup_state(self, state: State, **kwargs: Any) -> None:
         try:
-            key = state.pop("sandbox_id", None)
-            entry = self._leases.pop(key, None) if key is not None else None
+            entry = self._leases.pop(id(state), None)
             if entry is not None:
                 await entry[0].__aexit__(None, None, None)  # wipes it for the next rollout
         finally:
@@ -145,6 +146,17 @@ class SandboxEnv(StatefulToolEnv):
                 await pool.start()
                 self._pools[loop] = pool
             return self._pools[loop]
+
+    @contextlib.asynccontextmanager
+    async def acquire_sandbox(self) -> AsyncIterator[DockerSandbox]:
+        """A sandbox of this environment's pool outside any rollout (e.g. for scoring).
+
+        The rollout's own sandbox is wiped and returned when the episode ends,
+        before the rubric runs; a rubric that must run code uses this.
+        """
+        pool = await self._pool()
+        async with pool.acquire() as sandbox:
+            yield sandbox
 
     async def aclose(self) -> None:
         """Destroy this environment's sandboxes (of every event loop it ran on)."""
