@@ -38,8 +38,8 @@ from workloads import WORKLOADS
 # Rollouts per measured run (the same for every concurrency and both frameworks).
 FULL_ROLLOUTS = {"single": 4096, "multi10": 1024, "tool": 2048}
 QUICK_ROLLOUTS = {"single": 512, "multi10": 128, "tool": 256}
-HTTP_FULL_ROLLOUTS = {"single": 1024, "multi10": 128, "tool": 512}
-HTTP_QUICK_ROLLOUTS = {"single": 128, "multi10": 16, "tool": 64}
+HTTP_FULL_ROLLOUTS = {"single": 256, "multi10": 32, "tool": 128}
+HTTP_QUICK_ROLLOUTS = {"single": 64, "multi10": 8, "tool": 32}
 CONCURRENCIES = (1, 64, 1024)
 
 
