@@ -13,6 +13,7 @@ import functools
 import inspect
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
+from types import CoroutineType
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -107,6 +108,23 @@ def run_inline(coro: Coroutine[Any, Any, T]) -> T:
         "a hook awaited real I/O while being driven without an event loop; "
         "call the async API (await env.astep(...)) for this environment"
     )
+
+
+def call_inline(func: Callable[..., T | Awaitable[T]], /, *args: Any, **kwargs: Any) -> T:
+    """`maybe_await` for sync code with no event loop: call a hook that never waits.
+
+    A sync hook's value is returned as it is; an `async def` hook that only
+    computes (see `never_suspends`) is driven by `run_inline`, so a turn of a game
+    costs no loop and no thread.
+    """
+    result = func(*args, **kwargs)
+    if hasattr(result, "__await__"):
+        return run_inline(result if type(result) is CoroutineType else _awaited(result))
+    return result  # type: ignore[return-value]
+
+
+async def _awaited(awaitable: Awaitable[T]) -> T:
+    return await awaitable
 
 
 def never_suspends(func: Callable[..., Any]) -> Callable[..., Any]:

@@ -9,7 +9,7 @@ from typing import Any
 
 from openai import AsyncOpenAI, OpenAI
 
-from vfgym._async import is_async_callable, maybe_await
+from vfgym._async import call_inline, is_async_callable, maybe_await
 from vfgym.envs.environment import Environment
 from vfgym.errors import ContextLengthExceeded, error_record
 from vfgym.messages import assistant_message, completion_text
@@ -85,11 +85,14 @@ class MultiTurnEnv(Environment):
     def hooks_are_sync(self) -> bool:
         """True when every per-turn hook is plain sync code (or a default that never waits).
 
-        Then a turn can be driven without an event loop (see `vfgym._async.run_inline`),
-        which is what lets the Gym adapter step a game in microseconds.
+        Then an episode can be driven without an event loop (`advance_sync`,
+        `check_stop_sync`), which is what lets the Gym adapter step a game in
+        microseconds.
         """
         base = MultiTurnEnv
         for name in (
+            "init_completion",
+            "init_state",
             "setup_state",
             "is_completed",
             "env_response",
@@ -137,14 +140,33 @@ class MultiTurnEnv(Environment):
         With `natural_only`, only the environment's own end (`is_completed`) counts.
         """
         context = await self._context(state)
-        if await maybe_await(self.is_completed, context, state, **kwargs):
-            return "context_length" if state.get("prompt_too_long") else "completed"
-        if natural_only:
+        completed = await maybe_await(self.is_completed, context, state, **kwargs)
+        if completed or natural_only:
+            return self._natural_stop(state, completed)
+        if not self._default_max_turns and await maybe_await(self.max_turns_reached, state):
+            return "max_turns"
+        return self._limit_stop(state)
+
+    def check_stop_sync(
+        self, state: State, *, natural_only: bool = False, **kwargs: Any
+    ) -> str | None:
+        """`check_stop` with no event loop, for environments whose `hooks_are_sync`."""
+        context = self._context_sync(state)
+        completed = call_inline(self.is_completed, context, state, **kwargs)
+        if completed or natural_only:
+            return self._natural_stop(state, completed)
+        if not self._default_max_turns and call_inline(self.max_turns_reached, state):
+            return "max_turns"
+        return self._limit_stop(state)
+
+    def _natural_stop(self, state: State, completed: Any) -> str | None:
+        if not completed:
             return None
-        if self._default_max_turns:
-            if 0 < self.max_turns <= state["turn"]:
-                return "max_turns"
-        elif await self.max_turns_reached(state):
+        return "context_length" if state.get("prompt_too_long") else "completed"
+
+    def _limit_stop(self, state: State) -> str | None:
+        """The loop's own limits: the default turn limit and the token budget."""
+        if self._default_max_turns and 0 < self.max_turns <= state["turn"]:
             return "max_turns"
         budget = self.rollout_token_budget
         if budget is not None and state["completion_tokens"] >= budget:
@@ -158,12 +180,40 @@ class MultiTurnEnv(Environment):
         on). The environment answers the model's last turn even when that turn
         used up `max_turns` or the token budget (a game's final move still
         counts); only its natural end, checked first, skips the answer.
+        `is_completed` and `env_response` see the same context list.
         """
-        stop = await self.check_stop(state, natural_only=True, **kwargs)
-        if stop is not None:
-            return ([] if self.message_type == "chat" else ""), stop
         context = await self._context(state)
-        env_messages, new_state = await maybe_await(self.env_response, context, state, **kwargs)
+        completed = await maybe_await(self.is_completed, context, state, **kwargs)
+        if completed:
+            return self._no_messages(), self._natural_stop(state, completed)
+        reply = await maybe_await(self.env_response, context, state, **kwargs)
+        return self._take_reply(state, reply), await self.check_stop(state, **kwargs)
+
+    def advance_sync(self, state: State, **kwargs: Any) -> tuple[Messages, str | None]:
+        """`advance` with no event loop, for environments whose `hooks_are_sync`.
+
+        The same steps as `advance` (the shared pieces hold the logic); only the
+        way hooks are called differs. This is what lets the Gym adapter step a
+        game in a few microseconds.
+        """
+        context = self._context_sync(state)
+        completed = call_inline(self.is_completed, context, state, **kwargs)
+        if completed:
+            return self._no_messages(), self._natural_stop(state, completed)
+        reply = call_inline(self.env_response, context, state, **kwargs)
+        return self._take_reply(state, reply), self.check_stop_sync(state, **kwargs)
+
+    def _no_messages(self) -> Messages:
+        return [] if self.message_type == "chat" else ""
+
+    def _context_sync(self, state: State) -> Messages:
+        if self._default_context:
+            return state["prompt"] + state["completion"]
+        return call_inline(self.get_context_messages, state)
+
+    def _take_reply(self, state: State, reply: Any) -> Messages:
+        """Check `env_response`'s `(messages, state)` and add the messages to the completion."""
+        env_messages, new_state = reply
         if new_state is not None and new_state is not state:
             state.update(new_state)
         if self.message_type == "chat":
@@ -177,7 +227,7 @@ class MultiTurnEnv(Environment):
             state["completion"].extend(env_messages)
         else:
             state["completion"] += env_messages
-        return env_messages, await self.check_stop(state, **kwargs)
+        return env_messages
 
     def finish(self, state: State, stop_reason: str) -> None:
         """Mark how the episode ended."""
