@@ -3,7 +3,9 @@
 The reward is the weighted sum of the reward functions' values. Scoring runs
 on the event loop that thousands of rollouts share, so sync reward functions
 run in a worker thread (all of one rollout's in a single hop) and async ones
-are awaited, concurrently when `parallelize_scoring` is on.
+are awaited, concurrently when `parallelize_scoring` is on. Sync code that scores
+one rollout at a time with sync functions only (the Gym adapter) has no loop to
+protect: `score_rollout_sync` calls them in the caller's thread instead.
 
 A reward function that raises, or returns something that is not a number, is
 an error, not a zero: its metric is NaN, the error is appended to
@@ -22,7 +24,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from vfgym._async import call_offloaded
+from vfgym._async import call_offloaded, run_sync
 from vfgym.parsers.parser import Parser
 from vfgym.rubrics.reward_call import STANDARD_ARGS, RewardSpec, call_specs, to_reward
 from vfgym.types import Info, Messages, RewardFunc, RolloutScore, RolloutScores, State
@@ -277,6 +279,67 @@ class Rubric:
         started = time.perf_counter()
         if state is None:
             state = {}
+        specs, weights = self._specs_and_weights()
+        available = self._offer(prompt, completion, answer, state, task, info, example_id, kwargs)
+        outcomes = await self._run_all(specs, available)
+        return self._tally(state, specs, weights, outcomes, apply_weights, started)
+
+    def can_score_sync(self) -> bool:
+        """True when `score_rollout_sync` can score for this rubric.
+
+        That is when the rubric scores with `Rubric`'s own `score_rollout` (a
+        subclass that overrides it scores its own way) and every reward function
+        is sync.
+        """
+        specs = [self._spec_for(f) for f in self.get_reward_funcs()]
+        return self._why_not_sync(specs) is None
+
+    def _why_not_sync(self, specs: list[RewardSpec]) -> str | None:
+        if type(self).score_rollout is not Rubric.score_rollout:
+            return "overrides score_rollout"
+        names = [s.name for s in specs if s.is_async]
+        return f"has async reward function(s) {names}" if names else None
+
+    def score_rollout_sync(
+        self,
+        prompt: Messages,
+        completion: Messages,
+        answer: Any,
+        state: State,
+        task: str = "default",
+        info: Info | None = None,
+        example_id: int | None = None,
+        *,
+        apply_weights: bool = True,
+        **kwargs: Any,
+    ) -> RolloutScore:
+        """`score_rollout` in the caller's thread, with no event loop and no worker thread.
+
+        For sync code that scores one rollout at a time, such as a Gym `step()`:
+        there is no shared event loop to protect, and a loop plus a thread hop
+        would cost more than the reward functions themselves. The arguments,
+        weights, metrics and error records are exactly those of `score_rollout`.
+        Needs `can_score_sync()`; otherwise it raises TypeError, and the rollout
+        must be scored with `await score_rollout(...)`.
+        """
+        started = time.perf_counter()
+        specs, weights = self._specs_and_weights()
+        blocker = self._why_not_sync(specs)
+        if blocker is not None:
+            raise TypeError(
+                f"{type(self).__name__} cannot score without an event loop: it {blocker}; "
+                "use `await rubric.score_rollout(...)` instead"
+            )
+        if state is None:
+            state = {}
+        available = self._offer(prompt, completion, answer, state, task, info, example_id, kwargs)
+        outcomes = call_specs(specs, available)
+        for i, outcome in enumerate(outcomes):
+            if inspect.isawaitable(outcome):  # a sync function that returned an awaitable
+                outcomes[i] = run_sync(self._settle(specs[i], outcome))
+        return self._tally(state, specs, weights, outcomes, apply_weights, started)
+
+    def _specs_and_weights(self) -> tuple[list[RewardSpec], list[float]]:
         funcs = self.get_reward_funcs()
         weights = self.get_reward_weights()
         if len(weights) != len(funcs):
@@ -284,10 +347,18 @@ class Rubric:
                 f"{type(self).__name__} has {len(funcs)} reward function(s) but {len(weights)} "
                 "weight(s); add functions with add_reward_func(func, weight)"
             )
-        specs = [self._spec_for(f) for f in funcs]
-        available = self._offer(prompt, completion, answer, state, task, info, example_id, kwargs)
-        outcomes = await self._run_all(specs, available)
+        return [self._spec_for(f) for f in funcs], weights
 
+    def _tally(
+        self,
+        state: State,
+        specs: list[RewardSpec],
+        weights: list[float],
+        outcomes: list[Any],
+        apply_weights: bool,
+        started: float,
+    ) -> RolloutScore:
+        """The score from each function's value or exception; failures are recorded in `state`."""
         reward = 0.0
         errors = 0
         metrics: dict[str, float] = {}
