@@ -20,7 +20,6 @@ from gymnasium.utils.env_checker import check_env
 
 from vfgym.envs import SingleTurnEnv
 from vfgym.gym import GymEnv, StateView, Trajectory, aplay_episode, play_episode
-from vfgym.gym.scoring import InlineScorer
 from vfgym.rubrics import REWARD_ERRORS, Rubric
 
 # ---------------------------------------------------------------- check_env
@@ -348,7 +347,9 @@ def test_per_step_reward_is_opt_in():
         GymEnv(QAEnv(), per_step_reward=True)
 
 
-def test_inline_scoring_matches_the_rubric():
+def test_sync_scoring_matches_the_rubric():
+    """The loop-free scoring a sync step uses gives what score_rollout gives."""
+
     def good(state) -> float:
         return 0.5
 
@@ -358,13 +359,19 @@ def test_inline_scoring_matches_the_rubric():
     def not_a_number() -> str:
         return "x"
 
-    rubric = Rubric(funcs=[good, broken, not_a_number], weights=[2.0, 1.0, 1.0])
-    assert InlineScorer.supports(rubric)
+    async def later(answer) -> float:
+        return 0.25
+
+    def deferred(answer):  # a sync function handing back an awaitable
+        return later(answer)
+
+    rubric = Rubric(funcs=[good, broken, not_a_number, deferred], weights=[2.0, 1.0, 1.0, 4.0])
+    assert rubric.can_score_sync()
     state_a = {"prompt": [], "completion": [], "answer": "", "timing": {}}
     state_b = {"prompt": [], "completion": [], "answer": "", "timing": {}}
-    inline = InlineScorer(rubric).score(state_a)
+    inline = rubric.score_rollout_sync([], [], "", state_a)
     reference = asyncio.run(rubric.score_rollout([], [], "", state_b))
-    assert inline.reward == reference.reward == 1.0
+    assert inline.reward == reference.reward == 2.0
     assert inline.metrics.keys() == reference.metrics.keys()
     for key, value in inline.metrics.items():
         assert value == reference.metrics[key] or (
@@ -375,7 +382,23 @@ def test_inline_scoring_matches_the_rubric():
     async def judged(completion) -> float:
         return 1.0
 
-    assert not InlineScorer.supports(Rubric(funcs=[judged]))
+    judging = Rubric(funcs=[judged])
+    assert not judging.can_score_sync()
+    with pytest.raises(TypeError, match="async reward function"):
+        judging.score_rollout_sync([], [], "", {})
+
+
+def test_async_reward_functions_still_score_through_a_sync_step():
+    async def won_async(state) -> float:
+        return 1.0 if state["game_state"]["won"] else 0.0
+
+    env = GymEnv(GuessEnv())
+    env.environment.rubric.add_reward_func(won_async, 0.5)  # added after the adapter was made
+    env.reset(options={"index": 0})  # target 1
+    _, reward, terminated, _, info = env.step("1")
+    assert (reward, terminated) == (1.5, True)
+    assert info["metrics"] == {"won": 1.0, "guesses": 1.0, "won_async": 1.0, REWARD_ERRORS: 0.0}
+    env.close()
 
 
 # ---------------------------------------------------------------- rendering
