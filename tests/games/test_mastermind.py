@@ -42,7 +42,7 @@ def game(secret: str, colours: int = 6, repeats: bool = True) -> dict[str, Any]:
         "repeats": repeats,
         "max_guesses": 10,
     }
-    return mm.MastermindEnv.new_game(None, info)  # type: ignore[arg-type]
+    return mm.load_environment(num_examples=1).new_game(info)
 
 
 @pytest.mark.parametrize(

@@ -32,7 +32,7 @@ def play(env: nim.NimEnv, row: dict[str, Any], policy: Callable) -> dict[str, An
 
 def game(heaps: list[int], misere: bool = False, opponent: str = "optimal") -> dict[str, Any]:
     info = {"heaps": heaps, "misere": misere, "opponent": opponent, "opponent_seed": 7}
-    return nim.NimEnv.new_game(None, info)  # type: ignore[arg-type]
+    return nim.load_environment(num_examples=1).new_game(info)
 
 
 # -- positions worked by hand ------------------------------------------------------

@@ -33,7 +33,7 @@ def play(env: wd.WordleEnv, row: dict[str, Any], policy: Callable) -> dict[str, 
 
 
 def game(answer: str) -> dict[str, Any]:
-    return wd.WordleEnv.new_game(None, {"word": answer, "max_guesses": 6})  # type: ignore[arg-type]
+    return wd.load_environment(num_examples=1).new_game({"word": answer, "max_guesses": 6})
 
 
 # -- the feedback rule, worked by hand ---------------------------------------------
