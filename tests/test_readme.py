@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -69,6 +70,12 @@ def shell_commands() -> list[str]:
             if command and command != SELF:
                 commands.append(command)
     return commands
+
+
+@pytest.fixture(scope="module", autouse=True)
+def fresh_outputs() -> None:
+    """The README's eval writes to outputs/first-run, which refuses to be overwritten."""
+    shutil.rmtree(ROOT / "outputs" / "first-run", ignore_errors=True)
 
 
 @pytest.mark.parametrize("command", shell_commands())
