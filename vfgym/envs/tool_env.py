@@ -8,8 +8,9 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from vfgym._async import call_offloaded, maybe_await, never_suspends
+from vfgym._async import maybe_await, never_suspends
 from vfgym.envs.multiturn_env import MultiTurnEnv
+from vfgym.offload import Offloader, OffloadMode
 from vfgym.tools import Tool, tool_name
 from vfgym.types import ChatMessage, Messages, State
 
@@ -38,8 +39,13 @@ class ToolEnv(MultiTurnEnv):
         tools: list[Callable[..., Any]] | None = None,
         max_turns: int = 10,
         error_formatter: Callable[[Exception], str] = default_error_formatter,
+        offload_sync: OffloadMode = "auto",
         **kwargs: Any,
     ):
+        """`offload_sync` says where sync tools run (see `vfgym.offload`): "auto"
+        inline while they stay quick and in a worker thread once one call is slow,
+        "always" in a thread, "never" inline."""
+        self.offloader = Offloader(offload_sync)
         self.tools: list[Callable[..., Any]] = []
         self.tool_map: dict[str, Callable[..., Any]] = {}
         self._tool_specs: dict[str, Tool] = {}
@@ -109,11 +115,11 @@ class ToolEnv(MultiTurnEnv):
     ) -> ChatMessage:
         """Run one tool and wrap its result in a tool message.
 
-        Sync tools run in a worker thread, so a slow tool never stalls the other
-        rollouts. An exception propagates to `env_response`, which turns it into
-        the model's error message with `error_formatter`.
+        A slow sync tool runs in a worker thread, so it never stalls the other
+        rollouts (see `offload_sync`). An exception propagates to `env_response`,
+        which turns it into the model's error message with `error_formatter`.
         """
-        result = await call_offloaded(self.tool_map[tool_name], **tool_args)
+        result = await self.offloader.call(self.tool_map[tool_name], **tool_args)
         content = "" if result is None else str(result)
         return {"role": "tool", "content": content, "tool_call_id": tool_call_id}
 

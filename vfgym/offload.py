@@ -1,0 +1,129 @@
+"""Where sync user code runs: inline while it is cheap, in a worker thread once it is not.
+
+A thread hop costs about 0.1 ms; a typical reward function or tool (a string
+comparison, a dict lookup) costs a microsecond. Sending every call through a
+thread would make that hop most of a rollout's cost, while running everything
+inline would let one slow function stall every rollout sharing the loop. So each
+function earns its place:
+
+- its first call runs in a worker thread, where it is timed;
+- if that call was quick (under `inline_below`), later calls run inline, still
+  timed;
+- once any call takes longer than `offload_above`, the function runs in the
+  thread from then on, and a warning names it.
+
+The loop is thus blocked at most once per function, by one call that had been
+quick every time before. `mode="always"` never runs sync code inline (the
+strict choice for functions that may block on I/O); `mode="never"` always does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import logging
+import time
+import weakref
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal, TypeVar
+
+from vfgym._async import is_async_callable
+
+T = TypeVar("T")
+OffloadMode = Literal["auto", "always", "never"]
+logger = logging.getLogger(__name__)
+
+_UNKNOWN, _INLINE, _THREAD = 0, 1, 2
+
+
+def _identity(func: Callable[..., Any]) -> Any:
+    """The object a function's verdict is kept under (bound methods share their function)."""
+    return getattr(func, "__func__", func)
+
+
+class Offloader:
+    """Runs sync or async callables without letting slow sync code stall the event loop."""
+
+    def __init__(
+        self,
+        mode: OffloadMode = "auto",
+        *,
+        inline_below: float = 0.0005,
+        offload_above: float = 0.002,
+    ) -> None:
+        if mode not in ("auto", "always", "never"):
+            raise ValueError(f"offload mode must be 'auto', 'always' or 'never', not {mode!r}")
+        if not 0 < inline_below <= offload_above:
+            raise ValueError("need 0 < inline_below <= offload_above (seconds)")
+        self.mode: OffloadMode = mode
+        self.inline_below = inline_below
+        self.offload_above = offload_above
+        self._verdicts: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+        self._strong: dict[Any, int] = {}  # for callables that cannot be weakly referenced
+
+    def verdict(self, func: Callable[..., Any]) -> str:
+        """ "inline", "thread" or "unknown": how the next sync call of `func` runs."""
+        return {_UNKNOWN: "unknown", _INLINE: "inline", _THREAD: "thread"}[self._get(func)]
+
+    def _get(self, func: Callable[..., Any]) -> int:
+        key = _identity(func)
+        try:
+            return self._verdicts.get(key, _UNKNOWN)
+        except TypeError:
+            return self._strong.get(key, _UNKNOWN)
+
+    def _set(self, func: Callable[..., Any], verdict: int) -> None:
+        key = _identity(func)
+        try:
+            self._verdicts[key] = verdict
+        except TypeError:
+            self._strong[key] = verdict
+
+    async def call(self, func: Callable[..., T | Awaitable[T]], /, *args: Any, **kwargs: Any) -> T:
+        """Await an async callable; run a sync one inline or in a thread (see the module)."""
+        if is_async_callable(func):
+            return await func(*args, **kwargs)  # type: ignore[misc]
+        if self.mode == "never":
+            return await _settle(func(*args, **kwargs))
+        verdict = self._get(func) if self.mode == "auto" else _THREAD
+        if verdict == _INLINE:
+            start = time.perf_counter()
+            try:
+                return await _settle(func(*args, **kwargs))
+            finally:
+                elapsed = time.perf_counter() - start
+                if elapsed > self.offload_above:
+                    self._set(func, _THREAD)
+                    logger.warning(
+                        "%s took %.1f ms on the event loop; it runs in a worker thread from now on",
+                        getattr(func, "__qualname__", func),
+                        elapsed * 1000,
+                    )
+        result, elapsed = await _in_thread(func, args, kwargs)
+        if verdict == _UNKNOWN:
+            self._set(func, _INLINE if elapsed < self.inline_below else _THREAD)
+        return await _settle(result)
+
+
+async def _settle(result: Any) -> Any:
+    if hasattr(result, "__await__"):
+        return await result
+    return result
+
+
+def _timed(func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    start = time.perf_counter()
+    result = func(*args, **kwargs)
+    return result, time.perf_counter() - start
+
+
+async def _in_thread(
+    func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[Any, float]:
+    loop = asyncio.get_running_loop()
+    ctx = contextvars.copy_context()
+    return await loop.run_in_executor(None, functools.partial(ctx.run, _timed, func, args, kwargs))
+
+
+__all__ = ["OffloadMode", "Offloader"]
