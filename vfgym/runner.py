@@ -235,7 +235,7 @@ async def run_batch(
                         progress.update(1)
                 else:
                     pending.append(i)
-            await asyncio.gather(*(run_one(i) for i in pending))
+            await _launch(run_one, pending)
             status = "complete"
             if writer is not None:
                 writer.close(status, summarize(rewards, states))
@@ -245,7 +245,9 @@ async def run_batch(
         if aclient is not client:  # the async twin of a sync client is ours to close
             await aclient.close()
 
-    return GenerateOutputs(
+    # The engine built every field itself: validating 10,000 conversations again
+    # would hold the event loop for most of a second.
+    return GenerateOutputs.model_construct(
         prompt=[row["prompt"] for row in rows],
         completion=completions,
         answer=[row["answer"] for row in rows],
@@ -262,6 +264,31 @@ async def run_batch(
             "duration_s": time.perf_counter() - started,
         },
     )
+
+
+LAUNCH_SLICE = 256
+
+
+async def _launch(run_one: Callable[[int], Any], indices: list[int]) -> None:
+    """Start one task per rollout, a slice at a time, and wait for them all.
+
+    Creating thousands of tasks in one go holds the loop for a long moment;
+    yielding between slices lets the rollouts already started make progress.
+    If this is cancelled, every rollout task is cancelled (and its cleanup runs).
+    """
+    tasks: list[asyncio.Task[Any]] = []
+    try:
+        for start in range(0, len(indices), LAUNCH_SLICE):
+            tasks.extend(
+                asyncio.ensure_future(run_one(i)) for i in indices[start : start + LAUNCH_SLICE]
+            )
+            await asyncio.sleep(0)
+        await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
 
 
 def _progress_bar(total: int, enabled: bool) -> Any:
