@@ -12,7 +12,6 @@ import os
 import time
 import uuid
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
@@ -21,8 +20,6 @@ from vfgym.sandbox.docker_client import make_client
 from vfgym.sandbox.errors import SandboxError
 from vfgym.sandbox.gc import sandbox_containers
 from vfgym.sandbox.image import default_image, image_exists
-from vfgym.server import ModelServer
-from vfgym.types import GenerateOutputs
 
 SESSION_LABEL = "vfgym-games-test-session"
 SESSION_ID = uuid.uuid4().hex[:12]
@@ -74,20 +71,3 @@ def sandbox_config(docker_ready: None) -> SandboxConfig:
         timeout=20,
         labels={SESSION_LABEL: SESSION_ID},
     )
-
-
-@pytest.fixture
-def play_over_http() -> Any:
-    """`ref, rnd = await play_over_http(env, n)`: the reference and random policies through
-    the real model server and `env.evaluate`; the env's sandboxes are destroyed after."""
-
-    async def play(env: Any, num_examples: int) -> tuple[GenerateOutputs, GenerateOutputs]:
-        async with env:
-            policies = {"reference": env.reference_policy, "random": env.make_random_policy(0)}
-            async with ModelServer(policies) as server:
-                client = server.client()
-                ref = await env.evaluate(client, "reference", num_examples=num_examples)
-                rnd = await env.evaluate(client, "random", num_examples=num_examples)
-        return ref, rnd
-
-    return play

@@ -5,6 +5,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 import pytest
+from helpers import evaluate_over_http
 from vfgym.games import calculator as calc
 
 import vfgym
@@ -122,11 +123,7 @@ def test_module_describes_a_tool_task() -> None:
 
 async def test_reference_and_random_policies_over_http_on_50_seeds() -> None:
     env = vfgym.load_environment("calculator", num_examples=50, difficulty="hard")
-    async with ModelServer(
-        {"reference": env.reference_policy, "random": env.make_random_policy(0)}
-    ) as server:
-        ref = await env.evaluate(server.client(), "reference", num_examples=50)
-        rnd = await env.evaluate(server.client(), "random", num_examples=50)
+    ref, rnd = await evaluate_over_http(env, 50)
     assert ref.reward == [1.0] * 50
     assert ref.metrics["tool_calls"] == [1.0] * 50
     assert ref.metrics["format_reward_func"] == [1.0] * 50

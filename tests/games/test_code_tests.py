@@ -8,6 +8,7 @@ import uuid
 from typing import Any
 
 import pytest
+from helpers import evaluate_over_http
 from vfgym.games import code_tests as ct
 from vfgym.games._base import item_rng
 from vfgym.games._code_bank import SPECS, reference_function
@@ -166,13 +167,11 @@ async def test_wrong_and_hostile_answers_fail_their_tests_in_the_sandbox(
     assert not os.path.exists(probe)  # the answer ran in the sandbox, not on this host
 
 
-async def test_reference_and_random_policies_over_http(
-    sandbox_config: SandboxConfig, play_over_http: Any
-) -> None:
+async def test_reference_and_random_policies_over_http(sandbox_config: SandboxConfig) -> None:
     env = vfgym.load_environment(
         "code-tests", num_examples=6, seed=5, sandbox_config=sandbox_config, pool_size=1
     )
-    ref_out, rnd = await play_over_http(env, 6)
+    ref_out, rnd = await evaluate_over_http(env, 6)
     assert ref_out.reward == [1.0] * 6
     counts = [float(len(row["info"]["tests"])) for row in env.get_eval_dataset(6)]
     assert ref_out.metrics["tests_passed"] == counts

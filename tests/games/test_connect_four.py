@@ -2,34 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import pytest
+from helpers import evaluate_over_http, play
 from vfgym.games import connect_four as c4
 from vfgym.games._base import InvalidMove
 
 import vfgym
-from vfgym.envs.environment import new_state
-from vfgym.server import ModelServer
 
 EMPTY_BOARD = "." * 42
-
-
-def play(env: c4.ConnectFourEnv, row: dict[str, Any], policy: Callable) -> dict[str, Any]:
-    """One episode driven directly (no server): the same hooks the rollout loop calls."""
-    state = new_state(row["prompt"], [], row["answer"], row["task"], row["info"], 0)
-    env.setup_state(state)
-    messages = list(row["prompt"])
-    while not env.is_completed(messages, state) and state["turn"] < env.max_turns:
-        messages.append(policy(messages))
-        state["turn"] += 1
-        feedback, state = env.env_response(messages, state)
-        messages.extend(feedback)
-    lost = env.lost_on_invalid_moves(state) or not env.is_over(state["game_state"])
-    state["reward"] = 0.0 if lost else env.score(state["game_state"])
-    state["messages"] = messages
-    return state
 
 
 def build(moves: str) -> str:
@@ -193,8 +175,7 @@ def test_bad_knobs_are_refused_clearly(kwargs: dict[str, Any], message: str) -> 
 async def test_reference_beats_the_random_opponent_over_http() -> None:
     """Over the real HTTP path (20 games; the 50-game result runs directly below)."""
     env = vfgym.load_environment("connect-four", num_examples=20, difficulty="easy")
-    async with ModelServer({"reference": env.reference_policy}) as server:
-        out = await env.evaluate(server.client(), "reference", num_examples=20)
+    (out,) = await evaluate_over_http(env, 20, "reference")
     assert len(out.reward) == 20 and min(out.reward) >= 0.5
     assert sum(out.reward) / 20 >= 0.95 and out.metrics["invalid_moves"] == [0.0] * 20
 

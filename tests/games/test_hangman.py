@@ -2,32 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import pytest
+from helpers import evaluate_over_http, play
 from vfgym.games import hangman as hm
 from vfgym.games._base import InvalidMove
 
 import vfgym
-from vfgym.envs.environment import new_state
-from vfgym.server import ModelServer
-
-
-def play(env: hm.HangmanEnv, row: dict[str, Any], policy: Callable) -> dict[str, Any]:
-    """One episode driven directly (no server): the same hooks the rollout loop calls."""
-    state = new_state(row["prompt"], [], row["answer"], row["task"], row["info"], 0)
-    env.setup_state(state)
-    messages = list(row["prompt"])
-    while not env.is_completed(messages, state) and state["turn"] < env.max_turns:
-        messages.append(policy(messages))
-        state["turn"] += 1
-        feedback, state = env.env_response(messages, state)
-        messages.extend(feedback)
-    lost = env.lost_on_invalid_moves(state) or not env.is_over(state["game_state"])
-    state["reward"] = 0.0 if lost else env.score(state["game_state"])
-    state["messages"] = messages
-    return state
 
 
 def test_a_hand_played_game() -> None:
@@ -126,8 +108,7 @@ def test_bad_knobs_are_refused_clearly(kwargs: dict[str, Any], message: str) -> 
 
 async def test_reference_finds_every_long_word_over_http() -> None:
     env = vfgym.load_environment("hangman", num_examples=50, difficulty="easy")
-    async with ModelServer({"reference": env.reference_policy}) as server:
-        out = await env.evaluate(server.client(), "reference", num_examples=50)
+    (out,) = await evaluate_over_http(env, 50, "reference")
     assert out.reward == [1.0] * 50 and out.metrics["invalid_moves"] == [0.0] * 50
 
 

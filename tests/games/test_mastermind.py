@@ -3,35 +3,17 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pytest
+from helpers import evaluate_over_http, play
 from vfgym.games import mastermind as mm
 from vfgym.games._base import InvalidMove
 
 import vfgym
-from vfgym.envs.environment import new_state
-from vfgym.server import ModelServer
 
 CLASSIC = (4, 6, True)
-
-
-def play(env: mm.MastermindEnv, row: dict[str, Any], policy: Callable) -> dict[str, Any]:
-    """One episode driven directly (no server): the same hooks the rollout loop calls."""
-    state = new_state(row["prompt"], [], row["answer"], row["task"], row["info"], 0)
-    env.setup_state(state)
-    messages = list(row["prompt"])
-    while not env.is_completed(messages, state) and state["turn"] < env.max_turns:
-        messages.append(policy(messages))
-        state["turn"] += 1
-        feedback, state = env.env_response(messages, state)
-        messages.extend(feedback)
-    lost = env.lost_on_invalid_moves(state) or not env.is_over(state["game_state"])
-    state["reward"] = 0.0 if lost else env.score(state["game_state"])
-    state["messages"] = messages
-    return state
 
 
 def game(secret: str, colours: int = 6, repeats: bool = True) -> dict[str, Any]:
@@ -168,8 +150,7 @@ def test_knuth_cracks_every_classic_code_within_five() -> None:
 
 async def test_reference_cracks_every_seed_over_http() -> None:
     env = vfgym.load_environment("mastermind", num_examples=50)
-    async with ModelServer({"reference": env.reference_policy}) as server:
-        out = await env.evaluate(server.client(), "reference", num_examples=50)
+    (out,) = await evaluate_over_http(env, 50, "reference")
     assert out.reward == [1.0] * 50
     assert max(out.metrics["turns"]) <= 5 and out.metrics["invalid_moves"] == [0.0] * 50
 

@@ -3,36 +3,17 @@
 from __future__ import annotations
 
 import random
-from typing import Any
 
 import pytest
+from helpers import evaluate_over_http, play, won
 from vfgym.games import maze
 from vfgym.games._base import InvalidMove, move_message
 
 import vfgym
-from vfgym.server import ModelServer
 
 # A hand-drawn 3x2-cell maze (7 columns, 5 rows); start top-left, exit bottom-right.
 HAND = ["#######", "#.....#", "#####.#", "#.....#", "#######"]
 HAND_INFO = {"grid": HAND, "start": [1, 1], "exit": [3, 1], "shortest": 10}
-
-
-def play(env: Any, policy: Any, row: dict[str, Any]) -> tuple[dict[str, Any], list[dict]]:
-    """One episode driven directly (no server): the turn loop of the engine, in miniature."""
-    messages = list(row["prompt"])
-    state = env.setup_state({"info": row["info"], "turn": 0})
-    while state["turn"] < env.max_turns:
-        messages.append(policy(messages))
-        state["turn"] += 1
-        reply, state = env.env_response(messages, state)
-        messages.extend(reply)
-        if env.is_completed(messages, state):
-            break
-    return state, messages
-
-
-def won(env: Any, state: dict[str, Any]) -> bool:
-    return env.is_over(state["game_state"]) and not env.lost_on_invalid_moves(state)
 
 
 def test_steps_walls_and_the_exit_on_a_hand_drawn_maze() -> None:
@@ -121,11 +102,7 @@ async def test_reference_and_random_policies_over_http() -> None:
     env = vfgym.load_environment(
         "maze", num_examples=4, difficulty="easy", view="partial", max_turns=12
     )
-    async with ModelServer(
-        {"reference": env.reference_policy, "random": env.make_random_policy(0)}
-    ) as server:
-        ref = await env.evaluate(server.client(), "reference", num_examples=4)
-        rnd = await env.evaluate(server.client(), "random", num_examples=4)
+    ref, rnd = await evaluate_over_http(env, 4)
     assert ref.reward == [1.0] * 4
     assert ref.metrics["invalid_moves"] == [0.0] * 4
     assert sum(rnd.reward) < sum(ref.reward)
@@ -134,7 +111,7 @@ async def test_reference_and_random_policies_over_http() -> None:
 def test_reference_policy_takes_the_shortest_path_on_the_full_view() -> None:
     env = maze.load_environment(num_examples=50, seed=7)
     for row in env.eval_dataset:
-        state, _ = play(env, env.reference_policy, row)
+        state = play(env, row, env.reference_policy)
         assert won(env, state) and state["turn"] == 1
         assert env.efficiency(state["game_state"], state) == 1.0
 
@@ -142,20 +119,21 @@ def test_reference_policy_takes_the_shortest_path_on_the_full_view() -> None:
 def test_reference_policy_explores_the_partial_view_to_the_exit() -> None:
     env = maze.load_environment(num_examples=50, seed=7, view="partial", radius=2)
     for row in env.eval_dataset:
-        state, _ = play(env, env.reference_policy, row)
+        state = play(env, row, env.reference_policy)
         assert won(env, state) and state["invalid_moves"] == 0
 
 
 def test_random_policy_does_worse() -> None:
     env = maze.load_environment(num_examples=20, difficulty="easy")
     policy = env.make_random_policy(3)
-    wins = sum(won(env, play(env, policy, row)[0]) for row in env.eval_dataset)
+    wins = sum(won(env, play(env, row, policy)) for row in env.eval_dataset)
     assert wins < 15
 
 
 def test_invalid_move_limit_ends_the_game_as_a_loss() -> None:
     env = maze.load_environment(num_examples=1, max_invalid_moves=2)
-    state, messages = play(env, lambda m: move_message("fly"), env.dataset[0])
+    state = play(env, env.dataset[0], lambda m: move_message("fly"))
+    messages = state["messages"]
     assert state["invalid_moves"] == 2 and state["turn"] == 2
     assert "not a step" in messages[-1]["content"]
     assert env.is_completed(messages, state) and not won(env, state)

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from helpers import evaluate_over_http, play, won
 from vfgym.games import minesweeper as ms
 from vfgym.games._base import InvalidMove, move_message
 
 import vfgym
-from vfgym.server import ModelServer
 
 # A 4x4 board with mines at D1 and A4, worked by hand:
 #     A B C D
@@ -19,25 +19,6 @@ from vfgym.server import ModelServer
 #   4 * 1 . .
 HAND_INFO = {"width": 4, "height": 4, "mines": 2, "mine_seed": 0}
 HAND_MINES = [[0, 3], [3, 0]]
-
-
-def play(env: Any, policy: Any, row: dict[str, Any]) -> tuple[dict[str, Any], list[dict]]:
-    """One episode driven directly (no server): the turn loop of the engine, in miniature."""
-    messages = list(row["prompt"])
-    state = env.setup_state({"info": row["info"], "turn": 0})
-    while state["turn"] < env.max_turns:
-        messages.append(policy(messages))
-        state["turn"] += 1
-        reply, state = env.env_response(messages, state)
-        messages.extend(reply)
-        if env.is_completed(messages, state):
-            break
-    return state, messages
-
-
-def won(env: Any, state: dict[str, Any]) -> bool:
-    game = state["game_state"]
-    return env.is_over(game) and env.score(game) == 1.0 and not env.lost_on_invalid_moves(state)
 
 
 def hand_game() -> tuple[Any, dict[str, Any]]:
@@ -156,11 +137,7 @@ def test_bad_knobs_are_refused() -> None:
 
 async def test_reference_and_random_policies_over_http() -> None:
     env = vfgym.load_environment("minesweeper", num_examples=3, difficulty="easy")
-    async with ModelServer(
-        {"reference": env.reference_policy, "random": env.make_random_policy(0)}
-    ) as server:
-        ref = await env.evaluate(server.client(), "reference", num_examples=3)
-        rnd = await env.evaluate(server.client(), "random", num_examples=3)
+    ref, rnd = await evaluate_over_http(env, 3)
     assert ref.reward == [1.0] * 3
     assert ref.metrics["invalid_moves"] == [0.0] * 3
     assert sum(rnd.reward) < 3
@@ -168,18 +145,19 @@ async def test_reference_and_random_policies_over_http() -> None:
 
 def test_reference_policy_beats_random_by_a_clear_margin_over_50_seeds() -> None:
     env = ms.load_environment(num_examples=50, seed=3)
-    ref = sum(won(env, play(env, env.reference_policy, row)[0]) for row in env.eval_dataset)
+    ref = sum(won(env, play(env, row, env.reference_policy)) for row in env.eval_dataset)
     rnd_policy = env.make_random_policy(1)
-    rnd = sum(won(env, play(env, rnd_policy, row)[0]) for row in env.eval_dataset)
+    rnd = sum(won(env, play(env, row, rnd_policy)) for row in env.eval_dataset)
     assert ref >= 35  # about 80% on 8x8 with 10 mines; some boards need a guess
     assert rnd <= 5
     easy = ms.load_environment(num_examples=50, seed=3, difficulty="easy")
-    assert sum(won(easy, play(easy, easy.reference_policy, r)[0]) for r in easy.eval_dataset) >= 45
+    assert sum(won(easy, play(easy, r, easy.reference_policy)) for r in easy.eval_dataset) >= 45
 
 
 def test_invalid_move_limit_ends_the_game_as_a_loss() -> None:
     env = ms.load_environment(num_examples=1, max_invalid_moves=2)
-    state, messages = play(env, lambda m: move_message("reveal Z9"), env.dataset[0])
+    state = play(env, env.dataset[0], lambda m: move_message("reveal Z9"))
+    messages = state["messages"]
     assert state["invalid_moves"] == 2
     assert "last invalid move" in messages[-1]["content"]
     assert env.is_completed(messages, state) and not won(env, state)

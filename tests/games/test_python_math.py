@@ -7,6 +7,7 @@ from fractions import Fraction
 from typing import Any
 
 import pytest
+from helpers import evaluate_over_http
 from vfgym.games import python_math as pm
 from vfgym.games._base import item_rng
 
@@ -130,13 +131,11 @@ async def test_reference_code_is_right_on_60_seeds_in_one_sandbox(
     assert len({info["kind"] for _, info, _ in items}) >= 9
 
 
-async def test_reference_and_random_policies_over_http(
-    sandbox_config: SandboxConfig, play_over_http: Any
-) -> None:
+async def test_reference_and_random_policies_over_http(sandbox_config: SandboxConfig) -> None:
     env = vfgym.load_environment(
         "python-math", num_examples=6, seed=2, sandbox_config=sandbox_config, pool_size=1
     )
-    ref, rnd = await play_over_http(env, 6)
+    ref, rnd = await evaluate_over_http(env, 6)
     assert ref.reward == [1.0] * 6
     assert ref.metrics["tool_calls"] == [1.0] * 6 and ref.metrics["format_reward"] == [1.0] * 6
     assert [s["tools_called"] for s in ref.state] == [["python"]] * 6

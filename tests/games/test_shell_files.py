@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import pytest
+from helpers import evaluate_over_http
 from vfgym.games import shell_files as sf
 from vfgym.games._base import item_rng
 
@@ -142,13 +143,11 @@ async def test_reference_commands_are_right_on_51_trees_in_one_sandbox(
                 assert sf.answers_match(got, expected), (text, command, output, expected)
 
 
-async def test_reference_and_random_policies_over_http(
-    sandbox_config: SandboxConfig, play_over_http: Any
-) -> None:
+async def test_reference_and_random_policies_over_http(sandbox_config: SandboxConfig) -> None:
     env = vfgym.load_environment(
         "shell-files", num_examples=6, seed=4, sandbox_config=sandbox_config, pool_size=1
     )
-    ref, rnd = await play_over_http(env, 6)
+    ref, rnd = await evaluate_over_http(env, 6)
     assert ref.reward == [1.0] * 6
     assert [s["tools_called"] for s in ref.state] == [["bash"]] * 6
     assert ref.metrics["invalid_moves"] == [0.0] * 6

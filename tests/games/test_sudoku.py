@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from helpers import evaluate_over_http, play, won
 from vfgym.games import sudoku
 from vfgym.games._base import InvalidMove, move_message
 
 import vfgym
-from vfgym.server import ModelServer
 
 # A hand-solved 4x4 puzzle:   solution   1 2 | 3 4
 #   1 . | . .                            3 4 | 1 2
@@ -18,24 +18,6 @@ from vfgym.server import ModelServer
 #   . . | . 1
 PUZZLE = [1, 0, 0, 0, 0, 4, 1, 0, 2, 1, 0, 3, 0, 0, 0, 1]
 SOLUTION = [1, 2, 3, 4, 3, 4, 1, 2, 2, 1, 4, 3, 4, 3, 2, 1]
-
-
-def play(env: Any, policy: Any, row: dict[str, Any]) -> tuple[dict[str, Any], list[dict]]:
-    """One episode driven directly (no server): the turn loop of the engine, in miniature."""
-    messages = list(row["prompt"])
-    state = env.setup_state({"info": row["info"], "turn": 0})
-    while state["turn"] < env.max_turns:
-        messages.append(policy(messages))
-        state["turn"] += 1
-        reply, state = env.env_response(messages, state)
-        messages.extend(reply)
-        if env.is_completed(messages, state):
-            break
-    return state, messages
-
-
-def won(env: Any, state: dict[str, Any]) -> bool:
-    return env.is_over(state["game_state"]) and not env.lost_on_invalid_moves(state)
 
 
 def hand_game() -> tuple[Any, dict[str, Any]]:
@@ -134,11 +116,7 @@ def test_bad_knobs_are_refused() -> None:
 
 async def test_reference_and_random_policies_over_http() -> None:
     env = vfgym.load_environment("sudoku", num_examples=3, size=9, max_turns=6)
-    async with ModelServer(
-        {"reference": env.reference_policy, "random": env.make_random_policy(0)}
-    ) as server:
-        ref = await env.evaluate(server.client(), "reference", num_examples=3)
-        rnd = await env.evaluate(server.client(), "random", num_examples=3)
+    ref, rnd = await evaluate_over_http(env, 3)
     assert ref.reward == [1.0] * 3
     assert ref.metrics["turns"] == [1.0] * 3
     assert ref.metrics["efficiency"] == [1.0] * 3
@@ -149,7 +127,7 @@ async def test_reference_and_random_policies_over_http() -> None:
 def test_reference_policy_solves_50_seeds(size: int) -> None:
     env = sudoku.load_environment(num_examples=50, size=size, seed=9)
     for row in env.eval_dataset:
-        state, _ = play(env, env.reference_policy, row)
+        state = play(env, row, env.reference_policy)
         assert won(env, state) and state["turn"] == 1
         assert state["game_state"]["grid"] == row["info"]["solution"]
 
@@ -157,13 +135,14 @@ def test_reference_policy_solves_50_seeds(size: int) -> None:
 def test_random_policy_does_worse() -> None:
     env = sudoku.load_environment(num_examples=20, size=4, difficulty="easy")
     policy = env.make_random_policy(2)
-    wins = sum(won(env, play(env, policy, row)[0]) for row in env.eval_dataset)
+    wins = sum(won(env, play(env, row, policy)) for row in env.eval_dataset)
     assert wins < 15
 
 
 def test_invalid_move_limit_ends_the_game_as_a_loss() -> None:
     env = sudoku.load_environment(num_examples=1, size=4, max_invalid_moves=2)
-    state, messages = play(env, lambda m: move_message("r1c1=9"), env.dataset[0])
+    state = play(env, env.dataset[0], lambda m: move_message("r1c1=9"))
+    messages = state["messages"]
     assert state["invalid_moves"] == 2
     assert "last invalid move" in messages[-1]["content"]
     assert env.is_completed(messages, state) and not won(env, state)

@@ -2,31 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import pytest
+from helpers import evaluate_over_http, play
 from vfgym.games import tictactoe as ttt
 from vfgym.games._base import InvalidMove
 
 import vfgym
 from vfgym.envs.environment import new_state
-from vfgym.server import ModelServer
-
-
-def play(env: ttt.TicTacToeEnv, row: dict[str, Any], policy: Callable) -> dict[str, Any]:
-    """One episode driven directly (no server): the same hooks the rollout loop calls."""
-    state = new_state(row["prompt"], [], row["answer"], row["task"], row["info"], 0)
-    env.setup_state(state)
-    messages = list(row["prompt"])
-    while not env.is_completed(messages, state) and state["turn"] < env.max_turns:
-        messages.append(policy(messages))
-        state["turn"] += 1
-        feedback, state = env.env_response(messages, state)
-        messages.extend(feedback)
-    lost = env.lost_on_invalid_moves(state) or not env.is_over(state["game_state"])
-    state["reward"] = 0.0 if lost else env.score(state["game_state"])
-    return state
 
 
 def game(board: str, opponent: str = "perfect") -> dict[str, Any]:
@@ -175,8 +159,7 @@ def test_bad_knobs_are_refused_clearly(kwargs: dict[str, Any], message: str) -> 
 
 async def test_reference_never_loses_over_http() -> None:
     env = vfgym.load_environment("tictactoe", num_examples=50, difficulty="medium")
-    async with ModelServer({"reference": env.reference_policy}) as server:
-        best = await env.evaluate(server.client(), "reference", num_examples=50)
+    (best,) = await evaluate_over_http(env, 50, "reference")
     assert len(best.reward) == 50 and min(best.reward) >= 0.5  # never loses
     assert all(s["stop_reason"] == "completed" for s in best.state)
     assert best.metrics["invalid_moves"] == [0.0] * 50

@@ -5,29 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from helpers import evaluate_over_http, play, won
 from vfgym.games import tower_of_hanoi as hanoi
 from vfgym.games._base import InvalidMove, move_message
 
 import vfgym
-from vfgym.server import ModelServer
-
-
-def play(env: Any, policy: Any, row: dict[str, Any]) -> tuple[dict[str, Any], list[dict]]:
-    """One episode driven directly (no server): the turn loop of the engine, in miniature."""
-    messages = list(row["prompt"])
-    state = env.setup_state({"info": row["info"], "turn": 0})
-    while state["turn"] < env.max_turns:
-        messages.append(policy(messages))
-        state["turn"] += 1
-        reply, state = env.env_response(messages, state)
-        messages.extend(reply)
-        if env.is_completed(messages, state):
-            break
-    return state, messages
-
-
-def won(env: Any, state: dict[str, Any]) -> bool:
-    return env.is_over(state["game_state"]) and not env.lost_on_invalid_moves(state)
 
 
 def game_from(pegs: list[list[int]], target: int) -> dict[str, Any]:
@@ -120,11 +102,7 @@ def test_bad_knobs_are_refused() -> None:
 
 async def test_reference_and_random_policies_over_http() -> None:
     env = vfgym.load_environment("tower-of-hanoi", num_examples=5, difficulty="easy")
-    async with ModelServer(
-        {"reference": env.reference_policy, "random": env.make_random_policy(0)}
-    ) as server:
-        ref = await env.evaluate(server.client(), "reference", num_examples=5)
-        rnd = await env.evaluate(server.client(), "random", num_examples=5)
+    ref, rnd = await evaluate_over_http(env, 5)
     assert ref.reward == [1.0] * 5
     assert ref.metrics["efficiency"] == [1.0] * 5
     assert ref.metrics["invalid_moves"] == [0.0] * 5
@@ -134,7 +112,7 @@ async def test_reference_and_random_policies_over_http() -> None:
 def test_reference_policy_solves_50_seeds_optimally_from_any_position() -> None:
     env = hanoi.load_environment(num_examples=50, disks=6, seed=3)
     for row in env.eval_dataset:
-        state, _ = play(env, env.reference_policy, row)
+        state = play(env, row, env.reference_policy)
         assert won(env, state)
         assert state["game_state"]["moves"] == row["info"]["optimal"]
 
@@ -142,14 +120,15 @@ def test_reference_policy_solves_50_seeds_optimally_from_any_position() -> None:
 def test_random_policy_does_much_worse() -> None:
     env = hanoi.load_environment(num_examples=50, difficulty="medium")
     policy = env.make_random_policy(1)
-    wins = sum(won(env, play(env, policy, row)[0]) for row in env.eval_dataset)
+    wins = sum(won(env, play(env, row, policy)) for row in env.eval_dataset)
     assert wins < 10
 
 
 def test_invalid_move_limit_ends_the_game_as_a_loss() -> None:
     env = hanoi.load_environment(num_examples=1, max_invalid_moves=2)
     row = env.dataset[0]
-    state, messages = play(env, lambda m: move_message("Z Q"), row)
+    state = play(env, row, lambda m: move_message("Z Q"))
+    messages = state["messages"]
     assert state["invalid_moves"] == 2
     assert "not a move" in messages[-1]["content"]
     assert "last invalid move" in messages[-1]["content"]
