@@ -21,6 +21,7 @@ from openai import AsyncOpenAI, DefaultAsyncHttpxClient, OpenAI
 from vfgym.data import to_rows
 from vfgym.envs.environment import new_state
 from vfgym.errors import error_record
+from vfgym.gcpolicy import AUTO_FREEZE_ROLLOUTS, frozen_gc
 from vfgym.results import ResultsWriter, inputs_digest, make_record
 from vfgym.types import GenerateInputs, GenerateOutputs, SamplingArgs, State
 
@@ -128,8 +129,13 @@ async def run_batch(
     resume: bool = False,
     use_tqdm: bool = False,
     on_result: Callable[[dict[str, Any]], None] | None = None,
+    gc_freeze: bool | None = None,
 ) -> GenerateOutputs:
-    """Run, score and record every input row; see `Environment.generate`."""
+    """Run, score and record every input row; see `Environment.generate`.
+
+    `gc_freeze` keeps garbage-collector pauses short while the batch runs (see
+    `vfgym.gcpolicy`); None turns it on for batches of 1,000 rollouts or more.
+    """
     rows = normalize_inputs(env, inputs)
     if num_examples is not None and num_examples > 0:
         rows = rows[: num_examples * max(1, rollouts_per_example)]
@@ -235,7 +241,9 @@ async def run_batch(
                         progress.update(1)
                 else:
                     pending.append(i)
-            await _launch(run_one, pending)
+            freeze = len(pending) >= AUTO_FREEZE_ROLLOUTS if gc_freeze is None else gc_freeze
+            async with frozen_gc(freeze):
+                await _launch(run_one, pending)
             status = "complete"
             if writer is not None:
                 writer.close(status, summarize(rewards, states))

@@ -562,10 +562,10 @@ _IGNORED_GENERATE_KWARGS = frozenset(
 
 def _compat_generate_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
     """Keep the keyword arguments `run_batch` understands; refuse unknown ones."""
-    unknown = set(kwargs) - _IGNORED_GENERATE_KWARGS - {"semaphore"}
+    unknown = set(kwargs) - _IGNORED_GENERATE_KWARGS - {"semaphore", "gc_freeze"}
     if unknown:
         raise TypeError(f"generate() got unexpected keyword argument(s) {sorted(unknown)}")
-    return {k: v for k, v in kwargs.items() if k == "semaphore"}
+    return {k: v for k, v in kwargs.items() if k in ("semaphore", "gc_freeze")}
 
 
 __all__ = ["Environment", "new_state"]
