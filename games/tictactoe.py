@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import random
 import re
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any
 
 from vfgym.games._base import (
@@ -81,6 +81,11 @@ def parse_cell(text: str) -> int:
     return (int(row) - 1) * 3 + COLUMNS.index(col.upper())
 
 
+# A board is one of at most 3**9 strings, so the pure functions of a board below are
+# memoised without bound: a game's move then costs dictionary lookups, not searches.
+
+
+@cache
 def winner(board: str) -> str | None:
     """The mark that has three in a row, if any."""
     for a, b, c in LINES:
@@ -89,8 +94,13 @@ def winner(board: str) -> str | None:
     return None
 
 
+@cache
+def _empty(board: str) -> tuple[int, ...]:
+    return tuple(i for i, mark in enumerate(board) if mark == EMPTY)
+
+
 def empty_cells(board: str) -> list[int]:
-    return [i for i, mark in enumerate(board) if mark == EMPTY]
+    return list(_empty(board))
 
 
 def place(board: str, index: int, mark: str) -> str:
@@ -106,7 +116,7 @@ def minimax_value(board: str, to_move: str) -> int:
     """The game's value for the side to move with perfect play: 1 win, 0 draw, -1 loss."""
     if winner(board) is not None:
         return -1  # the previous move made a line
-    moves = empty_cells(board)
+    moves = _empty(board)
     if not moves:
         return 0
     return max(-minimax_value(place(board, i, to_move), other(to_move)) for i in moves)
@@ -114,9 +124,14 @@ def minimax_value(board: str, to_move: str) -> int:
 
 def best_moves(board: str, mark: str) -> list[int]:
     """Every move that keeps the minimax value for `mark`."""
-    values = {i: -minimax_value(place(board, i, mark), other(mark)) for i in empty_cells(board)}
+    return list(_best(board, mark))
+
+
+@cache
+def _best(board: str, mark: str) -> tuple[int, ...]:
+    values = {i: -minimax_value(place(board, i, mark), other(mark)) for i in _empty(board)}
     top = max(values.values())
-    return [i for i, value in values.items() if value == top]
+    return tuple(i for i, value in values.items() if value == top)
 
 
 @cache
@@ -126,25 +141,31 @@ def score_against_random(board: str, mark: str, to_move: str) -> float:
     won = winner(board)
     if won is not None:
         return 1.0 if won == mark else 0.0
-    moves = empty_cells(board)
+    moves = _empty(board)
     if not moves:
         return 0.5
     if to_move == mark:
         return max(
             score_against_random(place(board, i, mark), mark, other(mark))
-            for i in best_moves(board, mark)
+            for i in _best(board, mark)
         )
     total = sum(score_against_random(place(board, i, to_move), mark, mark) for i in moves)
     return total / len(moves)
 
 
+@lru_cache(maxsize=1 << 15)
 def opponent_move(board: str, kind: str, seed: int) -> int:
-    """The built-in opponent's cell; a pure function of the board, its kind and its seed."""
+    """The built-in opponent's cell; a pure function of the board, its kind and its seed.
+
+    Memoised: seeding a generator from the position costs more than the rest of a
+    move, and training replays the same items (and so positions) many times.
+    """
     rng = random.Random(f"{seed}:{board}")
-    choices = empty_cells(board) if kind == "random" else best_moves(board, OPPONENT)
+    choices = _empty(board) if kind == "random" else _best(board, OPPONENT)
     return rng.choice(choices)
 
 
+@cache
 def render_board(board: str) -> str:
     rows = [f"{r + 1}  " + " ".join(board[r * 3 : r * 3 + 3]) for r in range(3)]
     return "\n".join(["   A B C", *rows])
@@ -184,7 +205,7 @@ class TicTacToeEnv(TextGame):
         if board[cell] != EMPTY:
             raise InvalidMove(
                 f"{cell_name(cell)} is already taken by {board[cell]}; choose an empty cell "
-                f"({', '.join(cell_name(i) for i in empty_cells(board))})."
+                f"({', '.join(cell_name(i) for i in _empty(board))})."
             )
         board = place(board, cell, PLAYER)
         game["moves"].append(cell_name(cell))
@@ -192,7 +213,7 @@ class TicTacToeEnv(TextGame):
         if winner(board) == PLAYER:
             game["result"] = "win"
             lines.append("Three in a row: you win!")
-        elif not empty_cells(board):
+        elif not _empty(board):
             game["result"] = "draw"
             lines.append("The board is full: it is a draw.")
         else:
@@ -202,7 +223,7 @@ class TicTacToeEnv(TextGame):
             if winner(board) == OPPONENT:
                 game["result"] = "loss"
                 lines.append("O has three in a row: you lose.")
-            elif not empty_cells(board):
+            elif not _empty(board):
                 game["result"] = "draw"
                 lines.append("The board is full: it is a draw.")
         game["board"] = board
