@@ -61,6 +61,7 @@ OPENERS = {1: "raise", 2: "raise", 3: "tares"}
 PLAN_LIMIT = 400
 PLAN_WIDTH = 8
 
+_WORD = re.compile(r"[a-z]{5}")
 _ROW = re.compile(r"^\s*\d+\.\s+([A-Z]{5})\s+([GY-]{5})\s*$", re.MULTILINE)
 _GUESSES = re.compile(r"You have (\d+) guesses")
 
@@ -81,17 +82,14 @@ Reply with your guess inside move tags, for example: <move>crane</move>"""
 
 def feedback(guess: str, answer: str) -> str:
     """The marks of `guess` against `answer`, e.g. feedback("speed", "abide") == "--Y-Y"."""
-    marks = [GREY] * WORD_LENGTH
-    unmatched: dict[str, int] = {}
-    for i, (g, a) in enumerate(zip(guess, answer, strict=True)):
-        if g == a:
-            marks[i] = GREEN
-        else:
-            unmatched[a] = unmatched.get(a, 0) + 1
-    for i, g in enumerate(guess):
-        if marks[i] == GREY and unmatched.get(g, 0) > 0:
-            marks[i] = YELLOW
-            unmatched[g] -= 1
+    marks = [GREEN if g == a else GREY for g, a in zip(guess, answer, strict=True)]
+    # The answer's letters not matched in place: each can turn one guessed letter yellow.
+    spare = [a for a, m in zip(answer, marks, strict=True) if m == GREY]
+    if spare:
+        for i, g in enumerate(guess):
+            if marks[i] == GREY and g in spare:
+                marks[i] = YELLOW
+                spare.remove(g)
     return "".join(marks)
 
 
@@ -336,17 +334,19 @@ class WordleEnv(TextGame):
 
     def apply_move(self, game: dict[str, Any], move: str) -> str:
         word = move.strip().strip(".!\"'").lower()
-        if not re.fullmatch(r"[a-z]{5}", word):
+        if not _WORD.fullmatch(word):
             raise InvalidMove(
                 f"{move[:40]!r} is not a five-letter word; guess like <move>crane</move>."
             )
         if word not in word_bank().index:
             raise InvalidMove(f"{word!r} is not in the word list; guess an English word.")
-        known = {i for m in game["marks"] for i, c in enumerate(m) if c == GREEN}
         marks = feedback(word, game["answer"])
+        greens = [i for i, c in enumerate(marks) if c == GREEN]
+        if greens and game["marks"]:  # only the greens no earlier guess had count
+            greens = [i for i in greens if all(m[i] != GREEN for m in game["marks"])]
         game["guesses"].append(word)
         game["marks"].append(marks)
-        game["step_greens"] = sum(1 for i, c in enumerate(marks) if c == GREEN and i not in known)
+        game["step_greens"] = len(greens)
         used, total = len(game["guesses"]), game["max_guesses"]
         if marks == GREEN * WORD_LENGTH:
             game["won"] = True
