@@ -91,8 +91,8 @@ class RewardSpec:
         """The keyword arguments to call the function with, out of everything on offer."""
         if self.accepts_all:
             return dict(available)
-        missing = self.required.difference(available)
-        if missing:
+        if not self.required.issubset(available):
+            missing = self.required.difference(available)
             raise TypeError(
                 f"reward function {self.name!r} needs argument(s) {sorted(missing)} that the "
                 f"rubric does not provide; it offers {sorted(available)}. Give the parameter "
@@ -101,9 +101,12 @@ class RewardSpec:
         return {key: available[key] for key in self.params if key in available}
 
 
+_PLAIN_NUMBERS = frozenset({float, int, bool})
+
+
 def to_reward(name: str, value: Any) -> float:
     """A reward function's result as a float; TypeError for anything that is not a number."""
-    if isinstance(value, bool | int | float):
+    if type(value) in _PLAIN_NUMBERS or isinstance(value, bool | int | float):
         return float(value)
     if value is None or isinstance(value, str | bytes | complex) or not hasattr(value, "__float__"):
         raise TypeError(

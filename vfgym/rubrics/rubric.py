@@ -33,6 +33,11 @@ REWARD_ERRORS = "reward_errors"
 """Metric counting a rollout's failed reward functions; also the state key listing them."""
 
 
+class SyncScoringUnavailable(TypeError):
+    """`score_rollout_sync` was asked to score with async reward functions (or for a
+    rubric that scores its own way); nothing was called, score with `score_rollout`."""
+
+
 def error_entry(name: str, exc: BaseException) -> dict[str, str]:
     """The record of one failed reward function, as stored in `state["reward_errors"]`."""
     return {"func": name, "type": type(exc).__name__, "message": str(exc)}
@@ -89,6 +94,7 @@ class Rubric:
         self.reward_funcs: list[RewardFunc] = []
         self.reward_weights: list[float] = []
         self._specs: dict[int, RewardSpec] = {}
+        self._spec_list: tuple[list[RewardFunc], list[RewardSpec]] = ([], [])
         self._warned: set[str] = set()
         self.class_objects: dict[str, Any] = {"parser": self.parser}
         for name, value in (class_objects or {}).items():
@@ -291,8 +297,7 @@ class Rubric:
         subclass that overrides it scores its own way) and every reward function
         is sync.
         """
-        specs = [self._spec_for(f) for f in self.get_reward_funcs()]
-        return self._why_not_sync(specs) is None
+        return self._why_not_sync(self._specs_of(self.get_reward_funcs())) is None
 
     def _why_not_sync(self, specs: list[RewardSpec]) -> str | None:
         if type(self).score_rollout is not Rubric.score_rollout:
@@ -319,14 +324,15 @@ class Rubric:
         there is no shared event loop to protect, and a loop plus a thread hop
         would cost more than the reward functions themselves. The arguments,
         weights, metrics and error records are exactly those of `score_rollout`.
-        Needs `can_score_sync()`; otherwise it raises TypeError, and the rollout
-        must be scored with `await score_rollout(...)`.
+        Needs `can_score_sync()`; otherwise it raises `SyncScoringUnavailable`
+        before calling anything, and the rollout must be scored with
+        `await score_rollout(...)`.
         """
         started = time.perf_counter()
         specs, weights = self._specs_and_weights()
         blocker = self._why_not_sync(specs)
         if blocker is not None:
-            raise TypeError(
+            raise SyncScoringUnavailable(
                 f"{type(self).__name__} cannot score without an event loop: it {blocker}; "
                 "use `await rubric.score_rollout(...)` instead"
             )
@@ -335,7 +341,7 @@ class Rubric:
         available = self._offer(prompt, completion, answer, state, task, info, example_id, kwargs)
         outcomes = call_specs(specs, available)
         for i, outcome in enumerate(outcomes):
-            if inspect.isawaitable(outcome):  # a sync function that returned an awaitable
+            if hasattr(outcome, "__await__"):  # a sync function that returned an awaitable
                 outcomes[i] = run_sync(self._settle(specs[i], outcome))
         return self._tally(state, specs, weights, outcomes, apply_weights, started)
 
@@ -347,7 +353,15 @@ class Rubric:
                 f"{type(self).__name__} has {len(funcs)} reward function(s) but {len(weights)} "
                 "weight(s); add functions with add_reward_func(func, weight)"
             )
-        return [self._spec_for(f) for f in funcs], weights
+        return self._specs_of(funcs), weights
+
+    def _specs_of(self, funcs: list[RewardFunc]) -> list[RewardSpec]:
+        """The specs of `funcs` in order, kept while the list holds the same functions."""
+        known, specs = self._spec_list
+        if known != funcs:  # list equality compares the functions by identity first
+            specs = [self._spec_for(f) for f in funcs]
+            self._spec_list = (list(funcs), specs)
+        return specs
 
     def _tally(
         self,
