@@ -119,8 +119,14 @@ def call_inline(func: Callable[..., T | Awaitable[T]], /, *args: Any, **kwargs: 
     """
     result = func(*args, **kwargs)
     if hasattr(result, "__await__"):
-        return run_inline(result if type(result) is CoroutineType else _awaited(result))
+        return settle_inline(result)
     return result  # type: ignore[return-value]
+
+
+def settle_inline(awaitable: Awaitable[T]) -> T:
+    """The value of an awaitable that never suspends (a `never_suspends` hook's result),
+    with no event loop; hot paths call a hook directly and settle only awaitables."""
+    return run_inline(awaitable if type(awaitable) is CoroutineType else _awaited(awaitable))
 
 
 async def _awaited(awaitable: Awaitable[T]) -> T:

@@ -9,7 +9,7 @@ from typing import Any
 
 from openai import AsyncOpenAI, OpenAI
 
-from vfgym._async import call_inline, is_async_callable, maybe_await
+from vfgym._async import call_inline, is_async_callable, maybe_await, settle_inline
 from vfgym.envs.environment import Environment
 from vfgym.errors import ContextLengthExceeded, error_record
 from vfgym.messages import assistant_message, completion_text
@@ -152,7 +152,9 @@ class MultiTurnEnv(Environment):
     ) -> str | None:
         """`check_stop` with no event loop, for environments whose `hooks_are_sync`."""
         context = self._context_sync(state)
-        completed = call_inline(self.is_completed, context, state, **kwargs)
+        completed = self.is_completed(context, state, **kwargs)
+        if hasattr(completed, "__await__"):
+            completed = settle_inline(completed)
         if completed or natural_only:
             return self._natural_stop(state, completed)
         if not self._default_max_turns and call_inline(self.max_turns_reached, state):
@@ -197,10 +199,14 @@ class MultiTurnEnv(Environment):
         game in a few microseconds.
         """
         context = self._context_sync(state)
-        completed = call_inline(self.is_completed, context, state, **kwargs)
+        completed = self.is_completed(context, state, **kwargs)
+        if hasattr(completed, "__await__"):  # an async hook that never suspends
+            completed = settle_inline(completed)
         if completed:
             return self._no_messages(), self._natural_stop(state, completed)
-        reply = call_inline(self.env_response, context, state, **kwargs)
+        reply = self.env_response(context, state, **kwargs)
+        if hasattr(reply, "__await__"):
+            reply = settle_inline(reply)
         return self._take_reply(state, reply), self.check_stop_sync(state, **kwargs)
 
     def _no_messages(self) -> Messages:
