@@ -12,7 +12,7 @@ longer than the space allows with a note saying so. The raw messages stay in
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 #: Characters no observation contains: C0 controls except tab/newline/CR, DEL, C1
@@ -71,14 +71,16 @@ def content_text(content: Any) -> str:
     return str(content)
 
 
-def messages_text(messages: Iterable[Any] | str) -> str:
+def messages_text(messages: Sequence[Any] | str) -> str:
     """The contents of `messages` joined by a blank line (a completion string as it is)."""
     if isinstance(messages, str):
         return messages
-    return SEPARATOR.join(content_text(m.get("content")) for m in messages)
+    if len(messages) == 1:  # the usual reply to a move: no join needed
+        return content_text(messages[0].get("content"))
+    return SEPARATOR.join([content_text(m.get("content")) for m in messages])
 
 
-def observation_text(messages: Iterable[Any] | str, max_length: int) -> str:
+def observation_text(messages: Sequence[Any] | str, max_length: int) -> str:
     """What the text observation shows for `messages`: cleaned and cut to fit."""
     return fit_text(clean_text(messages_text(messages)), max_length)
 
