@@ -15,10 +15,13 @@ import json
 import random
 import re
 from abc import abstractmethod
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, ClassVar, Self
+
+from vfgym.games._base import EVAL_OFFSET, game_rows
 
 from vfgym._async import never_suspends
+from vfgym.rubrics import Rubric
 from vfgym.types import ChatMessage, Messages, RewardFunc, State
 
 ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
@@ -81,6 +84,25 @@ def assistant_turns(messages: Messages) -> int:
     return sum(1 for m in messages if m.get("role") == "assistant")
 
 
+def check_invalid_move_limit(max_invalid_moves: int) -> None:
+    """Refuse a limit below 1 (no episode could end on invalid moves the way it promises)."""
+    if max_invalid_moves < 1:
+        raise ValueError("max_invalid_moves must be at least 1")
+
+
+def subset_knob(knob: str, given: Iterable[str], allowed: Iterable[str]) -> tuple[str, ...]:
+    """`given` in order without repeats, refused unless it is a non-empty subset of `allowed`.
+
+    `knob` names the argument in the error, which lists what may be chosen.
+    """
+    chosen = tuple(dict.fromkeys(given))
+    allowed = list(allowed)
+    unknown = [name for name in chosen if name not in allowed]
+    if not chosen or unknown:
+        raise ValueError(f"{knob} must be a non-empty subset of {allowed}; unknown: {unknown}")
+    return chosen
+
+
 def final_reply(completion: Messages) -> str | None:
     """The text of the last assistant turn if it called no tool: the model's answer turn."""
     if isinstance(completion, str):
@@ -94,15 +116,41 @@ def final_reply(completion: Messages) -> str | None:
 class ToolTask:
     """Mixin for a `ToolEnv` subclass: answer format, invalid moves and shared metrics.
 
-    Put it first in the bases (`class MyTask(ToolTask, SandboxEnv)`) and set
-    `self.max_invalid_moves` before calling the ToolEnv's `__init__`. Subclasses
-    supply `read_answer` (when the format is not `<answer>` tags), the reward,
+    Put it first in the bases (`class MyTask(ToolTask, SandboxEnv)`); its `__init__`
+    takes `max_invalid_moves` and gives the ToolEnv the rubric of `build_rubric`.
+    Subclasses supply `read_answer` (when the format is not `<answer>` tags),
+    `answers_match` (or a whole `build_rubric` when the reward is not a right answer),
     `reference_policy` and `random_reply`.
     """
 
+    #: The registry name, e.g. "python-math" (also seeds the dataset items).
+    game_name: ClassVar[str] = ""
     max_invalid_moves: int = 3
     #: What the model is told when its final reply holds no answer.
     answer_hint: str = "give your final answer as <answer>YOUR ANSWER</answer>"
+
+    def __init__(self, *, max_invalid_moves: int = 3, **kwargs: Any) -> None:
+        check_invalid_move_limit(max_invalid_moves)
+        self.max_invalid_moves = max_invalid_moves
+        super().__init__(rubric=self.build_rubric(), **kwargs)  # type: ignore[call-arg]
+
+    @classmethod
+    def from_items(
+        cls,
+        make: Callable[[random.Random, int], tuple[str, dict[str, Any], str]],
+        num_examples: int,
+        seed: int,
+        **kwargs: Any,
+    ) -> Self:
+        """The task over training and evaluation rows made by `make(rng, index)`.
+
+        The evaluation rows start at `EVAL_OFFSET`, so the two splits never overlap.
+        """
+        return cls(
+            dataset=game_rows(cls.game_name, make, num_examples, seed),
+            eval_dataset=game_rows(cls.game_name, make, num_examples, seed, offset=EVAL_OFFSET),
+            **kwargs,
+        )
 
     # ------------------------------------------------------------ answers
 
@@ -114,6 +162,16 @@ class ToolTask:
         """The answer the episode ended with, or None (no answer turn, or none readable)."""
         reply = final_reply(completion)
         return None if reply is None else self.read_answer(reply)
+
+    def answers_match(self, given: str | None, expected: str) -> bool:
+        """Whether the final answer `given` (None: there was none) is the expected one.
+
+        What counts as the same answer is the task's to say, so a task scored by
+        `correct` must define it.
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__} must define answers_match (or its own build_rubric)"
+        )
 
     # -------------------------------------------------------------- hooks
 
@@ -158,7 +216,34 @@ class ToolTask:
             return f"{left} more invalid move{'s' if left != 1 else ''} ends the task."
         return "That was the last invalid move allowed: the task is over."
 
-    # ------------------------------------------------------------ metrics
+    # ------------------------------------------------------------- rubric
+
+    def build_rubric(self) -> Rubric:
+        """`correct` (weight 1) plus the shared metrics; tasks rewarded otherwise override it.
+
+        `correct` is 1 for a final answer that `answers_match` the row's answer, and 0
+        for any episode lost on invalid moves, whatever it answered.
+        """
+        task = self
+
+        def correct(completion: Messages, answer: str, state: State) -> float:
+            if task.lost_on_invalid_moves(state):
+                return 0.0
+            return 1.0 if task.answers_match(task.final_answer(completion), answer) else 0.0
+
+        return self.rubric_of(correct)
+
+    def rubric_of(
+        self, reward: RewardFunc, *metrics: RewardFunc, parallelize_scoring: bool = True
+    ) -> Rubric:
+        """A rubric whose reward is `reward` alone: `metrics` and the shared metrics are
+        reported with weight 0."""
+        funcs = [reward, *metrics, *self.metric_funcs()]
+        return Rubric(
+            funcs=funcs,
+            weights=[1.0] + [0.0] * (len(funcs) - 1),
+            parallelize_scoring=parallelize_scoring,
+        )
 
     def metric_funcs(self) -> list[RewardFunc]:
         """Metrics every tool task reports (weight 0): turns, tool calls, invalid moves, format."""

@@ -30,12 +30,13 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from vfgym.games._base import EVAL_OFFSET, game_rows
 from vfgym.games._code_bank import SPECS, Spec, reference_function, spec_text
 from vfgym.games._tool_task import (
     ToolTask,
     assistant_turns,
+    check_invalid_move_limit,
     extract_answer,
+    subset_knob,
     task_text,
     tool_call_message,
     tool_outputs_since_last_turn,
@@ -196,15 +197,14 @@ class CodeTestsEnv(ToolTask, SandboxEnv):
     def __init__(
         self, *, max_invalid_moves: int = 3, test_timeout: float = 2.0, **kwargs: Any
     ) -> None:
-        if max_invalid_moves < 1:
-            raise ValueError("max_invalid_moves must be at least 1")
         if not isinstance(test_timeout, int | float) or test_timeout <= 0:
             raise ValueError(
                 f"test_timeout must be a positive number of seconds, not {test_timeout!r}"
             )
-        self.max_invalid_moves = max_invalid_moves
         self.test_timeout = float(test_timeout)
-        super().__init__(python_tool=True, bash_tool=False, rubric=self.build_rubric(), **kwargs)
+        super().__init__(
+            python_tool=True, bash_tool=False, max_invalid_moves=max_invalid_moves, **kwargs
+        )
 
     def read_answer(self, text: str) -> str | None:
         return extract_code(text)
@@ -246,10 +246,7 @@ class CodeTestsEnv(ToolTask, SandboxEnv):
         async def tests_passed(completion: Messages, state: State) -> float:
             return float(sum(await task.hidden_test_results(completion, state)))
 
-        funcs = [pass_rate, tests_passed, *self.metric_funcs()]
-        return Rubric(
-            funcs=funcs, weights=[1.0] + [0.0] * (len(funcs) - 1), parallelize_scoring=False
-        )
+        return self.rubric_of(pass_rate, tests_passed, parallelize_scoring=False)
 
     def reference_policy(self, messages: Messages) -> ChatMessage:
         """Write the template's implementation, try it on the example once, then answer."""
@@ -295,20 +292,15 @@ def load_environment(
     """Build the environment (templates of `specs` up to `difficulty`)."""
     if difficulty not in DIFFICULTIES:
         raise ValueError(f"difficulty must be one of {list(DIFFICULTIES)}, not {difficulty!r}")
-    chosen = tuple(dict.fromkeys(specs))
-    unknown = [name for name in chosen if name not in _BY_NAME]
-    if not chosen or unknown:
-        raise ValueError(
-            f"specs must be a non-empty subset of {list(SPEC_NAMES)}; unknown: {unknown}"
-        )
-    if max_invalid_moves < 1:
-        raise ValueError("max_invalid_moves must be at least 1")
+    chosen = subset_knob("specs", specs, SPEC_NAMES)
+    check_invalid_move_limit(max_invalid_moves)
     if max_turns < 1:
         raise ValueError("max_turns must be at least 1")
     make = lambda rng, i: generate_item(rng, difficulty, chosen)  # noqa: E731
-    return CodeTestsEnv(
-        dataset=game_rows("code-tests", make, num_examples, seed),
-        eval_dataset=game_rows("code-tests", make, num_examples, seed, offset=EVAL_OFFSET),
+    return CodeTestsEnv.from_items(
+        make,
+        num_examples,
+        seed,
         system_prompt=SYSTEM_PROMPT,
         max_turns=max_turns,
         max_invalid_moves=max_invalid_moves,

@@ -28,20 +28,20 @@ from collections import Counter
 from fractions import Fraction
 from typing import Any
 
-from vfgym.games._base import EVAL_OFFSET, game_rows
 from vfgym.games._tool_task import (
     ToolTask,
     answer_message,
     assistant_turns,
+    check_invalid_move_limit,
+    subset_knob,
     task_text,
     tool_call_message,
     tool_outputs_since_last_turn,
 )
 
-from vfgym.rubrics import Rubric
 from vfgym.sandbox.config import SandboxConfig
 from vfgym.sandbox.env import SandboxEnv
-from vfgym.types import ChatMessage, Messages, State
+from vfgym.types import ChatMessage, Messages
 
 GYM_ID = "vfgym/PythonMath-v0"
 KIND = "tool"
@@ -441,23 +441,11 @@ class PythonMathEnv(ToolTask, SandboxEnv):
 
     game_name = "python-math"
 
-    def __init__(self, *, max_invalid_moves: int = 3, **kwargs: Any) -> None:
-        if max_invalid_moves < 1:
-            raise ValueError("max_invalid_moves must be at least 1")
-        self.max_invalid_moves = max_invalid_moves
-        super().__init__(python_tool=True, bash_tool=False, rubric=self.build_rubric(), **kwargs)
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(python_tool=True, bash_tool=False, **kwargs)
 
-    def build_rubric(self) -> Rubric:
-        """`correct` (weight 1) plus the shared metrics."""
-        task = self
-
-        def correct(completion: Messages, answer: str, state: State) -> float:
-            if task.lost_on_invalid_moves(state):
-                return 0.0
-            return 1.0 if answers_match(task.final_answer(completion), answer) else 0.0
-
-        funcs = [correct, *self.metric_funcs()]
-        return Rubric(funcs=funcs, weights=[1.0] + [0.0] * (len(funcs) - 1))
+    def answers_match(self, given: str | None, expected: str) -> bool:
+        return answers_match(given, expected)
 
     def reference_policy(self, messages: Messages) -> ChatMessage:
         """Compute with the tool, then answer with what it printed."""
@@ -484,20 +472,15 @@ def load_environment(
     """Build the environment (problems of `families` at `difficulty`)."""
     if difficulty not in DIFFICULTIES:
         raise ValueError(f"difficulty must be one of {list(DIFFICULTIES)}, not {difficulty!r}")
-    chosen = tuple(dict.fromkeys(families))
-    unknown = [f for f in chosen if f not in FAMILIES]
-    if not chosen or unknown:
-        raise ValueError(
-            f"families must be a non-empty subset of {list(FAMILIES)}; unknown: {unknown}"
-        )
-    if max_invalid_moves < 1:
-        raise ValueError("max_invalid_moves must be at least 1")
+    chosen = subset_knob("families", families, FAMILIES)
+    check_invalid_move_limit(max_invalid_moves)
     if max_turns < 2:
         raise ValueError("max_turns must be at least 2 (one tool call and the answer)")
     make = lambda rng, i: generate_item(rng, difficulty, chosen)  # noqa: E731
-    return PythonMathEnv(
-        dataset=game_rows("python-math", make, num_examples, seed),
-        eval_dataset=game_rows("python-math", make, num_examples, seed, offset=EVAL_OFFSET),
+    return PythonMathEnv.from_items(
+        make,
+        num_examples,
+        seed,
         system_prompt=SYSTEM_PROMPT,
         max_turns=max_turns,
         max_invalid_moves=max_invalid_moves,

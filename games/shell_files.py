@@ -23,17 +23,17 @@ import random
 import re
 from typing import Any
 
-from vfgym.games._base import EVAL_OFFSET, game_rows
 from vfgym.games._tool_task import (
     ToolTask,
     answer_message,
     assistant_turns,
+    check_invalid_move_limit,
+    subset_knob,
     task_text,
     tool_call_message,
     tool_outputs_since_last_turn,
 )
 
-from vfgym.rubrics import Rubric
 from vfgym.sandbox.config import SandboxConfig
 from vfgym.sandbox.env import SandboxEnv
 from vfgym.types import ChatMessage, Messages, State
@@ -363,11 +363,8 @@ class ShellFilesEnv(ToolTask, SandboxEnv):
 
     game_name = "shell-files"
 
-    def __init__(self, *, max_invalid_moves: int = 3, **kwargs: Any) -> None:
-        if max_invalid_moves < 1:
-            raise ValueError("max_invalid_moves must be at least 1")
-        self.max_invalid_moves = max_invalid_moves
-        super().__init__(python_tool=False, bash_tool=True, rubric=self.build_rubric(), **kwargs)
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(python_tool=False, bash_tool=True, **kwargs)
 
     async def setup_state(self, state: State, **kwargs: Any) -> State:
         """Acquire the rollout's sandbox, then write the tree into its workspace."""
@@ -377,17 +374,8 @@ class ShellFilesEnv(ToolTask, SandboxEnv):
             await sandbox.write_file(path, content)
         return state
 
-    def build_rubric(self) -> Rubric:
-        """`correct` (weight 1) plus the shared metrics."""
-        task = self
-
-        def correct(completion: Messages, answer: str, state: State) -> float:
-            if task.lost_on_invalid_moves(state):
-                return 0.0
-            return 1.0 if answers_match(task.final_answer(completion), answer) else 0.0
-
-        funcs = [correct, *self.metric_funcs()]
-        return Rubric(funcs=funcs, weights=[1.0] + [0.0] * (len(funcs) - 1))
+    def answers_match(self, given: str | None, expected: str) -> bool:
+        return answers_match(given, expected)
 
     def reference_policy(self, messages: Messages) -> ChatMessage:
         """Run the question's command, then answer with what it shows."""
@@ -419,20 +407,15 @@ def load_environment(
     """Build the environment (trees of `difficulty`, questions from `questions`)."""
     if difficulty not in DIFFICULTIES:
         raise ValueError(f"difficulty must be one of {list(DIFFICULTIES)}, not {difficulty!r}")
-    chosen = tuple(dict.fromkeys(questions))
-    unknown = [q for q in chosen if q not in QUESTIONS]
-    if not chosen or unknown:
-        raise ValueError(
-            f"questions must be a non-empty subset of {list(QUESTIONS)}; unknown: {unknown}"
-        )
-    if max_invalid_moves < 1:
-        raise ValueError("max_invalid_moves must be at least 1")
+    chosen = subset_knob("questions", questions, QUESTIONS)
+    check_invalid_move_limit(max_invalid_moves)
     if max_turns < 2:
         raise ValueError("max_turns must be at least 2 (one command and the answer)")
     make = lambda rng, i: generate_item(rng, difficulty, chosen)  # noqa: E731
-    return ShellFilesEnv(
-        dataset=game_rows("shell-files", make, num_examples, seed),
-        eval_dataset=game_rows("shell-files", make, num_examples, seed, offset=EVAL_OFFSET),
+    return ShellFilesEnv.from_items(
+        make,
+        num_examples,
+        seed,
         system_prompt=SYSTEM_PROMPT,
         max_turns=max_turns,
         max_invalid_moves=max_invalid_moves,
