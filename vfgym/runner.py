@@ -274,7 +274,7 @@ async def run_batch(
     )
 
 
-LAUNCH_SLICE = 256
+LAUNCH_SLICE = 64
 
 
 async def _launch(run_one: Callable[[int], Any], indices: list[int]) -> None:
