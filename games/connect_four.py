@@ -20,12 +20,15 @@ import re
 from functools import cache, lru_cache
 from typing import Any
 
-from vfgym.games._base import (
-    EVAL_OFFSET,
-    InvalidMove,
-    TextGame,
-    game_rows,
-    move_message,
+from vfgym.games._base import EVAL_OFFSET, InvalidMove, game_rows, move_message
+from vfgym.games._boards import (
+    EMPTY,
+    FIRSTS,
+    OPPONENT,
+    PLAYER,
+    OpponentGame,
+    latest_board,
+    opponent_moves_first,
 )
 
 from vfgym.types import ChatMessage, Messages
@@ -35,8 +38,6 @@ KIND = "game"
 NEEDS_SANDBOX = False
 
 ROWS, COLS = 6, 7
-PLAYER, OPPONENT, EMPTY = "X", "O", "."
-FIRSTS = ("player", "opponent", "alternate")
 DIFFICULTIES = {"easy": 0, "medium": 1, "hard": 3}
 REFERENCE_DEPTH = 5
 MAX_DEPTH = 6
@@ -248,22 +249,20 @@ def render_board(board: str) -> str:
 
 def read_board(messages: Messages) -> str:
     """The latest board shown in the conversation (what a player sees)."""
-    for message in reversed(messages):
-        if message.get("role") == "assistant":
-            continue
-        found = _BOARD.findall(message.get("content") or "")
-        if found:
-            return found[-1].replace(" ", "").replace("\n", "")
-    raise ValueError("no Connect Four board found in the conversation")
+    found = latest_board(messages, _BOARD)
+    if found is None:
+        raise ValueError("no Connect Four board found in the conversation")
+    return found.replace(" ", "").replace("\n", "")
 
 
 # ------------------------------------------------------------------- the game
 
 
-class ConnectFourEnv(TextGame):
+class ConnectFourEnv(OpponentGame):
     """Connect Four; the environment answers each move with the opponent's reply."""
 
     game_name = "connect-four"
+    line = "four"
 
     def new_game(self, info: dict[str, Any]) -> dict[str, Any]:
         return {
@@ -285,42 +284,25 @@ class ConnectFourEnv(TextGame):
         if board[col] != EMPTY:
             free = ", ".join(str(c + 1) for c in legal_columns(board))
             raise InvalidMove(f"column {col + 1} is full; choose one of {free}.")
-        board = place(board, col, PLAYER)
         game["moves"] += 1
-        lines = [f"You played column {col + 1}."]
-        if winner(board) == PLAYER:
-            game["result"] = "win"
-            lines.append("Four in a row: you win!")
-        elif not legal_columns(board):
-            game["result"] = "draw"
-            lines.append("The board is full: it is a draw.")
-        else:
-            reply = opponent_move(board, game["depth"], game["opponent_seed"])
-            board = place(board, reply, OPPONENT)
-            lines.append(f"O played column {reply + 1}.")
-            if winner(board) == OPPONENT:
-                game["result"] = "loss"
-                lines.append("O has four in a row: you lose.")
-            elif not legal_columns(board):
-                game["result"] = "draw"
-                lines.append("The board is full: it is a draw.")
-        game["board"] = board
-        text = f"{' '.join(lines)}\n\n{render_board(board)}"
-        return text if game["result"] else f"{text}\n\nYour move (you are X)."
+        return self.finish_turn(game, place(board, col, PLAYER), f"You played column {col + 1}.")
 
-    def is_over(self, game: dict[str, Any]) -> bool:
-        return game["result"] is not None
+    def board_winner(self, board: str) -> str | None:
+        return winner(board)
 
-    def score(self, game: dict[str, Any]) -> float:
-        return {"win": 1.0, "draw": 0.5}.get(game["result"], 0.0)
+    def board_full(self, board: str) -> bool:
+        return not legal_columns(board)
+
+    def opponent_reply(self, game: dict[str, Any], board: str) -> tuple[str, str]:
+        col = opponent_move(board, game["depth"], game["opponent_seed"])
+        return place(board, col, OPPONENT), f"O played column {col + 1}."
+
+    def render_board(self, board: str) -> str:
+        return render_board(board)
 
     def efficiency(self, game: dict[str, Any], state: dict[str, Any]) -> float:
         """Four moves is the fastest possible win."""
         return min(1.0, 4 / max(1, game["moves"]))
-
-    def render(self, game: dict[str, Any]) -> str:
-        status = {"win": "X won", "loss": "O won", "draw": "draw"}.get(game["result"], "X to move")
-        return f"{render_board(game['board'])}\n{status}"
 
     def reference_policy(self, messages: Messages) -> ChatMessage:
         board = read_board(messages)
@@ -345,7 +327,7 @@ def generate_item(
 ) -> tuple[str, dict[str, Any], str]:
     """A game: random opening plies (no one wins in them), then the opponent's first move
     when it starts."""
-    opponent_starts = first == "opponent" or (first == "alternate" and index % 2 == 1)
+    opponent_starts = opponent_moves_first(first, index)
     seed = rng.getrandbits(32)
     board = EMPTY * (ROWS * COLS)
     marks = (OPPONENT, PLAYER) if opponent_starts else (PLAYER, OPPONENT)
