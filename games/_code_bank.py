@@ -11,6 +11,7 @@ bool, None and lists of them).
 
 from __future__ import annotations
 
+import copy
 import random
 import re
 import string
@@ -101,10 +102,14 @@ def _ints(rng: random.Random, low: int, high: int, min_len: int, max_len: int) -
     return [rng.randint(low, high) for _ in range(rng.randint(min_len, max_len))]
 
 
-def _texts(edge: list[str], make: Callable[[random.Random], str]) -> Callable[..., list[Args]]:
+def _cases(edge: list[Any], make: Callable[[random.Random], Any]) -> Callable[..., list[Args]]:
+    """Inputs of a one-argument function: a typical one first (the example shown to the
+    model), then the edge cases (lists copied, so no test shares one), then more typical
+    ones up to the count."""
+
     def inputs(rng: random.Random, params: Params, count: int) -> list[Args]:
-        cases = [(make(rng),)]  # the example shown to the model is a typical one
-        cases += [(text,) for text in edge]
+        cases: list[Args] = [(make(rng),)]
+        cases += [(copy.copy(value),) for value in edge]
         while len(cases) < count:
             cases.append((make(rng),))
         return cases[:count]
@@ -113,25 +118,8 @@ def _texts(edge: list[str], make: Callable[[random.Random], str]) -> Callable[..
 
 
 def _numbers(edge: list[int], low: int, high: int) -> Callable[..., list[Args]]:
-    def inputs(rng: random.Random, params: Params, count: int) -> list[Args]:
-        cases: list[Args] = [(rng.randint(low, high),)]
-        cases += [(n,) for n in edge]
-        while len(cases) < count:
-            cases.append((rng.randint(low, high),))
-        return cases[:count]
-
-    return inputs
-
-
-def _lists(edge: list[list[int]], make: Callable[[random.Random], list[int]]) -> Callable:
-    def inputs(rng: random.Random, params: Params, count: int) -> list[Args]:
-        cases: list[Args] = [(make(rng),)]
-        cases += [(list(items),) for items in edge]
-        while len(cases) < count:
-            cases.append((make(rng),))
-        return cases[:count]
-
-    return inputs
+    """`_cases` whose typical inputs are integers from `low` to `high`."""
+    return _cases(edge, lambda rng: rng.randint(low, high))
 
 
 def _palindromes(rng: random.Random) -> str:
@@ -195,7 +183,7 @@ def count_letters(text: str) -> int:
     return sum(1 for ch in text.lower() if ch in "$letters")
 """,
         params=lambda rng: {"letters": "".join(sorted(rng.sample("abcdefghiklmnoprstu", 3)))},
-        inputs=_texts(["", "AAaa bb"], lambda rng: _text(rng, _MIXED, 5, 30)),
+        inputs=_cases(["", "AAaa bb"], lambda rng: _text(rng, _MIXED, 5, 30)),
     ),
     Spec(
         name="is_palindrome",
@@ -209,7 +197,7 @@ def is_palindrome(text: str) -> bool:
     return kept == kept[::-1]
 """,
         params=_no_params,
-        inputs=_texts(["", "A man, a plan, a canal: Panama", "ab"], _palindromes),
+        inputs=_cases(["", "A man, a plan, a canal: Panama", "ab"], _palindromes),
     ),
     Spec(
         name="rotate_string",
@@ -226,7 +214,7 @@ def rotate_string(text: str) -> str:
     return text[k:] + text[:k]
 """,
         params=lambda rng: {"k": rng.randint(1, 9)},
-        inputs=_texts(["", "a", "xy"], lambda rng: _text(rng, string.ascii_lowercase, 3, 15)),
+        inputs=_cases(["", "a", "xy"], lambda rng: _text(rng, string.ascii_lowercase, 3, 15)),
     ),
     Spec(
         name="sum_of_multiples",
@@ -269,7 +257,7 @@ def chunk_list(items: list) -> list:
     return [items[i:i + $k] for i in range(0, len(items), $k)]
 """,
         params=lambda rng: {"k": rng.randint(2, 5)},
-        inputs=_lists([[], [7]], lambda rng: _ints(rng, -9, 99, 1, 14)),
+        inputs=_cases([[], [7]], lambda rng: _ints(rng, -9, 99, 1, 14)),
     ),
     Spec(
         name="dedupe",
@@ -288,7 +276,7 @@ def dedupe(items: list) -> list:
     return out
 """,
         params=_no_params,
-        inputs=_lists([[], [3, 3, 3]], lambda rng: _ints(rng, 0, 8, 1, 15)),
+        inputs=_cases([[], [3, 3, 3]], lambda rng: _ints(rng, 0, 8, 1, 15)),
     ),
     Spec(
         name="rotate_list",
@@ -304,7 +292,7 @@ def rotate_list(items: list) -> list:
     return items[len(items) - k:] + items[:len(items) - k]
 """,
         params=lambda rng: {"k": rng.randint(1, 7)},
-        inputs=_lists([[], [1], [1, 2]], lambda rng: _ints(rng, 0, 50, 2, 10)),
+        inputs=_cases([[], [1], [1, 2]], lambda rng: _ints(rng, 0, 50, 2, 10)),
     ),
     Spec(
         name="clamp_all",
@@ -317,7 +305,7 @@ def clamp_all(nums: list) -> list:
     return [min(max(n, $lo), $hi) for n in nums]
 """,
         params=lambda rng: {"lo": rng.randint(-10, 0), "hi": rng.randint(1, 20)},
-        inputs=_lists([[]], lambda rng: _ints(rng, -30, 30, 1, 12)),
+        inputs=_cases([[]], lambda rng: _ints(rng, -30, 30, 1, 12)),
     ),
     Spec(
         name="caesar_shift",
@@ -339,7 +327,7 @@ def caesar_shift(text: str) -> str:
     return "".join(out)
 """,
         params=lambda rng: {"k": rng.randint(1, 25)},
-        inputs=_texts(["", "xyz XYZ!"], lambda rng: _text(rng, _MIXED, 4, 24)),
+        inputs=_cases(["", "xyz XYZ!"], lambda rng: _text(rng, _MIXED, 4, 24)),
     ),
     Spec(
         name="run_length_encode",
@@ -361,7 +349,7 @@ def run_length_encode(text: str) -> str:
     return "".join(out)
 """,
         params=_no_params,
-        inputs=_texts(["", "z", "aaaaaaaaaaaa"], _runs),
+        inputs=_cases(["", "z", "aaaaaaaaaaaa"], _runs),
     ),
     Spec(
         name="every_nth",
@@ -374,7 +362,7 @@ def every_nth(text: str) -> str:
     return text[$start::$step]
 """,
         params=lambda rng: {"start": rng.randint(0, 3), "step": rng.randint(2, 4)},
-        inputs=_texts(["", "ab"], lambda rng: _text(rng, string.ascii_lowercase, 4, 20)),
+        inputs=_cases(["", "ab"], lambda rng: _text(rng, string.ascii_lowercase, 4, 20)),
     ),
     Spec(
         name="shout_long_words",
@@ -387,7 +375,7 @@ def shout_long_words(text: str) -> str:
     return " ".join(w.upper() if len(w) > $n else w for w in text.split(" "))
 """,
         params=lambda rng: {"n": rng.randint(2, 5)},
-        inputs=_texts(["", "a  bbbbbbbb"], _sentence),
+        inputs=_cases(["", "a  bbbbbbbb"], _sentence),
     ),
     Spec(
         name="digit_power_sum",
@@ -433,7 +421,7 @@ def moving_sum(nums: list) -> list:
     return [sum(nums[i:i + $w]) for i in range(len(nums) - $w + 1)]
 """,
         params=lambda rng: {"w": rng.randint(2, 5)},
-        inputs=_lists([[], [5]], lambda rng: _ints(rng, -20, 20, 2, 12)),
+        inputs=_cases([[], [5]], lambda rng: _ints(rng, -20, 20, 2, 12)),
     ),
     Spec(
         name="second_largest",
@@ -447,7 +435,7 @@ def second_largest(nums: list):
     return values[-2] if len(values) >= 2 else None
 """,
         params=_no_params,
-        inputs=_lists([[], [4, 4], [1, 2]], lambda rng: _ints(rng, -15, 15, 1, 10)),
+        inputs=_cases([[], [4, 4], [1, 2]], lambda rng: _ints(rng, -15, 15, 1, 10)),
     ),
     Spec(
         name="longest_run",
@@ -464,7 +452,7 @@ def longest_run(nums: list) -> int:
     return best
 """,
         params=_no_params,
-        inputs=_lists([[], [2], [1, 1, 2, 2, 2]], lambda rng: _ints(rng, 0, 2, 1, 15)),
+        inputs=_cases([[], [2], [1, 1, 2, 2, 2]], lambda rng: _ints(rng, 0, 2, 1, 15)),
     ),
     Spec(
         name="interleave",
@@ -502,7 +490,7 @@ def most_common_char(text: str) -> str:
     return best
 """,
         params=_no_params,
-        inputs=_texts(["", "   ", "ba ab"], lambda rng: _text(rng, "abcd e", 1, 20)),
+        inputs=_cases(["", "   ", "ba ab"], lambda rng: _text(rng, "abcd e", 1, 20)),
     ),
     Spec(
         name="fib_mod",
@@ -578,6 +566,6 @@ def pairs_with_sum(nums: list) -> int:
     )
 """,
         params=lambda rng: {"t": rng.randint(-5, 20)},
-        inputs=_lists([[], [5]], lambda rng: _ints(rng, -5, 15, 2, 14)),
+        inputs=_cases([[], [5]], lambda rng: _ints(rng, -5, 15, 2, 14)),
     ),
 )
