@@ -4,15 +4,20 @@
 calls, with no server, so a test can play hundreds of games in a second.
 `evaluate_over_http` runs the reference (and the random) policy through the real
 model server and `env.evaluate`, the path a model under evaluation takes.
+`reference_in_sandbox` plays a tool task's reference policy by hand in one
+sandbox, so many problems can be checked without a sandbox each.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 from typing import Any
 
 from vfgym.envs.environment import new_state
+from vfgym.sandbox import DockerSandbox
+from vfgym.sandbox.result import ExecResult
 from vfgym.server import ModelServer
 from vfgym.types import ChatMessage, GenerateOutputs, Messages, State
 
@@ -67,3 +72,25 @@ async def evaluate_over_http(
         return tuple(
             [await env.evaluate(client, name, num_examples=num_examples) for name in policies]
         )
+
+
+async def reference_in_sandbox(
+    env: Any, sandbox: DockerSandbox, text: str
+) -> tuple[str, ExecResult, str | None]:
+    """A tool task's reference policy on the task `text`: its one tool call (python code or
+    a bash command) run in `sandbox`, then its answer to what that printed.
+
+    Returns the code or command, the run's result and the final answer as the task reads it.
+    """
+    prompt = [{"role": "user", "content": text}]
+    call = env.reference_policy(prompt)["tool_calls"][0]
+    tool, arguments = call["function"]["name"], json.loads(call["function"]["arguments"])
+    if tool == "python":
+        source, result = arguments["code"], await sandbox.run_python(arguments["code"])
+    elif tool == "bash":
+        source, result = arguments["command"], await sandbox.run_shell(arguments["command"])
+    else:
+        raise ValueError(f"the reference called {tool!r}; only python and bash run here")
+    reply = {"role": "tool", "content": result.summary(), "tool_call_id": call["id"]}
+    final = env.reference_policy([*prompt, {"role": "assistant", "content": ""}, reply])
+    return source, result, env.final_answer([final])

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import os
 import uuid
 from typing import Any
 
 import pytest
-from helpers import evaluate_over_http
+from helpers import evaluate_over_http, reference_in_sandbox
 from vfgym.games import code_tests as ct
 from vfgym.games._base import item_rng
 from vfgym.games._code_bank import SPECS, reference_function
@@ -126,13 +125,8 @@ async def test_reference_passes_every_hidden_test_on_51_seeds_in_one_sandbox(
             text, info, _ = ct.generate_item(
                 item_rng("code-tests", 8, i), difficulty, ct.SPEC_NAMES
             )
-            prompt = [{"role": "user", "content": text}]
-            call = env.reference_policy(prompt)["tool_calls"][0]
-            trial = await sandbox.run_python(json.loads(call["function"]["arguments"])["code"])
+            _, trial, code = await reference_in_sandbox(env, sandbox, text)
             assert text.endswith(f" == {trial.value}"), (text, trial.summary())
-            tool = {"role": "tool", "content": trial.summary(), "tool_call_id": call["id"]}
-            final = env.reference_policy([*prompt, {"role": "assistant", "content": ""}, tool])
-            code = env.final_answer([final])
             await sandbox.reset()
             passed = await ct.run_hidden_tests(sandbox, code, info["function"], info["tests"], 2)
             assert passed == [True] * len(info["tests"]), (text, passed)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from fractions import Fraction
 from typing import Any
 
 import pytest
-from helpers import evaluate_over_http
+from helpers import evaluate_over_http, reference_in_sandbox
 from vfgym.games import python_math as pm
 from vfgym.games._base import item_rng
 
@@ -120,13 +119,8 @@ async def test_reference_code_is_right_on_60_seeds_in_one_sandbox(
     env = pm.load_environment(num_examples=1)
     async with DockerSandbox(sandbox_config) as sandbox:
         for question, info, answer in items:
-            prompt = [{"role": "user", "content": question}]
-            call = env.reference_policy(prompt)["tool_calls"][0]
-            code = json.loads(call["function"]["arguments"])["code"]
-            output = (await sandbox.run_python(code)).summary()
-            tool = {"role": "tool", "content": output, "tool_call_id": call["id"]}
-            final = env.reference_policy([*prompt, {"role": "assistant", "content": ""}, tool])
-            assert pm.answers_match(env.final_answer([final]), answer), (info, question, output)
+            _, result, got = await reference_in_sandbox(env, sandbox, question)
+            assert pm.answers_match(got, answer), (info, question, result.summary())
     assert {info["family"] for _, info, _ in items} == set(pm.FAMILIES)
     assert len({info["kind"] for _, info, _ in items}) >= 9
 

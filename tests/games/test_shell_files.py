@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
-from helpers import evaluate_over_http
+from helpers import evaluate_over_http, reference_in_sandbox
 from vfgym.games import shell_files as sf
 from vfgym.games._base import item_rng
 
@@ -133,13 +132,8 @@ async def test_reference_commands_are_right_on_51_trees_in_one_sandbox(
             for text in kinds:
                 text = text.format(key="key-00c0ffee00")
                 expected = answer or HAND_ANSWERS[sf.question_kind(text)]
-                prompt = [{"role": "user", "content": text}]
-                call = env.reference_policy(prompt)["tool_calls"][0]
-                command = json.loads(call["function"]["arguments"])["command"]
-                output = (await sandbox.run_shell(command)).summary()
-                tool = {"role": "tool", "content": output, "tool_call_id": call["id"]}
-                final = env.reference_policy([*prompt, {"role": "assistant", "content": ""}, tool])
-                got = env.final_answer([final])
+                command, result, got = await reference_in_sandbox(env, sandbox, text)
+                output = result.summary()
                 assert sf.answers_match(got, expected), (text, command, output, expected)
 
 
