@@ -16,7 +16,6 @@ Knobs: `difficulty` ("easy", "medium", "hard": the size of the numbers),
 from __future__ import annotations
 
 import ast
-import json
 import random
 import re
 from collections.abc import Callable
@@ -25,6 +24,7 @@ from fractions import Fraction
 from typing import Any
 
 from vfgym.games._base import EVAL_OFFSET, game_rows
+from vfgym.games._tool_task import answer_message, tool_call_message
 
 from vfgym.envs.tool_env import ToolEnv
 from vfgym.parsers import XMLParser
@@ -294,29 +294,18 @@ class CalculatorEnv(ToolEnv):
         """Calls the calculator with the problem's expression, then answers with its result."""
         last = messages[-1]
         if last.get("role") == "tool":
-            return {"role": "assistant", "content": f"<answer>{last.get('content')}</answer>"}
+            return answer_message(last.get("content"))
         question = next(
             m.get("content") or "" for m in reversed(messages) if m.get("role") == "user"
         )
-        arguments = json.dumps({"expression": expression_for(question)})
-        return {
-            "role": "assistant",
-            "content": "",
-            "tool_calls": [
-                {
-                    "id": "call_0",
-                    "type": "function",
-                    "function": {"name": "calculator", "arguments": arguments},
-                }
-            ],
-        }
+        return tool_call_message("calculator", {"expression": expression_for(question)}, "call_0")
 
     def make_random_policy(self, seed: int = 0) -> Callable[[Messages], ChatMessage]:
         """A baseline that answers a random whole number at once (seeded)."""
         rng = random.Random(seed)
 
         def random_policy(messages: Messages) -> ChatMessage:
-            return {"role": "assistant", "content": f"<answer>{rng.randint(0, 1000)}</answer>"}
+            return answer_message(str(rng.randint(0, 1000)))
 
         return random_policy
 
