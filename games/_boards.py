@@ -1,4 +1,7 @@
-"""What the board games against a built-in opponent share: the turn, the result, the board.
+"""What the board games share: reading the board back, and the turn against an opponent.
+
+A policy sees only the conversation, so every board game reads its position back
+from the latest message that shows one (`latest_shown`).
 
 In tic-tac-toe and Connect Four the player is X and the environment's opponent O. A
 turn is the same in both: the player's piece goes down, the game may end (a line, a
@@ -12,7 +15,8 @@ from __future__ import annotations
 
 import re
 from abc import abstractmethod
-from typing import Any, ClassVar
+from collections.abc import Callable, Collection
+from typing import Any, ClassVar, TypeVar
 
 from vfgym.games._base import TextGame
 
@@ -24,22 +28,37 @@ FIRSTS = ("player", "opponent", "alternate")
 SCORES = {"win": 1.0, "draw": 0.5}
 STATUS = {"win": "X won", "loss": "O won", "draw": "draw"}
 
+T = TypeVar("T")
+
 
 def opponent_moves_first(first: str, index: int) -> bool:
     """Whether the opponent opens item `index` under the `first` knob (one of `FIRSTS`)."""
     return first == "opponent" or (first == "alternate" and index % 2 == 1)
 
 
+def latest_shown(
+    messages: Messages, read: Callable[[str], T | None], roles: Collection[str] | None = None
+) -> T | None:
+    """What `read` finds in the latest message it finds anything in, or None.
+
+    Only messages of `roles` are read; with None, every message but the player's own
+    (role "assistant").
+    """
+    for message in reversed(messages):
+        role = message.get("role")
+        wanted = role != "assistant" if roles is None else role in roles
+        if not wanted:
+            continue
+        found = read(message.get("content") or "")
+        if found is not None:
+            return found
+    return None
+
+
 def latest_board(messages: Messages, pattern: re.Pattern[str]) -> Any:
     """The last match (as `findall` gives it) of `pattern` in the latest message, not the
     player's own, that shows a board; None when no message does."""
-    for message in reversed(messages):
-        if message.get("role") == "assistant":
-            continue
-        found = pattern.findall(message.get("content") or "")
-        if found:
-            return found[-1]
-    return None
+    return latest_shown(messages, lambda text: (pattern.findall(text) or [None])[-1])
 
 
 class OpponentGame(TextGame):

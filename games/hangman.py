@@ -30,6 +30,7 @@ from vfgym.games._base import (
     game_rows,
     move_message,
 )
+from vfgym.games._boards import latest_shown
 
 from vfgym.types import ChatMessage, Messages, State
 
@@ -97,24 +98,27 @@ def render_board(game: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _read_text(text: str) -> tuple[str, set[str], set[str]] | None:
+    shown = _WORD.search(text)
+    if not shown:
+        return None
+    guessed = _GUESSED.search(text)
+    wrong = _WRONG.search(text)
+    letters = set() if not guessed or guessed.group(1) == "none" else guessed.group(1)
+    return (
+        shown.group(1).replace(" ", "").lower(),
+        {c.lower() for c in letters if c.isalpha()},
+        set(wrong.group(1).lower().split()) if wrong else set(),
+    )
+
+
 def read_board(messages: Messages) -> tuple[str, set[str], set[str]]:
     """The shown pattern (lowercase, _ hidden), guessed letters and wrong words, from the
     latest board in the conversation."""
-    for message in reversed(messages):
-        if message.get("role") == "assistant":
-            continue
-        text = message.get("content") or ""
-        shown = _WORD.search(text)
-        if shown:
-            guessed = _GUESSED.search(text)
-            wrong = _WRONG.search(text)
-            letters = set() if not guessed or guessed.group(1) == "none" else guessed.group(1)
-            return (
-                shown.group(1).replace(" ", "").lower(),
-                {c.lower() for c in letters if c.isalpha()},
-                set(wrong.group(1).lower().split()) if wrong else set(),
-            )
-    raise ValueError("no Hangman board found in the conversation")
+    found = latest_shown(messages, _read_text)
+    if found is None:
+        raise ValueError("no Hangman board found in the conversation")
+    return found
 
 
 def candidates(shown: str, guessed: set[str], wrong: set[str]) -> list[str]:

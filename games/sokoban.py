@@ -27,6 +27,7 @@ from collections import deque
 from typing import Any
 
 from vfgym.games._base import EVAL_OFFSET, InvalidMove, TextGame, game_rows, move_message
+from vfgym.games._boards import latest_shown
 
 from vfgym.types import ChatMessage, Messages
 
@@ -365,12 +366,10 @@ class SokobanEnv(TextGame):
 
     @staticmethod
     def latest_board(messages: Messages) -> tuple[Level, frozenset, tuple[int, int]]:
-        for message in reversed(messages):
-            if message.get("role") == "user":
-                found = read_board(message.get("content") or "")
-                if found is not None:
-                    return found
-        raise ValueError("no Sokoban board found in the conversation")
+        found = latest_shown(messages, read_board, roles=("user",))
+        if found is None:
+            raise ValueError("no Sokoban board found in the conversation")
+        return found
 
     def reference_policy(self, messages: Messages) -> ChatMessage:
         level, boxes, player = self.latest_board(messages)

@@ -26,6 +26,7 @@ import re
 from typing import Any
 
 from vfgym.games._base import EVAL_OFFSET, InvalidMove, TextGame, game_rows, move_message
+from vfgym.games._boards import latest_shown
 
 from vfgym.types import ChatMessage, Messages
 
@@ -270,12 +271,10 @@ class SudokuEnv(TextGame):
 
     @staticmethod
     def latest_grid(messages: Messages) -> list[int]:
-        for message in reversed(messages):
-            if message.get("role") == "user":
-                grid = read_grid(message.get("content") or "")
-                if grid is not None:
-                    return grid
-        raise ValueError("no Sudoku grid found in the conversation")
+        grid = latest_shown(messages, read_grid, roles=("user",))
+        if grid is None:
+            raise ValueError("no Sudoku grid found in the conversation")
+        return grid
 
     def reference_policy(self, messages: Messages) -> ChatMessage:
         grid = self.latest_grid(messages)
