@@ -61,13 +61,21 @@ Reply with one cell inside move tags, for example: <move>B2</move>"""
 # ------------------------------------------------------------------ the rules
 
 
+#: Cell names by index, row-major: A1 B1 C1 A2 ... C3.
+CELL_NAMES = tuple(f"{COLUMNS[i % 3]}{i // 3 + 1}" for i in range(9))
+
+
 def cell_name(index: int) -> str:
     """The name of cell `index` (0-8, row-major), e.g. 4 -> "B2"."""
-    return f"{COLUMNS[index % 3]}{index // 3 + 1}"
+    return CELL_NAMES[index]
 
 
+@lru_cache(maxsize=1024)
 def parse_cell(text: str) -> int:
-    """The cell index (0-8) a move names: "B2", "2b" or a number 1-9 counted row by row."""
+    """The cell index (0-8) a move names: "B2", "2b" or a number 1-9 counted row by row.
+
+    Memoised (a failed parse raises and is not kept): models repeat the same few spellings.
+    """
     match = _CELL.match(text)
     if not match:
         raise InvalidMove(
@@ -101,6 +109,11 @@ def _empty(board: str) -> tuple[int, ...]:
 
 def empty_cells(board: str) -> list[int]:
     return list(_empty(board))
+
+
+@cache
+def _empty_names(board: str) -> str:
+    return ", ".join(CELL_NAMES[i] for i in _empty(board))
 
 
 def place(board: str, index: int, mark: str) -> str:
@@ -204,12 +217,12 @@ class TicTacToeEnv(TextGame):
         board = game["board"]
         if board[cell] != EMPTY:
             raise InvalidMove(
-                f"{cell_name(cell)} is already taken by {board[cell]}; choose an empty cell "
-                f"({', '.join(cell_name(i) for i in _empty(board))})."
+                f"{CELL_NAMES[cell]} is already taken by {board[cell]}; choose an empty cell "
+                f"({_empty_names(board)})."
             )
         board = place(board, cell, PLAYER)
-        game["moves"].append(cell_name(cell))
-        lines = [f"You played {cell_name(cell)}."]
+        game["moves"].append(CELL_NAMES[cell])
+        lines = [f"You played {CELL_NAMES[cell]}."]
         if winner(board) == PLAYER:
             game["result"] = "win"
             lines.append("Three in a row: you win!")
@@ -219,7 +232,7 @@ class TicTacToeEnv(TextGame):
         else:
             reply = opponent_move(board, game["opponent"], game["opponent_seed"])
             board = place(board, reply, OPPONENT)
-            lines.append(f"O played {cell_name(reply)}.")
+            lines.append(f"O played {CELL_NAMES[reply]}.")
             if winner(board) == OPPONENT:
                 game["result"] = "loss"
                 lines.append("O has three in a row: you lose.")
