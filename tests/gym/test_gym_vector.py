@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import copy
+import pickle
 
 import gymnasium as gym
 import pytest
 from gym_test_envs import bisect_policy
 
-from vfgym.gym import Trajectory, aplay_vector, play_vector
+from vfgym.gym import StateView, Trajectory, aplay_vector, play_vector
+from vfgym.gym.shipping import _rebuild_view, new_outbox
 from vfgym.gym.spaces import SharedTextBatch
 
 
@@ -143,3 +146,60 @@ async def test_aplay_vector_runs_an_async_policy_concurrently():
         env.close()
     assert peak == 3
     assert _summary(played) == _summary(_play("vfgym-test/Guess-v0", "sync"))
+
+
+def _step_infos(mode: str, autoreset: str, steps: int) -> list[tuple]:
+    env = gym.make_vec(
+        "vfgym-test/Guess-v0",
+        num_envs=2,
+        vectorization_mode=mode,
+        vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode(autoreset)},
+    )
+    seen = []
+    try:
+        observations, infos = env.reset(seed=5)
+        if mode == "async":  # the workers do send deltas
+            assert env.get_attr("_ship") == (True, True)
+        for _ in range(steps):
+            observations, _, _, _, infos = env.step(tuple(bisect_policy(o) for o in observations))
+            for i in range(2):
+                final = infos.get("final_info", {})
+                if final.get("_state", [False, False])[i]:
+                    final_state = copy.deepcopy(dict(final["state"][i]))
+                    seen.append((i, "final", final_state, final["messages"][i]))
+                seen.append((i, copy.deepcopy(dict(infos["state"][i])), infos["messages"][i]))
+    finally:
+        env.close()
+    return seen
+
+
+@pytest.mark.parametrize("autoreset", ["NextStep", "SameStep"])
+def test_async_infos_carry_the_same_state_and_messages_at_every_step(autoreset):
+    """The State crosses the pipe as deltas; what arrives must be the whole State."""
+    sync = _step_infos("sync", autoreset, 16)
+    async_ = _step_infos("async", autoreset, 16)
+    assert len(sync) == len(async_) >= 32
+    for expected, got in zip(sync, async_, strict=True):
+        *head, state, messages = expected
+        *head_got, state_got, messages_got = got
+        assert head == head_got and messages == messages_got
+        assert StateView(state) == StateView(state_got)  # equal but for wall-clock timings
+        assert messages_got == state_got["prompt"] + state_got["completion"]
+
+
+def test_state_deltas_do_not_grow_with_the_conversation():
+    """After the first step, what a view sends is the step's new messages, not the history."""
+    state = {"prompt": [{"role": "user", "content": "x" * 500}], "completion": [], "turn": 0}
+    outbox = new_outbox(None, 1)
+    sizes = []
+    for turn in range(30):
+        state["completion"] += [
+            {"role": "assistant", "content": str(turn)},
+            {"role": "user", "content": f"{turn}: go higher."},
+        ]
+        state["turn"] = turn + 1
+        shipped = pickle.dumps(outbox.pack(state))
+        sizes.append(len(shipped))
+        view = _rebuild_view(*pickle.loads(shipped))
+        assert dict(view) == state
+    assert sizes[-1] == pytest.approx(sizes[1], abs=16) and sizes[0] > sizes[1] + 400

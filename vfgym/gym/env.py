@@ -37,6 +37,13 @@ from vfgym._async import call_inline, maybe_await, run_sync
 from vfgym.envs.environment import Environment, new_state
 from vfgym.envs.multiturn_env import TRUNCATING, MultiTurnEnv
 from vfgym.errors import error_record
+from vfgym.gym.shipping import (
+    Conversation,
+    Outbox,
+    in_vector_worker,
+    new_outbox,
+    use_delta_shipping,
+)
 from vfgym.gym.spaces import DEFAULT_MAX_TEXT_LENGTH, MessagesSpace, ModelTurnSpace, UnicodeText
 from vfgym.gym.state_view import StateView
 from vfgym.gym.text import clean_text, conversation_text, fit_text, observation_text
@@ -77,6 +84,9 @@ class GymEnv(gym.Env[Observation, Action]):
     `game_state` and `tools_called` when the environment keeps them), `messages`
     (the whole conversation so far) and `turn`; the last step adds `stop_reason`,
     `episode_reward` and the rubric's `metrics`. The live State is `env.state`.
+    In an async vector env the view reaches the main process as a delta each step
+    (the new messages and the small entries, never the whole conversation again;
+    see `vfgym.gym.shipping`), rebuilt there into the same State.
     """
 
     metadata: dict[str, Any] = {"render_modes": ["ansi", "human"], "render_fps": 4}
@@ -157,6 +167,12 @@ class GymEnv(gym.Env[Observation, Action]):
         self._busy = False
         self._closed = False
         self._loop: asyncio.AbstractEventLoop | None = None
+        # In a vector env's worker, views cross the pipe as deltas (see vfgym.gym.shipping).
+        self._ship = in_vector_worker()
+        if self._ship:
+            use_delta_shipping()
+        self._outbox: Outbox | None = None
+        self._episodes = 0
 
     # --------------------------------------------------------------- public
 
@@ -389,6 +405,10 @@ class GymEnv(gym.Env[Observation, Action]):
         """What `reset` returns, once `setup_state` gave back `ready`."""
         if ready is not None and ready is not state:
             state.update(ready)
+        if self._ship:
+            self._episodes += 1
+            stream = None if self._outbox is None else self._outbox.stream
+            self._outbox = new_outbox(stream, self._episodes)
         return self._observe(state["prompt"]), self._info(state)
 
     def _failed(self, state: State, exc: BaseException) -> None:
@@ -533,7 +553,12 @@ class GymEnv(gym.Env[Observation, Action]):
 
     def _info(self, state: State) -> dict[str, Any]:
         messages = state["prompt"] + state["completion"]  # a new list (or str) every call
-        return {"state": StateView(state), "messages": messages, "turn": state["turn"]}
+        if self._outbox is None:
+            return {"state": StateView(state), "messages": messages, "turn": state["turn"]}
+        view = StateView(state, self._outbox)
+        if type(messages) is list:
+            messages = Conversation(messages, view)
+        return {"state": view, "messages": messages, "turn": state["turn"]}
 
     def _render_text(self) -> str:
         state = self._state

@@ -41,10 +41,13 @@ class StateView(Mapping[str, Any]):
     Nested values are the live objects: read them, do not modify them.
     """
 
-    __slots__ = ("_state",)
+    __slots__ = ("_outbox", "_state")
 
-    def __init__(self, state: State) -> None:
+    def __init__(self, state: State, outbox: Any = None) -> None:
         self._state = state
+        # Set in a vector env's worker: how the view crosses the pipe as a delta
+        # (`vfgym.gym.shipping`); plain pickling ignores it and sends the whole State.
+        self._outbox = outbox
 
     def __getitem__(self, key: str) -> Any:
         return self._state[key]
