@@ -35,7 +35,6 @@ from typing import Any
 import gymnasium as gym
 
 import vfgym.gym as vgym
-from vfgym._async import run_inline
 from vfgym.envs.environment import new_state
 from vfgym.registry import load_environment
 
@@ -147,7 +146,7 @@ def _overhead_of(game: str, seconds: float, words: list[str]) -> dict[str, float
         """The engine's pieces as the adapter calls them, without the adapter."""
         state = episode["state"]
         env.record_model_turn(state, {"role": "assistant", "content": next(turn)})
-        _, stop = run_inline(env.advance(state))
+        _, stop = env.advance_sync(state)
         if stop is not None:
             env.finish(state, stop)
             new_episode()
@@ -177,6 +176,39 @@ def _overhead_of(game: str, seconds: float, words: list[str]) -> dict[str, float
         "overhead_us": gym_us - direct_us,
         "adapter_only_us": gym_us - engine_us,
     }
+
+
+class _Idle(gym.Env[int, int]):
+    """An env that does nothing: what Gymnasium's AsyncVectorEnv costs on its own."""
+
+    observation_space = gym.spaces.Discrete(2)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
+        super().reset(seed=seed)
+        self.turn = 0
+        return 0, {}
+
+    def step(self, action: int) -> tuple[int, float, bool, bool, dict[str, Any]]:
+        self.turn += 1
+        return 0, 0.0, self.turn >= 10, False, {}
+
+
+def async_floor(seconds: float) -> float:
+    """Steps per second of 8 idle envs in Gymnasium's AsyncVectorEnv: the ceiling of any
+    env in "async" mode on this machine (one process per env, a pipe round trip a step)."""
+    vec = gym.vector.AsyncVectorEnv([_Idle for _ in range(VECTOR_ENVS)])
+    try:
+        vec.reset(seed=0)
+        actions = [0] * VECTOR_ENVS
+
+        def vector() -> int:
+            vec.step(actions)
+            return VECTOR_ENVS
+
+        return timed(vector, seconds)
+    finally:
+        vec.close()
 
 
 # ---------------------------------------------------------------------- peers
@@ -288,6 +320,11 @@ def main() -> None:
             f"{f['direct_us']:6.1f}  -> over direct {f['overhead_us']:5.1f}, "
             f"adapter's own code {f['adapter_only_us']:5.1f}"
         )
+    print(
+        f"Gymnasium's AsyncVectorEnv with {VECTOR_ENVS} envs that do nothing: "
+        f"{async_floor(args.seconds):,.0f} steps/s (the ceiling of any async8 figure here; "
+        "GEM's async mode uses threads in one process)"
+    )
     print(f"load average during the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
 
 
