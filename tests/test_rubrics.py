@@ -267,11 +267,34 @@ async def test_all_sync_functions_of_a_rollout_share_one_thread_hop(parallel: bo
 
     executor = CountingExecutor()
     asyncio.get_running_loop().set_default_executor(executor)
+    funcs = [make("a"), make("b"), make("c")]
+    strict = Rubric(funcs, parallelize_scoring=parallel, offload_sync="always")
+    for _ in range(3):
+        await score(strict)
+    assert executor.submits == 3  # one hop per rollout, not one per function
+    assert threading.get_ident() not in threads
+
+
+@pytest.mark.parametrize("parallel", [True, False])
+async def test_quick_sync_functions_move_inline_after_one_timed_hop(parallel: bool) -> None:
+    threads: list[int] = []
+
+    def make(name: str):
+        def func(completion):
+            threads.append(threading.get_ident())
+            return 1.0
+
+        func.__name__ = name
+        return func
+
+    executor = CountingExecutor()
+    asyncio.get_running_loop().set_default_executor(executor)
     rubric = Rubric([make("a"), make("b"), make("c")], parallelize_scoring=parallel)
     for _ in range(3):
         await score(rubric)
-    assert executor.submits == 3
-    assert threading.get_ident() not in threads
+    assert executor.submits == 1  # the first rollout's group, timed in the thread
+    loop_thread = threading.get_ident()
+    assert threads[:3] != [loop_thread] * 3 and threads[3:] == [loop_thread] * 6
 
 
 async def test_sequential_scoring_keeps_the_declared_order() -> None:

@@ -37,7 +37,7 @@ logger = logging.getLogger(__name__)
 _UNKNOWN, _INLINE, _THREAD = 0, 1, 2
 
 
-def _identity(func: Callable[..., Any]) -> Any:
+def function_key(func: Callable[..., Any]) -> Any:
     """The object a function's verdict is kept under (bound methods share their function)."""
     return getattr(func, "__func__", func)
 
@@ -64,17 +64,16 @@ class Offloader:
 
     def verdict(self, func: Callable[..., Any]) -> str:
         """ "inline", "thread" or "unknown": how the next sync call of `func` runs."""
-        return {_UNKNOWN: "unknown", _INLINE: "inline", _THREAD: "thread"}[self._get(func)]
+        verdict = self._get(function_key(func))
+        return {_UNKNOWN: "unknown", _INLINE: "inline", _THREAD: "thread"}[verdict]
 
-    def _get(self, func: Callable[..., Any]) -> int:
-        key = _identity(func)
+    def _get(self, key: Any) -> int:
         try:
             return self._verdicts.get(key, _UNKNOWN)
         except TypeError:
             return self._strong.get(key, _UNKNOWN)
 
-    def _set(self, func: Callable[..., Any], verdict: int) -> None:
-        key = _identity(func)
+    def _set(self, key: Any, verdict: int) -> None:
         try:
             self._verdicts[key] = verdict
         except TypeError:
@@ -82,11 +81,21 @@ class Offloader:
 
     async def call(self, func: Callable[..., T | Awaitable[T]], /, *args: Any, **kwargs: Any) -> T:
         """Await an async callable; run a sync one inline or in a thread (see the module)."""
+        return await self.call_as(function_key(func), func, *args, **kwargs)
+
+    async def call_as(
+        self, key: Any, func: Callable[..., T | Awaitable[T]], /, *args: Any, **kwargs: Any
+    ) -> T:
+        """`call`, keeping the verdict under `key` (a hashable object), not under `func`.
+
+        For a runner that calls several user functions in one go: the verdict
+        belongs to that group, not to the runner.
+        """
         if is_async_callable(func):
             return await func(*args, **kwargs)  # type: ignore[misc]
         if self.mode == "never":
             return await _settle(func(*args, **kwargs))
-        verdict = self._get(func) if self.mode == "auto" else _THREAD
+        verdict = self._get(key) if self.mode == "auto" else _THREAD
         if verdict == _INLINE:
             start = time.perf_counter()
             try:
@@ -94,7 +103,7 @@ class Offloader:
             finally:
                 elapsed = time.perf_counter() - start
                 if elapsed > self.offload_above:
-                    self._set(func, _THREAD)
+                    self._set(key, _THREAD)
                     logger.warning(
                         "%s took %.1f ms on the event loop; it runs in a worker thread from now on",
                         getattr(func, "__qualname__", func),
@@ -102,7 +111,7 @@ class Offloader:
                     )
         result, elapsed = await _in_thread(func, args, kwargs)
         if verdict == _UNKNOWN:
-            self._set(func, _INLINE if elapsed < self.inline_below else _THREAD)
+            self._set(key, _INLINE if elapsed < self.inline_below else _THREAD)
         return await _settle(result)
 
 
@@ -126,4 +135,4 @@ async def _in_thread(
     return await loop.run_in_executor(None, functools.partial(ctx.run, _timed, func, args, kwargs))
 
 
-__all__ = ["OffloadMode", "Offloader"]
+__all__ = ["OffloadMode", "Offloader", "function_key"]

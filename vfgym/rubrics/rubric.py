@@ -24,7 +24,8 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from vfgym._async import call_offloaded, run_sync
+from vfgym._async import run_sync
+from vfgym.offload import Offloader, OffloadMode, function_key
 from vfgym.parsers.parser import Parser
 from vfgym.rubrics.reward_call import STANDARD_ARGS, RewardSpec, call_specs, to_reward
 from vfgym.types import Info, Messages, RewardFunc, RolloutScore, RolloutScores, State
@@ -80,8 +81,12 @@ class Rubric:
         parallelize_scoring: bool = True,
         *,
         class_objects: Mapping[str, Any] | None = None,
+        offload_sync: OffloadMode = "auto",
         **kwargs: Any,
     ) -> None:
+        """`offload_sync` says where sync reward functions run (see `vfgym.offload`):
+        "auto" inline while they stay quick and in a worker thread once a call is
+        slow, "always" in a thread, "never" inline."""
         if kwargs:
             raise TypeError(
                 f"{type(self).__name__} got unexpected keyword argument(s) {sorted(kwargs)}. "
@@ -91,6 +96,7 @@ class Rubric:
         self.logger = logging.getLogger(f"vfgym.rubrics.{type(self).__name__}")
         self.parser: Parser = parser if parser is not None else Parser()
         self.parallelize_scoring = parallelize_scoring
+        self.offloader = Offloader(offload_sync)
         self.reward_funcs: list[RewardFunc] = []
         self.reward_weights: list[float] = []
         self._specs: dict[int, RewardSpec] = {}
@@ -188,7 +194,10 @@ class Rubric:
             return exc
 
     async def _run_sync(self, specs: list[RewardSpec], available: dict[str, Any]) -> list[Any]:
-        outcomes = await call_offloaded(call_specs, specs, available)
+        # One hop (or none) for the rollout's sync functions together; the verdict
+        # belongs to this group of functions.
+        key = tuple(function_key(spec.func) for spec in specs)
+        outcomes = await self.offloader.call_as(key, call_specs, specs, available)
         return [await self._settle(s, o) for s, o in zip(specs, outcomes, strict=True)]
 
     async def _run_async(self, spec: RewardSpec, available: dict[str, Any]) -> Any:
