@@ -91,11 +91,13 @@ class Offloader:
         For a runner that calls several user functions in one go: the verdict
         belongs to that group, not to the runner.
         """
-        if is_async_callable(func):
+        verdict = self._get(key) if self.mode == "auto" else _UNKNOWN
+        if verdict == _UNKNOWN and is_async_callable(func):  # a verdict implies sync
             return await func(*args, **kwargs)  # type: ignore[misc]
         if self.mode == "never":
             return await _settle(func(*args, **kwargs))
-        verdict = self._get(key) if self.mode == "auto" else _THREAD
+        if self.mode == "always":
+            verdict = _THREAD
         if verdict == _INLINE:
             start = time.perf_counter()
             try:

@@ -215,7 +215,8 @@ class Rubric:
             jobs = [self._run_async(specs[i], available) for i in async_idx]
             if sync_idx:
                 jobs.append(self._run_sync([specs[i] for i in sync_idx], available))
-            results = await asyncio.gather(*jobs)
+            # gather makes a Task per job; a lone job is simply awaited.
+            results = [await jobs[0]] if len(jobs) == 1 else await asyncio.gather(*jobs)
             for i, result in zip(async_idx, results, strict=False):
                 outcomes[i] = result
             if sync_idx:
