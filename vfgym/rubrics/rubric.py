@@ -387,15 +387,19 @@ class Rubric:
         errors = 0
         metrics: dict[str, float] = {}
         for spec, weight, outcome in zip(specs, weights, outcomes, strict=True):
-            try:
-                if isinstance(outcome, Exception):
-                    raise outcome
-                value = to_reward(spec.name, outcome)
-            except Exception as exc:
-                self._record_error(state, spec.name, exc)
-                metrics[spec.name] = math.nan
-                errors += 1
-                continue
+            kind = type(outcome)
+            if kind is float or kind is int or kind is bool:  # the usual case, checked first
+                value = float(outcome)
+            else:
+                try:
+                    if isinstance(outcome, Exception):
+                        raise outcome
+                    value = to_reward(spec.name, outcome)
+                except Exception as exc:
+                    self._record_error(state, spec.name, exc)
+                    metrics[spec.name] = math.nan
+                    errors += 1
+                    continue
             metrics[spec.name] = value
             reward += value * (weight if apply_weights else 1.0)
         metrics[REWARD_ERRORS] = float(errors)
