@@ -56,6 +56,9 @@ ObservationMode = Literal["text", "messages"]
 Observation = str | list[ChatMessage]
 Action = str | ChatMessage
 
+#: How many prompts' observation texts a GymEnv remembers (see `_observe_prompt`).
+PROMPT_TEXTS_KEPT = 4096
+
 #: Keys `reset(options=...)` understands.
 RESET_OPTIONS = frozenset({"index"})
 
@@ -172,6 +175,7 @@ class GymEnv(gym.Env[Observation, Action]):
         if self._ship:
             use_delta_shipping()
         self._outbox: Outbox | None = None
+        self._prompt_texts: dict[tuple[Any, ...], Observation] = {}
         self._episodes = 0
 
     # --------------------------------------------------------------- public
@@ -409,7 +413,24 @@ class GymEnv(gym.Env[Observation, Action]):
             self._episodes += 1
             stream = None if self._outbox is None else self._outbox.stream
             self._outbox = new_outbox(stream, self._episodes)
-        return self._observe(state["prompt"]), self._info(state)
+        return self._observe_prompt(state["prompt"]), self._info(state)
+
+    def _observe_prompt(self, prompt: Messages) -> Observation:
+        """`_observe(prompt)`, remembered by the prompt's texts in text mode: every reset
+        shows one of the dataset's prompts, and cleaning a long system prompt each time
+        costs more than the rest of a reset."""
+        if self.observation_mode != "text" or type(prompt) is not list:
+            return self._observe(prompt)
+        try:
+            key = tuple([m["content"] for m in prompt])
+            text = self._prompt_texts.get(key)
+        except (KeyError, TypeError):  # no content, or content parts (unhashable)
+            return self._observe(prompt)
+        if text is None:
+            if len(self._prompt_texts) >= PROMPT_TEXTS_KEPT:
+                self._prompt_texts.clear()
+            text = self._prompt_texts[key] = self._observe(prompt)
+        return text
 
     def _failed(self, state: State, exc: BaseException) -> None:
         """A hook raised: the episode ends as an error (its cleanup follows)."""

@@ -82,6 +82,10 @@ def messages_text(messages: Sequence[Any] | str) -> str:
 
 def observation_text(messages: Sequence[Any] | str, max_length: int) -> str:
     """What the text observation shows for `messages`: cleaned and cut to fit."""
+    if type(messages) is list and len(messages) == 1:  # a game's reply: the common case
+        text = messages[0].get("content")
+        if type(text) is str and len(text) <= max_length and FORBIDDEN.search(text) is None:
+            return text
     return fit_text(clean_text(messages_text(messages)), max_length)
 
 
