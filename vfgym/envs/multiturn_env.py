@@ -152,7 +152,10 @@ class MultiTurnEnv(Environment):
     ) -> str | None:
         """`check_stop` with no event loop, for environments whose `hooks_are_sync`."""
         context = self._context_sync(state)
-        completed = self.is_completed(context, state, **kwargs)
+        if kwargs:  # (see advance_sync)
+            completed = self.is_completed(context, state, **kwargs)
+        else:
+            completed = self.is_completed(context, state)
         if hasattr(completed, "__await__"):
             completed = settle_inline(completed)
         if completed or natural_only:
@@ -199,15 +202,26 @@ class MultiTurnEnv(Environment):
         game in a few microseconds.
         """
         context = self._context_sync(state)
-        completed = self.is_completed(context, state, **kwargs)
+        # Hooks are called without `**kwargs` when there are none: a call through an
+        # empty `**` costs more than the rest of a game's turn check.
+        if kwargs:
+            completed = self.is_completed(context, state, **kwargs)
+        else:
+            completed = self.is_completed(context, state)
         if hasattr(completed, "__await__"):  # an async hook that never suspends
             completed = settle_inline(completed)
         if completed:
             return self._no_messages(), self._natural_stop(state, completed)
-        reply = self.env_response(context, state, **kwargs)
+        if kwargs:
+            reply = self.env_response(context, state, **kwargs)
+        else:
+            reply = self.env_response(context, state)
         if hasattr(reply, "__await__"):
             reply = settle_inline(reply)
-        return self._take_reply(state, reply), self.check_stop_sync(state, **kwargs)
+        messages = self._take_reply(state, reply)
+        if kwargs:
+            return messages, self.check_stop_sync(state, **kwargs)
+        return messages, self.check_stop_sync(state)
 
     def _no_messages(self) -> Messages:
         return [] if self.message_type == "chat" else ""
