@@ -82,15 +82,24 @@ Reply with your guess inside move tags, for example: <move>crane</move>"""
 
 def feedback(guess: str, answer: str) -> str:
     """The marks of `guess` against `answer`, e.g. feedback("speed", "abide") == "--Y-Y"."""
-    marks = [GREEN if g == a else GREY for g, a in zip(guess, answer, strict=True)]
-    # The answer's letters not matched in place: each can turn one guessed letter yellow.
-    spare = [a for a, m in zip(answer, marks, strict=True) if m == GREY]
-    if spare:
-        for i, g in enumerate(guess):
-            if marks[i] == GREY and g in spare:
+    if guess == answer:
+        return GREEN * len(guess)
+    marks: list[str | None] = []
+    spare = []  # the answer's letters not matched in place: each can make one yellow
+    for g, a in zip(guess, answer, strict=True):
+        if g == a:
+            marks.append(GREEN)
+        else:
+            marks.append(None)
+            spare.append(a)
+    for i, g in enumerate(guess):
+        if marks[i] is None:
+            if g in spare:
                 marks[i] = YELLOW
                 spare.remove(g)
-    return "".join(marks)
+            else:
+                marks[i] = GREY
+    return "".join(marks)  # type: ignore[arg-type]
 
 
 def pattern_code(marks: str) -> int:
@@ -341,12 +350,15 @@ class WordleEnv(TextGame):
         if word not in word_bank().index:
             raise InvalidMove(f"{word!r} is not in the word list; guess an English word.")
         marks = feedback(word, game["answer"])
-        greens = [i for i, c in enumerate(marks) if c == GREEN]
-        if greens and game["marks"]:  # only the greens no earlier guess had count
-            greens = [i for i in greens if all(m[i] != GREEN for m in game["marks"])]
+        new_greens = 0
+        if GREEN in marks:  # only the greens no earlier guess had count
+            earlier = game["marks"]
+            for i, mark in enumerate(marks):
+                if mark == GREEN and all(m[i] != GREEN for m in earlier):
+                    new_greens += 1
         game["guesses"].append(word)
         game["marks"].append(marks)
-        game["step_greens"] = len(greens)
+        game["step_greens"] = new_greens
         used, total = len(game["guesses"]), game["max_guesses"]
         if marks == GREEN * WORD_LENGTH:
             game["won"] = True
