@@ -239,6 +239,7 @@ class SharedTextBatch:
         self._buffer = buffer
         self._n = n
         self._stride = _capacity(space) + 1
+        self._data = np.frombuffer(buffer.get_obj(), dtype=np.int32)  # a view, made once
 
     def __len__(self) -> int:
         return self._n
@@ -247,7 +248,7 @@ class SharedTextBatch:
         if not -self._n <= index < self._n:
             raise IndexError(f"sub-environment {index} of {self._n}")
         index %= self._n
-        data = np.frombuffer(self._buffer.get_obj(), dtype=np.int32)
+        data = self._data
         start = index * self._stride
         length = int(data[start])
         text = data[start + 1 : start + 1 + length].tobytes().decode("utf-32-le")
