@@ -110,3 +110,16 @@ def test_module_prefix_id_imports_vfgym_gym_on_demand():
     )
     assert done.returncode == 0, done.stderr
     assert f"made {gym_id}" in done.stdout
+
+
+def test_made_envs_refuse_a_step_before_reset_themselves():
+    """Registered ids skip Gymnasium's OrderEnforcing wrapper: GymEnv enforces the order."""
+    env = gym.make("vfgym-test/Guess-v0")
+    try:
+        with pytest.raises(gym.error.ResetNeeded, match="reset"):
+            env.step("5")
+        assert env.render() is None  # no render_mode: a warning, no crash
+        env.reset(seed=0)
+        assert env.step("5")[4]["turn"] == 1
+    finally:
+        env.close()

@@ -111,6 +111,10 @@ def register(
         kwargs={"environment": environment, **defaults},
         max_episode_steps=max_episode_steps,
         nondeterministic=nondeterministic,
+        # GymEnv refuses step() before reset() itself (gymnasium.error.ResetNeeded, and
+        # render() before reset() returns ""), so Gymnasium's OrderEnforcing wrapper
+        # would only add two calls to every step.
+        order_enforce=False,
     )
     return gym.spec(id)
 
