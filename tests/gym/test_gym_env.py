@@ -20,7 +20,7 @@ from gymnasium.utils.env_checker import check_env
 
 from vfgym.envs import SingleTurnEnv
 from vfgym.gym import GymEnv, StateView, Trajectory, aplay_episode, play_episode
-from vfgym.rubrics import REWARD_ERRORS, Rubric
+from vfgym.rubrics import REWARD_ERRORS, Rubric, RubricGroup
 
 # ---------------------------------------------------------------- check_env
 
@@ -398,6 +398,23 @@ def test_async_reward_functions_still_score_through_a_sync_step():
     _, reward, terminated, _, info = env.step("1")
     assert (reward, terminated) == (1.5, True)
     assert info["metrics"] == {"won": 1.0, "guesses": 1.0, "won_async": 1.0, REWARD_ERRORS: 0.0}
+    env.close()
+
+
+def test_a_rubric_that_scores_its_own_way_scores_through_a_sync_step():
+    def tries(state) -> float:
+        return float(state["turn"])
+
+    game = GuessEnv()
+    game.rubric = RubricGroup([game.rubric, Rubric(funcs=[tries], weights=[0.5])])
+    assert not game.rubric.can_score_sync()  # RubricGroup overrides score_rollout
+    with pytest.raises(TypeError, match="overrides score_rollout"):
+        game.rubric.score_rollout_sync([], [], "", {})
+    env = GymEnv(game)
+    env.reset(options={"index": 0})  # target 1
+    _, reward, terminated, _, info = env.step("1")
+    assert (reward, terminated) == (1.5, True)  # won 1.0, plus 0.5 x one turn
+    assert info["metrics"]["tries"] == 1.0 and info["metrics"]["won"] == 1.0
     env.close()
 
 

@@ -307,13 +307,14 @@ class Rubric:
         subclass that overrides it scores its own way) and every reward function
         is sync.
         """
-        return self._why_not_sync(self._specs_of(self.get_reward_funcs())) is None
-
-    def _why_not_sync(self, specs: list[RewardSpec]) -> str | None:
         if type(self).score_rollout is not Rubric.score_rollout:
-            return "overrides score_rollout"
+            return False
+        return self._async_names(self._specs_of(self.get_reward_funcs())) is None
+
+    @staticmethod
+    def _async_names(specs: list[RewardSpec]) -> list[str] | None:
         names = [s.name for s in specs if s.is_async]
-        return f"has async reward function(s) {names}" if names else None
+        return names or None
 
     def score_rollout_sync(
         self,
@@ -339,12 +340,17 @@ class Rubric:
         `await score_rollout(...)`.
         """
         started = time.perf_counter()
-        specs, weights = self._specs_and_weights()
-        blocker = self._why_not_sync(specs)
-        if blocker is not None:
+        if type(self).score_rollout is not Rubric.score_rollout:
             raise SyncScoringUnavailable(
-                f"{type(self).__name__} cannot score without an event loop: it {blocker}; "
-                "use `await rubric.score_rollout(...)` instead"
+                f"{type(self).__name__} overrides score_rollout, so it cannot score without "
+                "an event loop; use `await rubric.score_rollout(...)` instead"
+            )
+        specs, weights = self._specs_and_weights()
+        names = self._async_names(specs)
+        if names is not None:
+            raise SyncScoringUnavailable(
+                f"{type(self).__name__} has async reward function(s) {names}, so it cannot "
+                "score without an event loop; use `await rubric.score_rollout(...)` instead"
             )
         if state is None:
             state = {}
