@@ -18,7 +18,14 @@ Vector envs work in both modes: `gym.make_vec(id, num_envs=8,
 vectorization_mode="async")` returns the right strings (the text spaces bring their
 own shared-memory codec), and the vector env's autoreset mode (NEXT_STEP by
 default in Gymnasium 1.x) decides what happens after an episode ends; a single
-`GymEnv` refuses `step()` after the end with `gymnasium.error.ResetNeeded`.
+`GymEnv` refuses `step()` after the end with `gymnasium.error.ResetNeeded`. In async
+mode each step's `info["state"]` reaches the main process as a delta (the new messages,
+not the whole conversation again), rebuilt there into the same State
+(`vfgym.gym.shipping`).
+
+Speed: an environment whose hooks never wait (`env.hooks_are_sync`, every built-in game)
+steps as plain sync code — no event loop, no coroutine — and its episode is scored with
+`Rubric.score_rollout_sync` when its reward functions are sync.
 """
 
 from vfgym.gym.env import GymEnv

@@ -16,7 +16,9 @@ the vector env reads every one, so a delta always finds its base. A view receive
 way is, like a local one, a live view of the episode's (rebuilt) State.
 
 Plain `pickle`, `copy` and every other channel still ship the whole State: only
-multiprocessing's own pickler, in a vector env's worker, learns the delta form.
+multiprocessing's own pickler, in a vector env's worker, learns the delta form. The main
+process holds one rebuilt State per episode in flight (dropped when the episode ends or
+the same worker env starts another); a vector env closed mid-episode leaves one per env.
 """
 
 from __future__ import annotations
