@@ -159,6 +159,9 @@ class GymEnv(gym.Env[Observation, Action]):
         self._chat = env.message_type == "chat"
         self._inline = env.hooks_are_sync
         self._step_reward: Callable[[State], Any] | None = step_reward if per_step_reward else None
+        # Hooks left at MultiTurnEnv's defaults do nothing: the sync path skips them.
+        self._default_setup = type(env).setup_state is MultiTurnEnv.setup_state
+        self._default_cleanup = type(env).cleanup_state is MultiTurnEnv.cleanup_state
         self._default_init = (
             type(env).init_state is Environment.init_state
             and type(env).init_completion is Environment.init_completion
@@ -314,7 +317,7 @@ class GymEnv(gym.Env[Observation, Action]):
             state = call_inline(env.init_state, prompt, completion, answer, task, info, example_id)
         self._state, self._done, self._cleaned = state, False, False
         try:
-            ready = call_inline(env.setup_state, state)
+            ready = None if self._default_setup else call_inline(env.setup_state, state)
         except BaseException as exc:
             self._failed(state, exc)
             self._cleanup_sync(state)
@@ -394,7 +397,8 @@ class GymEnv(gym.Env[Observation, Action]):
             return
         self._cleaned = True
         try:
-            call_inline(self.environment.cleanup_state, state)
+            if not self._default_cleanup:
+                call_inline(self.environment.cleanup_state, state)
         except Exception as exc:
             self._cleanup_failed(state, exc)
 
