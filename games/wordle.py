@@ -307,10 +307,14 @@ def solver() -> Solver:
 
 
 def render_board(guesses: list[str], marks: list[str]) -> str:
-    rows = [
-        f"{n}. {g.upper()}  {m}" for n, (g, m) in enumerate(zip(guesses, marks, strict=True), 1)
-    ]
-    return "\n".join(rows) if rows else "(no guesses yet)"
+    if len(guesses) != len(marks):
+        raise ValueError(f"{len(guesses)} guesses but {len(marks)} rows of marks")
+    if not guesses:
+        return "(no guesses yet)"
+    rows = []
+    for n, (guess, row) in enumerate(zip(guesses, marks, strict=True), 1):
+        rows.append(f"{n}. {guess.upper()}  {row}")
+    return "\n".join(rows)
 
 
 def read_history(messages: Messages) -> tuple[int, list[tuple[str, str]], int]:
