@@ -25,7 +25,6 @@ Hooks an environment may define for the adapter (all optional):
 from __future__ import annotations
 
 import asyncio
-import copy
 import sys
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, Literal, TypeVar
@@ -37,6 +36,7 @@ from vfgym._async import call_inline, maybe_await, run_sync
 from vfgym.envs.environment import Environment, new_state
 from vfgym.envs.multiturn_env import TRUNCATING, MultiTurnEnv
 from vfgym.errors import error_record
+from vfgym.gym.actions import fresh_copy, model_turn
 from vfgym.gym.shipping import (
     Conversation,
     Outbox,
@@ -47,7 +47,6 @@ from vfgym.gym.shipping import (
 from vfgym.gym.spaces import DEFAULT_MAX_TEXT_LENGTH, MessagesSpace, ModelTurnSpace, UnicodeText
 from vfgym.gym.state_view import StateView
 from vfgym.gym.text import clean_text, conversation_text, fit_text, observation_text
-from vfgym.messages import normalize_message
 from vfgym.rubrics.rubric import Rubric, SyncScoringUnavailable
 from vfgym.types import ChatMessage, Messages, RolloutScore, State
 
@@ -407,7 +406,7 @@ class GymEnv(gym.Env[Observation, Action]):
         row = self.rows[index]
         prompt = row["prompt"]
         prompt = [dict(m) for m in prompt] if isinstance(prompt, list) else prompt
-        return prompt, row["answer"], row["task"], _fresh_copy(row["info"]), row["example_id"]
+        return prompt, row["answer"], row["task"], fresh_copy(row["info"]), row["example_id"]
 
     def _started(self, state: State, ready: Any) -> tuple[Observation, dict[str, Any]]:
         """What `reset` returns, once `setup_state` gave back `ready`."""
@@ -525,43 +524,7 @@ class GymEnv(gym.Env[Observation, Action]):
         """The action as the message to record; raises before anything changes."""
         if isinstance(action, str):
             return {"role": "assistant", "content": action} if self._chat else action
-        if not self._chat:
-            raise TypeError(
-                "this environment is completion-style (message_type='completion'); the "
-                f"action must be the model's text as a str, not {type(action).__name__}"
-            )
-        if not isinstance(action, Mapping) and hasattr(action, "model_dump"):
-            action = normalize_message(action)  # an openai ChatCompletionMessage
-        if not isinstance(action, Mapping):
-            raise TypeError(
-                "an action is the model's turn: a str, or an assistant message dict like "
-                "{'role': 'assistant', 'content': '...', 'tool_calls': [...]}; got "
-                f"{type(action).__name__}"
-            )
-        role = action.get("role", "assistant")
-        if role != "assistant":
-            raise ValueError(
-                f"an action is the model's turn, so its role must be 'assistant', not {role!r}"
-            )
-        content = action.get("content")
-        if content is not None and not isinstance(content, str):
-            raise TypeError(
-                f"the action's 'content' must be a str or None, not {type(content).__name__}"
-            )
-        calls = action.get("tool_calls")
-        if calls is not None and not isinstance(calls, list | tuple):
-            raise TypeError(
-                f"the action's 'tool_calls' must be a list of tool calls, not "
-                f"{type(calls).__name__}"
-            )
-        if content is None and not calls:
-            raise ValueError("the action has neither 'content' nor 'tool_calls'")
-        message: dict[str, Any] = {**action, "role": "assistant", "content": content or ""}
-        if calls is not None:
-            message["tool_calls"] = [
-                copy.deepcopy(dict(c)) if isinstance(c, Mapping) else c for c in calls
-            ]
-        return message  # type: ignore[return-value]
+        return model_turn(action, chat=self._chat)
 
     def _observe(self, messages: Messages) -> Observation:
         if self.observation_mode == "text":
@@ -628,24 +591,6 @@ def _score_args(state: State) -> tuple[Any, ...]:
         state.get("info"),
         state.get("example_id"),
     )
-
-
-#: Types `_fresh_copy` hands back as they are (immutable).
-_SCALARS = frozenset({str, int, float, bool, type(None)})
-
-
-def _fresh_copy(value: Any) -> Any:
-    """A deep copy of JSON-like data (dicts, lists, scalars), several times faster than
-    `copy.deepcopy` on the small `info` dicts every reset copies; other objects still
-    go through `copy.deepcopy`."""
-    kind = type(value)
-    if kind in _SCALARS:
-        return value
-    if kind is dict:
-        return {k: v if type(v) in _SCALARS else _fresh_copy(v) for k, v in value.items()}
-    if kind is list:
-        return [v if type(v) in _SCALARS else _fresh_copy(v) for v in value]
-    return copy.deepcopy(value)
 
 
 __all__ = ["GymEnv", "ObservationMode"]
