@@ -45,6 +45,11 @@ from vfgym.envs.environment import new_state
 from vfgym.registry import load_environment
 from vfgym.types import State
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+# One timing rule for every framework: the peers' script (stdlib only, as it runs in
+# the peers' own venvs) defines it.
+from _gym_bench_peers import timed
+
 GAMES = {
     "guess-the-number": "vfgym/GuessTheNumber-v0",
     "tictactoe": "vfgym/TicTacToe-v0",
@@ -60,27 +65,6 @@ WORDS = HERE.parent / "games" / "data" / "wordle_words.txt"
 def word_list() -> list[str]:
     lines = WORDS.read_text(encoding="utf-8").splitlines()
     return [w.split()[0] for w in lines if w and not w.startswith("#") and w.split()[0].isalpha()]
-
-
-def timed(step: Callable[[], int], seconds: float, rounds: int = 10) -> float:
-    """Steps per second of `step` (which returns how many env steps it made): the best of
-    `rounds` rounds over `seconds` in all. On a shared machine the best round is the one
-    least disturbed by other work; the same rule applies to every framework measured."""
-    for _ in range(20):  # warm up
-        step()
-    best = 0.0
-    for _ in range(rounds):
-        steps = 0
-        start = time.perf_counter()
-        deadline = start + seconds / rounds
-        while True:
-            for _ in range(25):
-                steps += step()
-            now = time.perf_counter()
-            if now >= deadline:
-                break
-        best = max(best, steps / (now - start))
-    return best
 
 
 def move_maker(game: str, words: list[str], rng: random.Random) -> Callable[[], str]:
