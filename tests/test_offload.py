@@ -36,17 +36,17 @@ async def test_a_slow_function_stays_in_the_thread() -> None:
 async def test_a_function_that_turns_slow_is_moved_off_the_loop(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    delays = iter([0.0, 0.0, 0.02, 0.0])
+    delays = iter([0.0, 0.0, 0.02, 0.0, 0.02, 0.0])
 
     def sometimes_slow() -> str:
         time.sleep(next(delays))
         return where()
 
     offloader = Offloader()
-    places = [await offloader.call(sometimes_slow) for _ in range(4)]
-    # first call timed in the thread, then inline, then the slow call (inline, once),
-    # after which it never runs on the loop again
-    assert places == ["thread", "loop", "loop", "thread"]
+    places = [await offloader.call(sometimes_slow) for _ in range(6)]
+    # first call timed in the thread, then inline; one slow call is forgiven (a GC
+    # pause can stretch any call), the second moves it off the loop for good
+    assert places == ["thread", "loop", "loop", "loop", "loop", "thread"]
     assert "sometimes_slow" in caplog.text and "worker thread" in caplog.text
 
 

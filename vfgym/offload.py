@@ -9,10 +9,11 @@ function earns its place:
 - its first call runs in a worker thread, where it is timed;
 - if that call was quick (under `inline_below`), later calls run inline, still
   timed;
-- once any call takes longer than `offload_above`, the function runs in the
-  thread from then on, and a warning names it.
+- once two calls have taken longer than `offload_above`, the function runs in
+  the thread from then on, and a warning names it. One slow call alone is not
+  enough: a garbage-collector pause or the machine's load can stretch any call.
 
-The loop is thus blocked at most once per function, by one call that had been
+The loop is thus blocked at most twice per function, by calls that had been
 quick every time before. `mode="always"` never runs sync code inline (the
 strict choice for functions that may block on I/O); `mode="never"` always does.
 """
@@ -35,6 +36,8 @@ OffloadMode = Literal["auto", "always", "never"]
 logger = logging.getLogger(__name__)
 
 _UNKNOWN, _INLINE, _THREAD = 0, 1, 2
+#: Slow inline calls a function may make before it moves to the thread for good.
+STRIKES = 2
 
 
 def function_key(func: Callable[..., Any]) -> Any:
@@ -61,6 +64,7 @@ class Offloader:
         self.offload_above = offload_above
         self._verdicts: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
         self._strong: dict[Any, int] = {}  # for callables that cannot be weakly referenced
+        self._strikes: dict[Any, int] = {}  # slow inline calls so far, by key
 
     def verdict(self, func: Callable[..., Any]) -> str:
         """ "inline", "thread" or "unknown": how the next sync call of `func` runs."""
@@ -105,16 +109,23 @@ class Offloader:
             finally:
                 elapsed = time.perf_counter() - start
                 if elapsed > self.offload_above:
-                    self._set(key, _THREAD)
-                    logger.warning(
-                        "%s took %.1f ms on the event loop; it runs in a worker thread from now on",
-                        getattr(func, "__qualname__", func),
-                        elapsed * 1000,
-                    )
+                    self._strike(key, func, elapsed)
         result, elapsed = await _in_thread(func, args, kwargs)
         if verdict == _UNKNOWN:
             self._set(key, _INLINE if elapsed < self.inline_below else _THREAD)
         return await _settle(result)
+
+    def _strike(self, key: Any, func: Callable[..., Any], elapsed: float) -> None:
+        strikes = self._strikes.get(key, 0) + 1
+        self._strikes[key] = strikes
+        if strikes < STRIKES:
+            return
+        self._set(key, _THREAD)
+        logger.warning(
+            "%s took %.1f ms on the event loop; it runs in a worker thread from now on",
+            getattr(func, "__qualname__", func),
+            elapsed * 1000,
+        )
 
 
 async def _settle(result: Any) -> Any:

@@ -43,7 +43,7 @@ class ToolEnv(MultiTurnEnv):
         **kwargs: Any,
     ):
         """`offload_sync` says where sync tools run (see `vfgym.offload`): "auto"
-        inline while they stay quick and in a worker thread once one call is slow,
+        inline while they stay quick and in a worker thread once calls turn slow,
         "always" in a thread, "never" inline."""
         self.offloader = Offloader(offload_sync)
         self.tools: list[Callable[..., Any]] = []

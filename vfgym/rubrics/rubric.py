@@ -85,7 +85,7 @@ class Rubric:
         **kwargs: Any,
     ) -> None:
         """`offload_sync` says where sync reward functions run (see `vfgym.offload`):
-        "auto" inline while they stay quick and in a worker thread once a call is
+        "auto" inline while they stay quick and in a worker thread once calls turn
         slow, "always" in a thread, "never" inline."""
         if kwargs:
             raise TypeError(
