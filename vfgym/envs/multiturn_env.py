@@ -301,7 +301,7 @@ class MultiTurnEnv(Environment):
                 state = prepared
             stop = await self.check_stop(state, **kwargs)
             while stop is None:
-                context = await self.get_context_messages(state)
+                context = await self._context(state)
                 try:
                     response = await self.get_model_response(
                         client,
