@@ -384,22 +384,33 @@ class Runner:
             keep.add(self.kernel_pid)
         else:
             self.stop_kernel()
-        for _ in range(KILL_PASSES):
-            pids = other_pids(keep)
-            if not pids:
-                break
-            if len(keep) == 1:
+        # kill(-1) reaches every process but the runner in one sweep that a fork
+        # cannot slip past, whereas pid-by-pid kills race a fork bomb. With the
+        # kernel kept, the sweep sends SIGSTOP (stopped processes cannot fork);
+        # everything but the kernel is then killed and the kernel continued.
+        sweep = signal.SIGSTOP if len(keep) > 1 else signal.SIGKILL
+        try:
+            for _ in range(KILL_PASSES):
+                pids = other_pids(keep)
+                if not pids:
+                    break
                 try:
-                    os.kill(-1, signal.SIGKILL)
+                    os.kill(-1, sweep)
                 except OSError:
                     pass
-            for pid in pids:
+                for pid in pids:
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except OSError:
+                        pass
+                self.reap()
+                time.sleep(0.001)
+        finally:
+            if sweep == signal.SIGSTOP:
                 try:
-                    os.kill(pid, signal.SIGKILL)
+                    os.kill(self.kernel_pid, signal.SIGCONT)
                 except OSError:
                     pass
-            self.reap()
-            time.sleep(0.001)
         self.reap()
 
     # -- kernel
