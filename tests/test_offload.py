@@ -15,8 +15,13 @@ def where() -> str:
     return "loop" if threading.current_thread() is threading.main_thread() else "thread"
 
 
+# Thresholds far above scheduling jitter, so a loaded machine cannot turn a
+# quick call into a slow one.
+TOLERANT = {"inline_below": 0.05, "offload_above": 0.1}
+
+
 async def test_a_quick_function_moves_inline_after_its_first_call() -> None:
-    offloader = Offloader()
+    offloader = Offloader(**TOLERANT)
     assert offloader.verdict(where) == "unknown"
     places = [await offloader.call(where) for _ in range(3)]
     assert places == ["thread", "loop", "loop"]
@@ -36,13 +41,13 @@ async def test_a_slow_function_stays_in_the_thread() -> None:
 async def test_a_function_that_turns_slow_is_moved_off_the_loop(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    delays = iter([0.0, 0.0, 0.02, 0.0, 0.02, 0.0])
+    delays = iter([0.0, 0.0, 0.2, 0.0, 0.2, 0.0])
 
     def sometimes_slow() -> str:
         time.sleep(next(delays))
         return where()
 
-    offloader = Offloader()
+    offloader = Offloader(**TOLERANT)
     places = [await offloader.call(sometimes_slow) for _ in range(6)]
     # first call timed in the thread, then inline; one slow call is forgiven (a GC
     # pause can stretch any call), the second moves it off the loop for good
@@ -85,7 +90,7 @@ async def test_async_callables_are_awaited_and_methods_share_a_verdict() -> None
         async def coro(self) -> str:
             return "awaited"
 
-    offloader = Offloader()
+    offloader = Offloader(**TOLERANT)
     first, second = Tools(), Tools()
     assert await offloader.call(first.coro) == "awaited"
     assert await offloader.call(first.quick) == "thread"
