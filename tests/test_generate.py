@@ -299,3 +299,32 @@ async def test_a_shared_semaphore_limits_several_batches(model_server) -> None:
     assert gate.peak == 2
     check_outputs(first, QUESTIONS)
     check_outputs(second, QUESTIONS)
+
+
+def test_outputs_repr_gives_column_lengths_not_every_rollout() -> None:
+    with ModelServer(shout).running() as server:
+        out = make_env().evaluate_sync(server.client(), "m")
+    text = repr(out)
+    assert "reward=<4 items>" in text and "'matches': <4 items>" in text
+    assert "ALPHA" not in text  # no rollout's content
+    assert out.reward == [1.0] * 4  # the data itself is untouched
+
+
+class _CountedRepr:
+    reprs = 0
+
+    def __repr__(self) -> str:
+        type(self).reprs += 1
+        return "counted"
+
+
+def test_sync_runs_never_format_their_result() -> None:
+    """asyncio.run formats its main task's repr, result included, on Python 3.11/3.12;
+    for a large GenerateOutputs that took longer than the rollouts themselves."""
+    from vfgym._async import run_sync
+
+    async def produce() -> _CountedRepr:
+        return _CountedRepr()
+
+    result = run_sync(produce())
+    assert isinstance(result, _CountedRepr) and _CountedRepr.reprs == 0

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from vfgym._async import boxed
 from vfgym.cli_support import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -326,7 +327,10 @@ def run_eval(
     try:
         with _quiet_rollout_warnings(options.verbose), asyncio.Runner() as runner:
             why = _why_embedded(options, environ)
-            runner.run(_evaluate(env, options, endpoint, policies, directory, resume, err, why))
+            # boxed: the outputs are not needed here, and their repr would be (see Box)
+            runner.run(
+                boxed(_evaluate(env, options, endpoint, policies, directory, resume, err, why))
+            )
     except KeyboardInterrupt:
         kept = len(load_finished(directory)) if (directory / RESULTS_FILE).exists() else 0
         print(
