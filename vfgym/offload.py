@@ -6,16 +6,19 @@ thread would make that hop most of a rollout's cost, while running everything
 inline would let one slow function stall every rollout sharing the loop. So each
 function earns its place:
 
-- its first call runs in a worker thread, where it is timed;
-- if that call was quick (under `inline_below`), later calls run inline, still
-  timed;
-- once two calls have taken longer than `offload_above`, the function runs in
-  the thread from then on, and a warning names it. One slow call alone is not
-  enough: a garbage-collector pause or the machine's load can stretch any call.
+- its first calls run in a worker thread, where they are timed; once one is
+  quick (under `inline_below`), later calls run inline, still timed; two slow
+  ones in a row settle it in the thread;
+- an inline function that is slow (over `offload_above`) on two calls in a row
+  runs in the thread from then on, and a warning names it.
 
-The loop is thus blocked at most twice per function, by calls that had been
-quick every time before. `mode="always"` never runs sync code inline (the
-strict choice for functions that may block on I/O); `mode="never"` always does.
+"Two in a row" because one slow call proves nothing: a garbage-collector pause,
+or the machine (a virtual one above all) taking the CPU away for a few
+milliseconds, can stretch any call, and a function wrongly sent to the thread
+pays the hop on every call after. A function that is really slow is slow on
+consecutive calls. The loop is thus blocked at most twice in a row per
+function. `mode="always"` never runs sync code inline (the strict choice for
+functions that may block on I/O); `mode="never"` always does.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ OffloadMode = Literal["auto", "always", "never"]
 logger = logging.getLogger(__name__)
 
 _UNKNOWN, _INLINE, _THREAD = 0, 1, 2
-#: Slow inline calls a function may make before it moves to the thread for good.
+#: Slow calls in a row that settle a function in the thread.
 STRIKES = 2
 
 
@@ -64,7 +67,7 @@ class Offloader:
         self.offload_above = offload_above
         self._verdicts: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
         self._strong: dict[Any, int] = {}  # for callables that cannot be weakly referenced
-        self._strikes: dict[Any, int] = {}  # slow inline calls so far, by key
+        self._strikes: dict[Any, int] = {}  # slow calls in a row so far, by key
 
     def verdict(self, func: Callable[..., Any]) -> str:
         """ "inline", "thread" or "unknown": how the next sync call of `func` runs."""
@@ -109,23 +112,33 @@ class Offloader:
             finally:
                 elapsed = time.perf_counter() - start
                 if elapsed > self.offload_above:
-                    self._strike(key, func, elapsed)
+                    if self._strike(key):
+                        logger.warning(
+                            "%s took %.1f ms on the event loop; it runs in a worker thread "
+                            "from now on",
+                            getattr(func, "__qualname__", func),
+                            elapsed * 1000,
+                        )
+                elif self._strikes:
+                    self._strikes.pop(key, None)
         result, elapsed = await _in_thread(func, args, kwargs)
         if verdict == _UNKNOWN:
-            self._set(key, _INLINE if elapsed < self.inline_below else _THREAD)
+            if elapsed < self.inline_below:
+                self._strikes.pop(key, None)
+                self._set(key, _INLINE)
+            else:
+                self._strike(key)
         return await _settle(result)
 
-    def _strike(self, key: Any, func: Callable[..., Any], elapsed: float) -> None:
+    def _strike(self, key: Any) -> bool:
+        """Count a slow call of `key`'s function; True when that settles it in the thread."""
         strikes = self._strikes.get(key, 0) + 1
-        self._strikes[key] = strikes
         if strikes < STRIKES:
-            return
+            self._strikes[key] = strikes
+            return False
+        self._strikes.pop(key, None)
         self._set(key, _THREAD)
-        logger.warning(
-            "%s took %.1f ms on the event loop; it runs in a worker thread from now on",
-            getattr(func, "__qualname__", func),
-            elapsed * 1000,
-        )
+        return True
 
 
 async def _settle(result: Any) -> Any:
