@@ -1,6 +1,6 @@
 """Talking to an OpenAI-compatible server: sampling arguments, retries, overflow.
 
-Every model call of a rollout goes through `request_model_response`, so the retry
+Every model call of a rollout goes through a `ModelCaller`, so the retry
 policy, the handling of vLLM's extra sampling keys and the recognition of a
 context-length overflow live in one place.
 """
@@ -147,27 +147,118 @@ def prepare_sampling_args(
     return args
 
 
-async def _create(
-    client: AsyncOpenAI | OpenAI,
-    model: str,
-    prompt: Messages,
-    message_type: MessageType,
-    oai_tools: list[ChatCompletionToolParam] | None,
-    sampling_args: dict[str, Any] | None,
-) -> ModelResponse:
-    if message_type == "chat":
-        create = client.chat.completions.create
-        kwargs = prepare_sampling_args(sampling_args, "chat", _accepted_params("chat"))
-        kwargs["messages"] = prompt
-        if oai_tools:
+DEFAULT_RETRY = RetryPolicy()
+
+
+class ModelCaller:
+    """The model calls of one rollout, with the request's fixed part prepared once.
+
+    The model, the tools and the sampling arguments are the same on every turn of a
+    rollout; turning them into the client's keyword arguments once, not per turn,
+    and going straight to the client's `create` while calls succeed, keeps a turn's
+    cost close to the client's own. A failure goes to `_recover`, which applies the
+    retry policy (see `request_model_response`).
+    """
+
+    __slots__ = ("_chat", "_create", "_in_thread", "_kwargs", "_sampling_args", "model", "retry")
+
+    def __init__(
+        self,
+        client: AsyncOpenAI | OpenAI,
+        model: str,
+        *,
+        message_type: MessageType = "chat",
+        oai_tools: list[ChatCompletionToolParam] | None = None,
+        sampling_args: dict[str, Any] | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        self.model = model
+        self.retry = retry or DEFAULT_RETRY
+        self._chat = message_type == "chat"
+        self._create = (client.chat if self._chat else client).completions.create
+        self._in_thread = not isinstance(client, AsyncOpenAI)
+        self._sampling_args = sampling_args
+        self._kwargs = self._prepare(sampling_args, oai_tools)
+
+    def _prepare(
+        self,
+        sampling_args: dict[str, Any] | None,
+        oai_tools: list[ChatCompletionToolParam] | None,
+    ) -> dict[str, Any]:
+        kind: MessageType = "chat" if self._chat else "completion"
+        kwargs = prepare_sampling_args(sampling_args, kind, _accepted_params(kind))
+        kwargs["model"] = self.model
+        if self._chat and oai_tools:
             kwargs["tools"] = oai_tools
-    else:
-        create = client.completions.create
-        kwargs = prepare_sampling_args(sampling_args, "completion", _accepted_params("completion"))
-        kwargs["prompt"] = prompt
-    if isinstance(client, AsyncOpenAI):
-        return await create(model=model, **kwargs)
-    return await asyncio.to_thread(create, model=model, **kwargs)
+        return kwargs
+
+    async def __call__(
+        self, prompt: Messages, sampling_args: dict[str, Any] | None = None
+    ) -> ModelResponse:
+        """One model turn. `sampling_args`, when not the rollout's own, apply to this turn
+        (a token budget lowers the max tokens as the rollout goes on)."""
+        kwargs = self._kwargs
+        if sampling_args is not None and sampling_args is not self._sampling_args:
+            kwargs = self._with_sampling_args(sampling_args)
+        try:
+            return await self._send(prompt, kwargs)
+        except Exception as exc:
+            if sampling_args is None:
+                sampling_args = self._sampling_args
+            return await self._recover(exc, prompt, kwargs, sampling_args)
+
+    def _with_sampling_args(self, sampling_args: dict[str, Any] | None) -> dict[str, Any]:
+        return self._prepare(sampling_args, self._kwargs.get("tools"))
+
+    async def _send(self, prompt: Messages, kwargs: dict[str, Any]) -> ModelResponse:
+        if self._in_thread:  # a sync OpenAI client must not block the loop
+            if self._chat:
+                return await asyncio.to_thread(self._create, messages=prompt, **kwargs)
+            return await asyncio.to_thread(self._create, prompt=prompt, **kwargs)
+        if self._chat:
+            return await self._create(messages=prompt, **kwargs)
+        return await self._create(prompt=prompt, **kwargs)
+
+    async def _recover(
+        self,
+        exc: Exception,
+        prompt: Messages,
+        kwargs: dict[str, Any],
+        sampling_args: dict[str, Any] | None,
+    ) -> ModelResponse:
+        """Retry after `exc` as the policy says, or raise the error the rollout reports."""
+        attempt = 0
+        shrunk = False
+        while True:
+            if isinstance(exc, openai.BadRequestError):
+                if not is_context_overflow(exc):
+                    raise ModelCallError(
+                        f"the model server rejected the request (HTTP 400): {exc}",
+                        attempts=attempt + 1,
+                    ) from exc
+                room, key = completion_room(exc), _max_tokens_key(sampling_args)
+                if shrunk or room is None or key is None or sampling_args[key] <= room:  # type: ignore[index]
+                    raise ContextLengthExceeded(str(exc)) from exc
+                sampling_args = {**sampling_args, key: room}  # type: ignore[dict-item]
+                kwargs = self._with_sampling_args(sampling_args)
+                shrunk = True
+            elif not is_transient(exc):
+                raise ModelCallError(
+                    f"model call failed: {type(exc).__name__}: {exc}", attempts=attempt + 1
+                ) from exc
+            else:
+                attempt += 1
+                if attempt > self.retry.max_retries:
+                    raise ModelCallError(
+                        f"model server still failing after {attempt} attempts "
+                        f"({type(exc).__name__}: {exc}); check that it is up and not overloaded",
+                        attempts=attempt,
+                    ) from exc
+                await asyncio.sleep(self.retry.delay(attempt, _retry_after(exc)))
+            try:
+                return await self._send(prompt, kwargs)
+            except Exception as again:
+                exc = again
 
 
 async def request_model_response(
@@ -189,35 +280,12 @@ async def request_model_response(
     `ModelCallError` when the server still fails after the retries (the rollout
     ends as errored). Sync `OpenAI` clients run in a thread.
     """
-    policy = retry or RetryPolicy()
-    attempt = 0
-    shrunk = False
-    while True:
-        try:
-            return await _create(client, model, prompt, message_type, oai_tools, sampling_args)
-        except openai.BadRequestError as exc:
-            if is_context_overflow(exc):
-                room, key = completion_room(exc), _max_tokens_key(sampling_args)
-                if not shrunk and room is not None and key is not None:
-                    assert sampling_args is not None
-                    if sampling_args[key] > room:
-                        sampling_args = {**sampling_args, key: room}
-                        shrunk = True
-                        continue
-                raise ContextLengthExceeded(str(exc)) from exc
-            raise ModelCallError(
-                f"the model server rejected the request (HTTP 400): {exc}", attempts=attempt + 1
-            ) from exc
-        except Exception as exc:
-            if not is_transient(exc):
-                raise ModelCallError(
-                    f"model call failed: {type(exc).__name__}: {exc}", attempts=attempt + 1
-                ) from exc
-            attempt += 1
-            if attempt > policy.max_retries:
-                raise ModelCallError(
-                    f"model server still failing after {attempt} attempts "
-                    f"({type(exc).__name__}: {exc}); check that it is up and not overloaded",
-                    attempts=attempt,
-                ) from exc
-            await asyncio.sleep(policy.delay(attempt, _retry_after(exc)))
+    caller = ModelCaller(
+        client,
+        model,
+        message_type=message_type,
+        oai_tools=oai_tools,
+        sampling_args=sampling_args,
+        retry=retry,
+    )
+    return await caller(prompt)

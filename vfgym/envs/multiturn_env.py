@@ -10,6 +10,7 @@ from typing import Any
 from openai import AsyncOpenAI, OpenAI
 
 from vfgym._async import call_inline, is_async_callable, maybe_await, settle_inline
+from vfgym.client import ModelCaller
 from vfgym.envs.environment import Environment
 from vfgym.errors import ContextLengthExceeded, error_record
 from vfgym.messages import assistant_message, completion_text
@@ -75,11 +76,27 @@ class MultiTurnEnv(Environment):
     def _default_context(self) -> bool:
         return type(self).get_context_messages is MultiTurnEnv.get_context_messages
 
-    async def _context(self, state: State) -> Messages:
-        """`get_context_messages`, without a coroutine when it is not overridden."""
-        if self._default_context:
-            return state["prompt"] + state["completion"]
-        return await self.get_context_messages(state)
+    @functools.cached_property
+    def _default_is_completed(self) -> bool:
+        return type(self).is_completed is MultiTurnEnv.is_completed
+
+    @functools.cached_property
+    def _default_model_call(self) -> bool:
+        return type(self).get_model_response is Environment.get_model_response
+
+    async def _completed(self, context: Messages, state: State, kwargs: dict[str, Any]) -> Any:
+        """`is_completed`, called the cheapest way: the default needs no call at all,
+        and a hook is awaited only when it returned an awaitable."""
+        if self._default_is_completed:
+            return state.get("prompt_too_long", False)
+        result = (
+            self.is_completed(context, state, **kwargs)
+            if kwargs
+            else self.is_completed(context, state)
+        )
+        if hasattr(result, "__await__"):
+            return await result
+        return result
 
     @property
     def hooks_are_sync(self) -> bool:
@@ -139,8 +156,11 @@ class MultiTurnEnv(Environment):
 
         With `natural_only`, only the environment's own end (`is_completed`) counts.
         """
-        context = await self._context(state)
-        completed = await maybe_await(self.is_completed, context, state, **kwargs)
+        if self._default_context:
+            context = state["prompt"] + state["completion"]
+        else:
+            context = await self.get_context_messages(state)
+        completed = await self._completed(context, state, kwargs)
         if completed or natural_only:
             return self._natural_stop(state, completed)
         if not self._default_max_turns and await maybe_await(self.max_turns_reached, state):
@@ -187,11 +207,20 @@ class MultiTurnEnv(Environment):
         counts); only its natural end, checked first, skips the answer.
         `is_completed` and `env_response` see the same context list.
         """
-        context = await self._context(state)
-        completed = await maybe_await(self.is_completed, context, state, **kwargs)
+        if self._default_context:
+            context = state["prompt"] + state["completion"]
+        else:
+            context = await self.get_context_messages(state)
+        completed = await self._completed(context, state, kwargs)
         if completed:
             return self._no_messages(), self._natural_stop(state, completed)
-        reply = await maybe_await(self.env_response, context, state, **kwargs)
+        reply = (
+            self.env_response(context, state, **kwargs)
+            if kwargs
+            else self.env_response(context, state)
+        )
+        if hasattr(reply, "__await__"):
+            reply = await reply
         return self._take_reply(state, reply), await self.check_stop(state, **kwargs)
 
     def advance_sync(self, state: State, **kwargs: Any) -> tuple[Messages, str | None]:
@@ -295,22 +324,39 @@ class MultiTurnEnv(Environment):
         start = time.perf_counter()
         args = self.merged_sampling_args(sampling_args)
         tools = info.get("oai_tools") or self.oai_tools
+        caller = None
+        if self._default_model_call:  # the request's fixed part, prepared once
+            caller = ModelCaller(
+                client,
+                model,
+                message_type=self.message_type,
+                oai_tools=tools,
+                sampling_args=args,
+                retry=self.retry,
+            )
         try:
             prepared = await maybe_await(self.setup_state, state, **kwargs)
             if prepared is not None:  # a hook that mutates in place may forget `return state`
                 state = prepared
             stop = await self.check_stop(state, **kwargs)
             while stop is None:
-                context = await self._context(state)
+                if self._default_context:
+                    context = state["prompt"] + state["completion"]
+                else:
+                    context = await self.get_context_messages(state)
+                turn_args = self._turn_sampling_args(state, args)
                 try:
-                    response = await self.get_model_response(
-                        client,
-                        model,
-                        context,
-                        oai_tools=tools,
-                        sampling_args=self._turn_sampling_args(state, args),
-                        message_type=self.message_type,
-                    )
+                    if caller is not None:
+                        response = await caller(context, turn_args)
+                    else:
+                        response = await self.get_model_response(
+                            client,
+                            model,
+                            context,
+                            oai_tools=tools,
+                            sampling_args=turn_args,
+                            message_type=self.message_type,
+                        )
                 except ContextLengthExceeded:
                     state["prompt_too_long"] = True
                     stop = "context_length"
