@@ -201,6 +201,8 @@ class ModelCaller:
         if sampling_args is not None and sampling_args is not self._sampling_args:
             kwargs = self._with_sampling_args(sampling_args)
         try:
+            if self._chat and not self._in_thread:  # the usual case, without _send's frame
+                return await self._create(messages=prompt, **kwargs)
             return await self._send(prompt, kwargs)
         except Exception as exc:
             if sampling_args is None:

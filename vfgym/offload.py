@@ -75,10 +75,15 @@ class Offloader:
         return {_UNKNOWN: "unknown", _INLINE: "inline", _THREAD: "thread"}[verdict]
 
     def _get(self, key: Any) -> int:
+        # Keys that cannot be weakly referenced (the tuples a rubric uses) are found
+        # in `_strong` first, without the TypeError a weak lookup would raise.
+        verdict = self._strong.get(key)
+        if verdict is not None:
+            return verdict
         try:
             return self._verdicts.get(key, _UNKNOWN)
         except TypeError:
-            return self._strong.get(key, _UNKNOWN)
+            return _UNKNOWN
 
     def _set(self, key: Any, verdict: int) -> None:
         try:
@@ -108,7 +113,10 @@ class Offloader:
         if verdict == _INLINE:
             start = time.perf_counter()
             try:
-                return await _settle(func(*args, **kwargs))
+                result = func(*args, **kwargs)
+                if hasattr(result, "__await__"):
+                    return await result  # type: ignore[no-any-return]
+                return result  # type: ignore[return-value]
             finally:
                 elapsed = time.perf_counter() - start
                 if elapsed > self.offload_above:

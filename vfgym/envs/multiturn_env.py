@@ -11,7 +11,7 @@ from openai import AsyncOpenAI, OpenAI
 
 from vfgym._async import call_inline, is_async_callable, maybe_await, settle_inline
 from vfgym.client import ModelCaller
-from vfgym.envs.environment import Environment
+from vfgym.envs.environment import Environment, new_state
 from vfgym.errors import ContextLengthExceeded, error_record
 from vfgym.messages import assistant_message, completion_text
 from vfgym.types import ChatMessage, Info, Messages, ModelResponse, SamplingArgs, State
@@ -77,6 +77,17 @@ class MultiTurnEnv(Environment):
         return type(self).get_context_messages is MultiTurnEnv.get_context_messages
 
     @functools.cached_property
+    def _default_init(self) -> bool:
+        return (
+            type(self).init_state is Environment.init_state
+            and type(self).init_completion is Environment.init_completion
+        )
+
+    def _default_hook(self, name: str) -> bool:
+        """True when hook `name` is MultiTurnEnv's own, which does nothing: skip the call."""
+        return getattr(type(self), name) is getattr(MultiTurnEnv, name)
+
+    @functools.cached_property
     def _default_is_completed(self) -> bool:
         return type(self).is_completed is MultiTurnEnv.is_completed
 
@@ -85,10 +96,8 @@ class MultiTurnEnv(Environment):
         return type(self).get_model_response is Environment.get_model_response
 
     async def _completed(self, context: Messages, state: State, kwargs: dict[str, Any]) -> Any:
-        """`is_completed`, called the cheapest way: the default needs no call at all,
-        and a hook is awaited only when it returned an awaitable."""
-        if self._default_is_completed:
-            return state.get("prompt_too_long", False)
+        """`is_completed`, awaited only when it returned an awaitable. (Callers skip
+        the call for the default, which only reads `prompt_too_long`.)"""
         result = (
             self.is_completed(context, state, **kwargs)
             if kwargs
@@ -160,7 +169,10 @@ class MultiTurnEnv(Environment):
             context = state["prompt"] + state["completion"]
         else:
             context = await self.get_context_messages(state)
-        completed = await self._completed(context, state, kwargs)
+        if self._default_is_completed:
+            completed = state.get("prompt_too_long", False)
+        else:
+            completed = await self._completed(context, state, kwargs)
         if completed or natural_only:
             return self._natural_stop(state, completed)
         if not self._default_max_turns and await maybe_await(self.max_turns_reached, state):
@@ -211,7 +223,10 @@ class MultiTurnEnv(Environment):
             context = state["prompt"] + state["completion"]
         else:
             context = await self.get_context_messages(state)
-        completed = await self._completed(context, state, kwargs)
+        if self._default_is_completed:
+            completed = state.get("prompt_too_long", False)
+        else:
+            completed = await self._completed(context, state, kwargs)
         if completed:
             return self._no_messages(), self._natural_stop(state, completed)
         reply = (
@@ -318,9 +333,14 @@ class MultiTurnEnv(Environment):
         """
         info = info if info is not None else {}
         if not state:
-            if completion is None:
+            if completion is None and self._default_init:
+                completion = [] if self.message_type == "chat" else ""
+            elif completion is None:
                 completion = await self.init_completion()
-            state = await self.init_state(prompt, completion, answer, task, info, example_id)
+            if self._default_init:
+                state = new_state(prompt, completion, answer, task, info, example_id)
+            else:
+                state = await self.init_state(prompt, completion, answer, task, info, example_id)
         start = time.perf_counter()
         args = self.merged_sampling_args(sampling_args)
         tools = info.get("oai_tools") or self.oai_tools
@@ -335,9 +355,10 @@ class MultiTurnEnv(Environment):
                 retry=self.retry,
             )
         try:
-            prepared = await maybe_await(self.setup_state, state, **kwargs)
-            if prepared is not None:  # a hook that mutates in place may forget `return state`
-                state = prepared
+            if not self._default_hook("setup_state"):
+                prepared = await maybe_await(self.setup_state, state, **kwargs)
+                if prepared is not None:  # a hook that mutates in place may forget `return state`
+                    state = prepared
             stop = await self.check_stop(state, **kwargs)
             while stop is None:
                 if self._default_context:
@@ -375,7 +396,8 @@ class MultiTurnEnv(Environment):
             self.logger.warning("rollout %s failed: %s", example_id, state["error"]["message"])
         finally:
             try:
-                await maybe_await(self.cleanup_state, state, **kwargs)
+                if not self._default_hook("cleanup_state"):
+                    await maybe_await(self.cleanup_state, state, **kwargs)
             except Exception as exc:  # a failed cleanup must not hide the episode's result
                 state["cleanup_error"] = error_record(exc)
                 self.logger.warning("cleanup of rollout %s failed: %s", example_id, exc)

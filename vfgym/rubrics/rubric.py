@@ -101,6 +101,8 @@ class Rubric:
         self.reward_weights: list[float] = []
         self._specs: dict[int, RewardSpec] = {}
         self._spec_list: tuple[list[RewardFunc], list[RewardSpec]] = ([], [])
+        # The offloader key of the reward functions when all are sync (see _specs_of).
+        self._sync_key: tuple[Any, ...] | None = None
         self._warned: set[str] = set()
         self.class_objects: dict[str, Any] = {"parser": self.parser}
         for name, value in (class_objects or {}).items():
@@ -297,7 +299,14 @@ class Rubric:
             state = {}
         specs, weights = self._specs_and_weights()
         available = self._offer(prompt, completion, answer, state, task, info, example_id, kwargs)
-        outcomes = await self._run_all(specs, available)
+        sync_key = self._sync_key
+        if sync_key is not None:  # every function sync (the usual case): one call, one verdict
+            outcomes = await self.offloader.call_as(sync_key, call_specs, specs, available)
+            for i, outcome in enumerate(outcomes):
+                if hasattr(outcome, "__await__"):
+                    outcomes[i] = await self._settle(specs[i], outcome)
+        else:
+            outcomes = await self._run_all(specs, available)
         return self._tally(state, specs, weights, outcomes, apply_weights, started)
 
     def can_score_sync(self) -> bool:
@@ -377,6 +386,11 @@ class Rubric:
         if known != funcs:  # list equality compares the functions by identity first
             specs = [self._spec_for(f) for f in funcs]
             self._spec_list = (list(funcs), specs)
+            self._sync_key = (
+                None
+                if any(s.is_async for s in specs)
+                else tuple(function_key(s.func) for s in specs)
+            )
         return specs
 
     def _tally(
