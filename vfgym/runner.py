@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import math
 import time
 from collections.abc import AsyncIterator, Callable
@@ -167,9 +168,10 @@ async def run_batch(
             results_path, {**metadata, "inputs_digest": inputs_digest(rows)}, resume=resume
         )
 
-    if semaphore is None and max_concurrent > 0:
-        semaphore = asyncio.Semaphore(max_concurrent)
+    # A caller's semaphore is shared with other batches: every rollout takes it.
+    # Our own limit is kept by running `max_concurrent` workers instead.
     limit = semaphore if semaphore is not None else contextlib.nullcontext()
+    workers = max_concurrent if semaphore is None and max_concurrent > 0 else 0
     progress = _progress_bar(n, use_tqdm)
 
     async def run_one(i: int) -> None:
@@ -243,7 +245,7 @@ async def run_batch(
                     pending.append(i)
             freeze = len(pending) >= AUTO_FREEZE_ROLLOUTS if gc_freeze is None else gc_freeze
             async with frozen_gc(freeze):
-                await _launch(run_one, pending)
+                await _launch(run_one, pending, workers)
             status = "complete"
             if writer is not None:
                 writer.close(status, summarize(rewards, states))
@@ -277,19 +279,30 @@ async def run_batch(
 LAUNCH_SLICE = 64
 
 
-async def _launch(run_one: Callable[[int], Any], indices: list[int]) -> None:
-    """Start one task per rollout, a slice at a time, and wait for them all.
+async def _launch(run_one: Callable[[int], Any], indices: list[int], workers: int = 0) -> None:
+    """Run `run_one` for every index: `workers` at a time, or all at once when 0.
 
-    Creating thousands of tasks in one go holds the loop for a long moment;
-    yielding between slices lets the rollouts already started make progress.
-    If this is cancelled, every rollout task is cancelled (and its cleanup runs).
+    With a limit, that many worker tasks take the next index as they finish one,
+    which costs less per rollout than a task per rollout waiting on a semaphore.
+    Tasks are created a slice at a time: creating thousands in one go holds the
+    loop for a long moment, and yielding between slices lets the rollouts
+    already started make progress. If this is cancelled, every task is
+    cancelled (and each rollout's cleanup runs).
     """
+    if 0 < workers < len(indices):
+        remaining = iter(indices)  # shared: each index is taken by exactly one worker
+
+        async def worker() -> None:
+            for i in remaining:
+                await run_one(i)
+
+        jobs: list[Callable[[], Any]] = [worker] * workers
+    else:
+        jobs = [functools.partial(run_one, i) for i in indices]
     tasks: list[asyncio.Task[Any]] = []
     try:
-        for start in range(0, len(indices), LAUNCH_SLICE):
-            tasks.extend(
-                asyncio.ensure_future(run_one(i)) for i in indices[start : start + LAUNCH_SLICE]
-            )
+        for start in range(0, len(jobs), LAUNCH_SLICE):
+            tasks.extend(asyncio.ensure_future(job()) for job in jobs[start : start + LAUNCH_SLICE])
             await asyncio.sleep(0)
         await asyncio.gather(*tasks)
     except BaseException:

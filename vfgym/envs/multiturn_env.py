@@ -236,7 +236,11 @@ class MultiTurnEnv(Environment):
         )
         if hasattr(reply, "__await__"):
             reply = await reply
-        return self._take_reply(state, reply), await self.check_stop(state, **kwargs)
+        messages = self._take_reply(state, reply)
+        # (an empty `**kwargs` costs a dict per call: this runs every turn)
+        return messages, await (
+            self.check_stop(state, **kwargs) if kwargs else self.check_stop(state)
+        )
 
     def advance_sync(self, state: State, **kwargs: Any) -> tuple[Messages, str | None]:
         """`advance` with no event loop, for environments whose `hooks_are_sync`.
@@ -360,12 +364,15 @@ class MultiTurnEnv(Environment):
                 if prepared is not None:  # a hook that mutates in place may forget `return state`
                     state = prepared
             stop = await self.check_stop(state, **kwargs)
+            default_context = self._default_context
+            chat = self.message_type == "chat"
+            budgeted = self.rollout_token_budget is not None
             while stop is None:
-                if self._default_context:
+                if default_context:
                     context = state["prompt"] + state["completion"]
                 else:
                     context = await self.get_context_messages(state)
-                turn_args = self._turn_sampling_args(state, args)
+                turn_args = self._turn_sampling_args(state, args) if budgeted else args
                 try:
                     if caller is not None:
                         response = await caller(context, turn_args)
@@ -384,11 +391,11 @@ class MultiTurnEnv(Environment):
                     break
                 message = (
                     assistant_message(response)  # type: ignore[arg-type]
-                    if self.message_type == "chat"
+                    if chat
                     else completion_text(response)  # type: ignore[arg-type]
                 )
                 self.record_model_turn(state, message, response)
-                _, stop = await self.advance(state, **kwargs)
+                _, stop = await (self.advance(state, **kwargs) if kwargs else self.advance(state))
             self.finish(state, stop)
         except Exception as exc:  # the batch goes on; the rollout is reported as errored
             state["error"] = error_record(exc)
