@@ -349,16 +349,16 @@ class MultiTurnEnv(Environment):
         args = self.merged_sampling_args(sampling_args)
         tools = info.get("oai_tools") or self.oai_tools
         caller = None
-        if self._default_model_call:  # the request's fixed part, prepared once
-            caller = ModelCaller(
-                client,
-                model,
-                message_type=self.message_type,
-                oai_tools=tools,
-                sampling_args=args,
-                retry=self.retry,
-            )
         try:
+            if self._default_model_call:  # the request's fixed part, prepared once
+                caller = ModelCaller(
+                    client,
+                    model,
+                    message_type=self.message_type,
+                    oai_tools=tools,
+                    sampling_args=args,
+                    retry=self.retry,
+                )
             if not self._default_hook("setup_state"):
                 prepared = await maybe_await(self.setup_state, state, **kwargs)
                 if prepared is not None:  # a hook that mutates in place may forget `return state`
