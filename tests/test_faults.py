@@ -104,6 +104,15 @@ async def test_a_client_error_is_not_retried(model_server, fast_retry) -> None:
     assert math.isnan(out.reward[0])
 
 
+async def test_a_client_without_a_chat_api_errors_the_rollout(fast_retry) -> None:
+    class NotAClient:
+        pass
+
+    _, state = await make_env(fast_retry).rollout(NotAClient(), "m", list(HELLO), answer="HELLO")
+    assert state["stop_reason"] == "error"
+    assert "chat" in state["error"]["message"]
+
+
 async def test_request_model_response_raises_with_the_attempt_count(model_server) -> None:
     server = await model_server(shout)
     server.fail_always("500")
