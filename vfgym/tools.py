@@ -151,7 +151,7 @@ class Tool:
                 for err in exc.errors()
             )
             raise ValueError(f"invalid arguments for {self.name}: {problems}") from None
-        return {name: getattr(model, name) for name in type(model).model_fields}
+        return dict(model.__dict__)  # the fields, by name (extra keys are forbidden)
 
 
 def convert_func_to_oai_tool(func: Callable[..., Any]) -> ChatCompletionToolParam:

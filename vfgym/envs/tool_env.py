@@ -168,9 +168,10 @@ class ToolEnv(MultiTurnEnv):
             try:
                 call_id, name, args = self._parse_call(call)
                 args = self._tool_specs[name].validate(args)
-                args = await maybe_await(
-                    self.prepare_tool_args, name, args, messages, state, **kwargs
-                )
+                if type(self).prepare_tool_args is not ToolEnv.prepare_tool_args:
+                    args = await maybe_await(
+                        self.prepare_tool_args, name, args, messages, state, **kwargs
+                    )
             except (ToolCallError, ValueError) as exc:
                 if not name and isinstance(call, dict):
                     name = str((call.get("function") or {}).get("name") or "")
