@@ -14,14 +14,17 @@ imported. `gym.make("vfgym.gym:vfgym/Wordle-v0")` imports it on the fly.
 `register(id, loader, **defaults)` adds ids for your own environments, and
 `GymEnv(env)` wraps an environment object directly.
 
-Vector envs work in both modes: `gym.make_vec(id, num_envs=8,
-vectorization_mode="async")` returns the right strings (the text spaces bring their
-own shared-memory codec), and the vector env's autoreset mode (NEXT_STEP by
-default in Gymnasium 1.x) decides what happens after an episode ends; a single
-`GymEnv` refuses `step()` after the end with `gymnasium.error.ResetNeeded`. In async
-mode each step's `info["state"]` reaches the main process as a delta (the new messages,
-not the whole conversation again), rebuilt there into the same State
-(`vfgym.gym.shipping`).
+Vector envs: `gym.make_vec(id, num_envs=8)` gives a `GymVectorEnv` (every id has it as
+its `vector_entry_point`), which steps its sub-envs in this process — one after another
+(`mode="sync"`, the default) or concurrently on one event loop (`mode="async"`, for
+environments that wait on sandboxes or HTTP; see `vfgym.gym.vector`). Gymnasium's own
+vector envs work too (`vectorization_mode="sync"` or `"async"`): the async one returns
+the right strings (the text spaces bring their own shared-memory codec), and there each
+step's `info["state"]` reaches the main process as a delta (the new messages, not the
+whole conversation again), rebuilt into the same State (`vfgym.gym.shipping`). The
+vector env's autoreset mode (NEXT_STEP by default, as in Gymnasium 1.x) decides what
+happens after an episode ends; a single `GymEnv` refuses `step()` after the end with
+`gymnasium.error.ResetNeeded`.
 
 Speed: an environment whose hooks never wait (`env.hooks_are_sync`, every built-in game)
 steps as plain sync code — no event loop, no coroutine — and its episode is scored with
@@ -37,7 +40,7 @@ from vfgym.gym.play import (
     play_vector,
     unbatch_info,
 )
-from vfgym.gym.registration import make_env, register, register_registry
+from vfgym.gym.registration import make_env, make_vector_env, register, register_registry
 from vfgym.gym.spaces import (
     DEFAULT_MAX_TEXT_LENGTH,
     MessagesSpace,
@@ -45,6 +48,7 @@ from vfgym.gym.spaces import (
     UnicodeText,
 )
 from vfgym.gym.state_view import StateView
+from vfgym.gym.vector import GymVectorEnv
 
 #: name -> Gym id of the registry's environments, and name -> why one was skipped.
 REGISTERED_IDS, SKIPPED = register_registry()
@@ -54,6 +58,7 @@ __all__ = [
     "REGISTERED_IDS",
     "SKIPPED",
     "GymEnv",
+    "GymVectorEnv",
     "MessagesSpace",
     "ModelTurnSpace",
     "StateView",
@@ -62,6 +67,7 @@ __all__ = [
     "aplay_episode",
     "aplay_vector",
     "make_env",
+    "make_vector_env",
     "play_episode",
     "play_vector",
     "register",

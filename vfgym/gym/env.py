@@ -32,7 +32,7 @@ from typing import Any, Literal, TypeVar
 import gymnasium as gym
 import numpy as np
 
-from vfgym._async import call_inline, maybe_await, run_sync
+from vfgym._async import call_inline, is_async_callable, maybe_await, run_sync
 from vfgym.envs.environment import Environment, new_state
 from vfgym.envs.multiturn_env import TRUNCATING, MultiTurnEnv
 from vfgym.errors import error_record
@@ -192,6 +192,18 @@ class GymEnv(gym.Env[Observation, Action]):
         """True before the first reset and once the episode has ended."""
         return self._done
 
+    @property
+    def needs_loop(self) -> bool:
+        """True when an episode may wait on I/O: a hook of the environment, the rubric's
+        scoring or `step_reward` is async. A vector env overlaps such envs on one event
+        loop; the others (every built-in game) have nothing to overlap and step inline."""
+        if not self._inline:
+            return True
+        if self._step_reward is not None and is_async_callable(self._step_reward):
+            return True
+        can_score_sync = getattr(self.environment.rubric, "can_score_sync", None)
+        return not (callable(can_score_sync) and can_score_sync())
+
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Observation, dict[str, Any]]:
@@ -268,12 +280,40 @@ class GymEnv(gym.Env[Observation, Action]):
                 self._drive(release(), "close")
         finally:
             self._done = True
-            loop, self._loop = self._loop, None
-            if loop is not None and not loop.is_closed():
-                try:
-                    loop.run_until_complete(loop.shutdown_default_executor())
-                finally:
-                    loop.close()
+            self._close_loop()
+
+    async def aclose(self) -> None:
+        """`close` for asyncio code: the running episode's cleanup and the environment's
+        release (`aclose()`, when this env owns it) run on the caller's loop, where
+        resources the episode opened there belong."""
+        if self._closed:
+            return
+        self._claim("aclose")
+        self._closed = True
+        try:
+            if not self._cleaned and self._state is not None:
+                await self._cleanup(self._state)
+            release = getattr(self.environment, "aclose", None)
+            if self.owns_environment and callable(release):
+                await maybe_await(release)
+        finally:
+            self._done = True
+            self._busy = False
+            self._close_loop()
+
+    def _close_loop(self) -> None:
+        loop, self._loop = self._loop, None
+        if loop is None or loop.is_closed():
+            return
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            try:
+                loop.run_until_complete(loop.shutdown_default_executor())
+            finally:
+                loop.close()
+        else:  # (aclose) no loop can run inside a running one: close without waiting
+            loop.close()
 
     # ------------------------------------------------------------ episode
     #

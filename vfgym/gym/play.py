@@ -20,6 +20,7 @@ from gymnasium.vector import AutoresetMode
 
 from vfgym._async import is_async_callable, maybe_await, run_sync
 from vfgym.gym.env import GymEnv
+from vfgym.gym.vector import GymVectorEnv
 
 Policy = Callable[[Any], Any] | Callable[[Any], Awaitable[Any]]
 
@@ -288,17 +289,33 @@ async def aplay_vector(
     seed: int | None = None,
     episodes: int | None = None,
 ) -> list[Trajectory]:
-    """`play_vector` for asyncio code: the policy's calls of one step run concurrently."""
+    """`play_vector` for asyncio code: the policy's calls of one step run concurrently,
+    and a `GymVectorEnv` is driven with `areset`/`astep` on the caller's loop."""
     _check_policy(policy)
     book = _VectorEpisodes(vec_env.num_envs, _autoreset_mode(vec_env), episodes or vec_env.num_envs)
-    observations, infos = vec_env.reset(seed=seed)
+    direct = isinstance(vec_env, GymVectorEnv)
+    if direct:
+        observations, infos = await vec_env.areset(seed=seed)
+    else:
+        observations, infos = vec_env.reset(seed=seed)
     book.on_reset(observations, infos)
     while not book.complete:
         active = book.active()
         decided = await asyncio.gather(*(maybe_await(policy, observations[i]) for i in active))
         actions = _vector_actions(book, dict(zip(active, decided, strict=True)))
-        observations, *rest = vec_env.step(tuple(actions))
-        observations = _after_step(vec_env, book, actions, observations, *rest)
+        if direct:
+            observations, *rest = await vec_env.astep(tuple(actions))
+        else:
+            observations, *rest = vec_env.step(tuple(actions))
+        needs_reset = book.on_step(actions, observations, *rest)
+        observations = list(observations)
+        if needs_reset.any() and not book.complete:  # AutoresetMode.DISABLED
+            options = {"reset_mask": needs_reset}
+            if direct:
+                fresh, fresh_infos = await vec_env.areset(options=options)
+            else:
+                fresh, fresh_infos = vec_env.reset(options=options)
+            _restart(book, needs_reset, observations, fresh, fresh_infos)
     return book.finished
 
 
@@ -320,10 +337,21 @@ def _after_step(
     observations = list(observations)
     if needs_reset.any() and not book.complete:  # AutoresetMode.DISABLED
         fresh, fresh_infos = vec_env.reset(options={"reset_mask": needs_reset})
-        for i in np.flatnonzero(needs_reset):
-            observations[i] = fresh[i]
-            book.start(int(i), fresh[i], unbatch_info(fresh_infos, int(i)))
+        _restart(book, needs_reset, observations, fresh, fresh_infos)
     return observations
+
+
+def _restart(
+    book: _VectorEpisodes,
+    needs_reset: np.ndarray,
+    observations: list[Any],
+    fresh: Any,
+    fresh_infos: dict[str, Any],
+) -> None:
+    """Start the episodes of the sub-envs just reset by hand (autoreset DISABLED)."""
+    for i in np.flatnonzero(needs_reset):
+        observations[i] = fresh[i]
+        book.start(int(i), fresh[i], unbatch_info(fresh_infos, int(i)))
 
 
 __all__ = [

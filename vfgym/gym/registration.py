@@ -10,20 +10,28 @@ Wordle-v0")`, which imports it for you).
 Keyword arguments of `gym.make` go to the environment's loader, except the
 adapter's own (`observation_mode`, `per_step_reward`, `render_mode`, `dataset`,
 `max_text_length`), which go to `GymEnv`.
+
+Every id also has a `vector_entry_point`, so `gym.make_vec(id, num_envs=8)` gives a
+`GymVectorEnv` (Gymnasium uses a spec's vector entry point unless
+`vectorization_mode="sync"` or `"async"` asks for its own vector envs); there the
+vector env's own options (`mode`, `autoreset_mode`) are keyword arguments too.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
 from gymnasium.envs.registration import EnvSpec, parse_env_id
+from gymnasium.vector import AutoresetMode
 
 from vfgym.envs.multiturn_env import MultiTurnEnv
 from vfgym.gym.env import GymEnv, ObservationMode
 from vfgym.gym.spaces import DEFAULT_MAX_TEXT_LENGTH
+from vfgym.gym.vector import GymVectorEnv, VectorMode
 from vfgym.registry import describe, load_environment, registered_names
 
 logger = logging.getLogger("vfgym.gym")
@@ -31,8 +39,14 @@ logger = logging.getLogger("vfgym.gym")
 #: Where `gym.make` finds the factory of every id registered here.
 ENTRY_POINT = "vfgym.gym.registration:make_env"
 
+#: Where `gym.make_vec` finds the vector env of every id registered here.
+VECTOR_ENTRY_POINT = "vfgym.gym.registration:make_vector_env"
+
 #: Keyword arguments that configure the adapter rather than the environment.
 ADAPTER_ARGS = ("observation_mode", "per_step_reward", "render_mode", "dataset", "max_text_length")
+
+#: Keyword arguments of `gym.make_vec` that configure the `GymVectorEnv`.
+VECTOR_ARGS = ("mode", "autoreset_mode", "max_episode_steps")
 
 
 def make_env(
@@ -79,6 +93,35 @@ def make_env(
 make_env.metadata = GymEnv.metadata  # type: ignore[attr-defined]
 
 
+def make_vector_env(
+    num_envs: int = 1,
+    *,
+    environment: str | Callable[..., MultiTurnEnv],
+    mode: VectorMode = "sync",
+    autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+    max_episode_steps: int | None = None,
+    **env_args: Any,
+) -> GymVectorEnv:
+    """`num_envs` sub-envs from `make_env(environment, **env_args)` in a `GymVectorEnv`.
+
+    This is the vector entry point of every id registered through `vfgym.gym`:
+    `gym.make_vec(id, num_envs=8, mode="async")`.
+    """
+    if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
+        raise ValueError(f"num_envs must be an int >= 1, not {num_envs!r}")
+    if not isinstance(environment, str) and not callable(environment):
+        raise TypeError(
+            "environment must be a registered name or a function returning a vfgym "
+            f"environment, not {type(environment).__name__}"
+        )
+    return GymVectorEnv(
+        [functools.partial(make_env, environment, **env_args)] * num_envs,
+        mode=mode,
+        autoreset_mode=autoreset_mode,
+        max_episode_steps=max_episode_steps,
+    )
+
+
 def register(
     id: str,
     environment: str | Callable[..., MultiTurnEnv],
@@ -108,6 +151,7 @@ def register(
     gym.register(
         id=id,
         entry_point=ENTRY_POINT,
+        vector_entry_point=VECTOR_ENTRY_POINT,
         kwargs={"environment": environment, **defaults},
         max_episode_steps=max_episode_steps,
         nondeterministic=nondeterministic,
@@ -144,4 +188,13 @@ def register_registry() -> tuple[dict[str, str], dict[str, str]]:
     return registered, skipped
 
 
-__all__ = ["ADAPTER_ARGS", "ENTRY_POINT", "make_env", "register", "register_registry"]
+__all__ = [
+    "ADAPTER_ARGS",
+    "ENTRY_POINT",
+    "VECTOR_ARGS",
+    "VECTOR_ENTRY_POINT",
+    "make_env",
+    "make_vector_env",
+    "register",
+    "register_registry",
+]

@@ -1,0 +1,580 @@
+"""`GymVectorEnv`: several `GymEnv`s as one Gymnasium vector env, all in this process.
+
+    vec = gym.make_vec("vfgym/Wordle-v0", num_envs=8)                # mode="sync"
+    vec = gym.make_vec("vfgym/CodeTests-v0", num_envs=8, mode="async")
+
+(`gym.make_vec` picks it by default — every vfgym id has it as `vector_entry_point`;
+`vectorization_mode="sync"` / `"async"` still give Gymnasium's own vector envs.)
+
+Why not Gymnasium's vector envs: `SyncVectorEnv` batches the infos of every step
+key by key with new numpy arrays per key *and sub-env* (`VectorEnv._add_info`), which
+costs more than a game's move, and deep-copies the observations; `AsyncVectorEnv`
+runs one process per sub-env and pays a pipe round trip and pickling on every step
+(about 12k steps/s on a 2-core machine even for envs that do nothing). What an LLM
+environment waits on — a sandbox, an HTTP judge, a model — is I/O, and one event loop
+overlaps I/O without any process.
+
+Modes:
+
+- "sync": the sub-envs step one after another in the caller's thread.
+- "async": the sub-envs step concurrently on one asyncio event loop (their `astep`s
+  gathered). Sub-envs that never wait (`GymEnv.needs_loop` false: sync hooks, sync
+  scoring — every built-in game) have nothing to overlap, so they step inline exactly
+  as in "sync"; a loop would only add its own cost. Sync `step`/`reset` run a private
+  loop (from a helper thread when called inside a running loop, as in a notebook);
+  asyncio code should `await vec.astep(...)` / `await vec.areset(...)`, which use the
+  caller's loop.
+
+Results are those of Gymnasium's vector envs over the same sub-envs, seeds and
+actions: observations as a tuple, rewards/terminations/truncations as numpy arrays,
+infos batched as `_add_info` does (see `vfgym.gym.batching`), the three autoreset
+modes (`metadata["autoreset_mode"]`, NEXT_STEP by default), `reset(seed=s)` seeding
+sub-env i with s + i, and `options={"reset_mask": mask}` resetting some sub-envs.
+Observations are not copied: every step's are new objects already.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from typing import Any, Literal, TypeVar
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space
+
+from vfgym.gym.batching import batch_infos
+from vfgym.gym.env import GymEnv
+
+T = TypeVar("T")
+VectorMode = Literal["sync", "async"]
+MODES = ("sync", "async")
+
+_NEXT_STEP = AutoresetMode.NEXT_STEP
+_SAME_STEP = AutoresetMode.SAME_STEP
+_DISABLED = AutoresetMode.DISABLED
+
+StepResult = tuple[Any, float, bool, bool, dict[str, Any]]
+
+
+class GymVectorEnv(VectorEnv):
+    """A `gymnasium.vector.VectorEnv` over `GymEnv`s, stepped in this process.
+
+    Args:
+        envs: the sub-envs, as `GymEnv`s or functions that build one (each its own
+            object: one env plays one episode at a time). They are closed with the
+            vector env.
+        mode: "sync" (one after another) or "async" (concurrently on one event loop;
+            see the module docstring).
+        autoreset_mode: what follows the end of a sub-env's episode, as in Gymnasium
+            (`AutoresetMode` or its value: "NextStep", "SameStep", "Disabled").
+        max_episode_steps: truncate episodes after this many steps, as Gymnasium's
+            `TimeLimit` wrapper does (`gym.make_vec` passes the id's own limit).
+    """
+
+    def __init__(
+        self,
+        envs: Sequence[GymEnv | Callable[[], GymEnv]],
+        *,
+        mode: VectorMode = "sync",
+        autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+        max_episode_steps: int | None = None,
+    ) -> None:
+        if mode not in MODES:
+            raise ValueError(
+                f"mode must be 'sync' (sub-envs step one after another) or 'async' (they "
+                f"step concurrently on one event loop), not {mode!r}"
+            )
+        self.autoreset_mode = _autoreset_mode(autoreset_mode)
+        if max_episode_steps is not None and (
+            isinstance(max_episode_steps, bool)
+            or not isinstance(max_episode_steps, int)
+            or max_episode_steps < 1
+        ):
+            raise ValueError(
+                f"max_episode_steps must be None or an int >= 1, not {max_episode_steps!r}"
+            )
+        if isinstance(envs, GymEnv | str) or not isinstance(envs, Sequence):
+            raise TypeError(
+                "envs must be a sequence of GymEnvs (or of functions that build one), "
+                f"not {type(envs).__name__}"
+            )
+        if not envs:
+            raise ValueError("a vector env needs at least one sub-env (num_envs >= 1)")
+        self.envs = _build(envs)
+        self.num_envs = len(self.envs)
+        self.mode: VectorMode = mode
+        self.max_episode_steps = max_episode_steps
+        first = self.envs[0]
+        self.metadata = {**first.metadata, "autoreset_mode": self.autoreset_mode}
+        self.render_mode = first.render_mode
+        self.single_observation_space = first.observation_space
+        self.single_action_space = first.action_space
+        for i, env in enumerate(self.envs):
+            if (
+                env.observation_space != self.single_observation_space
+                or env.action_space != self.single_action_space
+            ):
+                self._close_all()
+                raise ValueError(
+                    f"sub-env {i} has spaces {env.observation_space} / {env.action_space}, "
+                    f"sub-env 0 {self.single_observation_space} / {self.single_action_space}; "
+                    "the sub-envs of a vector env share one observation_mode and max_text_length"
+                )
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        self.action_space = batch_space(self.single_action_space, self.num_envs)
+
+        # Sub-envs that never wait step inline even in async mode (nothing to overlap).
+        self._concurrent = mode == "async" and any(env.needs_loop for env in self.envs)
+        self._observations: list[Any] = [None] * self.num_envs
+        self._ended = [False] * self.num_envs  # the last step ended the episode
+        self._started = [False] * self.num_envs
+        self._ready = False  # every sub-env has been reset at least once
+        self._elapsed = [0] * self.num_envs
+        self._failed: dict[int, str] = {}  # sub-env -> the error that broke the last step
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # ----------------------------------------------------------------- public
+
+    def reset(
+        self,
+        *,
+        seed: int | Sequence[int | None] | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """Reset every sub-env (or those in `options["reset_mask"]`); an int seed s
+        seeds sub-env i with s + i, a list gives one seed per sub-env."""
+        if self._concurrent:
+            return self._run(self.areset(seed=seed, options=options))
+        plan, options = self._reset_plan(seed, options)
+        results = []
+        for i, single_seed in plan:
+            try:
+                results.append(self.envs[i].reset(seed=single_seed, options=options))
+            except BaseException as exc:
+                self._broke(i, exc)
+                raise
+        return self._after_reset(plan, results)
+
+    async def areset(
+        self,
+        *,
+        seed: int | Sequence[int | None] | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """`reset` for asyncio code: in async mode the sub-envs reset concurrently on the
+        caller's loop."""
+        if not self._concurrent:
+            return self.reset(seed=seed, options=options)
+        plan, options = self._reset_plan(seed, options)
+        envs = self.envs
+        results = await self._gather(
+            [i for i, _ in plan], [envs[i].areset(seed=s, options=options) for i, s in plan]
+        )
+        return self._after_reset(plan, results)
+
+    def step(
+        self, actions: Sequence[Any]
+    ) -> tuple[tuple[Any, ...], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """Give every sub-env its action (a sub-env that is autoresetting ignores it)."""
+        if self._concurrent:
+            return self._run(self.astep(actions))
+        actions = self._check_step(actions)
+        envs = self.envs
+        ended = self._ended
+        observations = self._observations
+        limit = self.max_episode_steps
+        elapsed = self._elapsed
+        autoreset = self.autoreset_mode
+        n = self.num_envs
+        rewards = [0.0] * n
+        terminations = [False] * n
+        truncations = [False] * n
+        infos: list[Any] = [None] * n
+        for i in range(n):
+            env = envs[i]
+            try:
+                if ended[i]:  # NEXT_STEP (_check_step refused the others): reset instead
+                    observations[i], infos[i] = env.reset()
+                    ended[i] = False
+                    elapsed[i] = 0
+                    continue
+                observation, reward, terminated, truncated, info = env.step(actions[i])
+                if limit is not None:
+                    elapsed[i] += 1
+                    if elapsed[i] >= limit:
+                        truncated = True
+                if terminated or truncated:
+                    if autoreset is _SAME_STEP:
+                        final = {"final_obs": observation, "final_info": info}
+                        observation, info = env.reset()
+                        info = {**final, **info}
+                        elapsed[i] = 0
+                    else:
+                        ended[i] = True
+            except BaseException as exc:
+                self._broke(i, exc)
+                raise
+            observations[i] = observation
+            rewards[i] = reward
+            terminations[i] = terminated
+            truncations[i] = truncated
+            infos[i] = info
+        return self._batch(rewards, terminations, truncations, infos)
+
+    async def astep(
+        self, actions: Sequence[Any]
+    ) -> tuple[tuple[Any, ...], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """`step` for asyncio code: in async mode the sub-envs step concurrently on the
+        caller's loop."""
+        if not self._concurrent:
+            return self.step(actions)
+        actions = self._check_step(actions)
+        results = await self._gather(
+            list(range(self.num_envs)),
+            [self._astep_one(i, action) for i, action in enumerate(actions)],
+        )
+        observations, rewards, terminations, truncations, infos = (
+            list(column) for column in zip(*results, strict=True)
+        )
+        self._observations[:] = observations
+        return self._batch(rewards, terminations, truncations, infos)
+
+    def render(self) -> tuple[Any, ...]:
+        """Each sub-env's `render()` (text in "ansi" mode)."""
+        return tuple(env.render() for env in self.envs)
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """Each sub-env's attribute `name`, called with the arguments when callable."""
+        results = []
+        for env in self.envs:
+            attribute = getattr(env, name)
+            results.append(attribute(*args, **kwargs) if callable(attribute) else attribute)
+        return tuple(results)
+
+    def get_attr(self, name: str) -> tuple[Any, ...]:
+        """Each sub-env's attribute `name`."""
+        return tuple(getattr(env, name) for env in self.envs)
+
+    def set_attr(self, name: str, values: Any) -> None:
+        """Set attribute `name` of every sub-env: one value each (a list or tuple of
+        num_envs values), or the same value for all."""
+        if not isinstance(values, list | tuple):
+            values = [values] * self.num_envs
+        if len(values) != self.num_envs:
+            raise ValueError(
+                f"set_attr got {len(values)} values for {self.num_envs} sub-envs; pass one "
+                "per sub-env, or a single value (not a list or tuple) for all"
+            )
+        for env, value in zip(self.envs, values, strict=True):
+            setattr(env, name, value)
+
+    async def aclose(self) -> None:
+        """`close` for asyncio code: each running episode's cleanup runs on the caller's
+        loop (concurrently, in async mode)."""
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            if self._concurrent:
+                errors = await asyncio.gather(
+                    *(env.aclose() for env in self.envs), return_exceptions=True
+                )
+                _raise_first(errors)
+            else:
+                self._close_all()
+        finally:
+            self._close_loop()
+
+    def close_extras(self, **kwargs: Any) -> None:
+        """Close every sub-env: each running episode's cleanup runs."""
+        try:
+            if self._concurrent:
+                self._run(self._aclose_envs())
+            else:
+                self._close_all()
+        finally:
+            self._close_loop()
+
+    @property
+    def np_random_seed(self) -> tuple[int | None, ...]:
+        """Each sub-env's seed."""
+        return tuple(env.np_random_seed for env in self.envs)
+
+    @property
+    def np_random(self) -> tuple[np.random.Generator, ...]:  # type: ignore[override]
+        """Each sub-env's random generator."""
+        return tuple(env.np_random for env in self.envs)
+
+    def __repr__(self) -> str:
+        name = f"{self.spec.id}, " if self.spec is not None else ""
+        return f"GymVectorEnv({name}num_envs={self.num_envs}, mode={self.mode!r})"
+
+    # -------------------------------------------------------------- helpers
+
+    def _check_step(self, actions: Any) -> list[Any]:
+        """The actions as a list, once they and the vector env are fit to step."""
+        if self.closed:
+            raise RuntimeError("step() on a closed vector env; make a new one")
+        if isinstance(actions, str | Mapping) or not hasattr(actions, "__len__"):
+            raise TypeError(
+                f"step() takes one action per sub-env: a sequence of {self.num_envs} actions "
+                f"(e.g. a tuple of strings), not a single {type(actions).__name__}"
+            )
+        if len(actions) != self.num_envs:
+            raise ValueError(
+                f"step() got {len(actions)} actions for {self.num_envs} sub-envs; pass one "
+                "per sub-env (a sub-env that is autoresetting ignores its action, so any "
+                "placeholder such as '' will do)"
+            )
+        if not self._ready:
+            waiting = [i for i, started in enumerate(self._started) if not started]
+            raise gym.error.ResetNeeded(
+                f"call reset() before step() (sub-envs {waiting} have not been reset)"
+            )
+        if self._failed:
+            broken = ", ".join(f"{i}: {why}" for i, why in sorted(self._failed.items()))
+            raise gym.error.ResetNeeded(
+                f"the last step or reset failed in sub-env(s) {broken}; call reset() (or "
+                "reset(options={'reset_mask': mask}) for those sub-envs) before stepping again"
+            )
+        if self.autoreset_mode is _DISABLED and any(self._ended):
+            ended = [i for i, e in enumerate(self._ended) if e]
+            raise gym.error.ResetNeeded(
+                f"sub-env(s) {ended} ended on the last step and autoreset_mode is DISABLED: "
+                "reset them with reset(options={'reset_mask': mask}) before stepping again"
+            )
+        actions = list(actions)
+        ended = self._ended
+        for i, action in enumerate(actions):
+            if type(action) is not str and not ended[i]:
+                self.envs[i]._model_turn(action)  # a bad action raises before any step
+        return actions
+
+    async def _astep_one(self, i: int, action: Any) -> StepResult:
+        env = self.envs[i]
+        if self._ended[i]:  # NEXT_STEP
+            observation, info = await env.areset()
+            self._ended[i] = False
+            self._elapsed[i] = 0
+            return observation, 0.0, False, False, info
+        observation, reward, terminated, truncated, info = await env.astep(action)
+        limit = self.max_episode_steps
+        if limit is not None:
+            self._elapsed[i] += 1
+            if self._elapsed[i] >= limit:
+                truncated = True
+        if terminated or truncated:
+            if self.autoreset_mode is _SAME_STEP:
+                final = {"final_obs": observation, "final_info": info}
+                observation, info = await env.areset()
+                info = {**final, **info}
+                self._elapsed[i] = 0
+            else:
+                self._ended[i] = True
+        return observation, reward, terminated, truncated, info
+
+    def _batch(
+        self,
+        rewards: list[float],
+        terminations: list[bool],
+        truncations: list[bool],
+        infos: list[Any],
+    ) -> tuple[tuple[Any, ...], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        return (
+            tuple(self._observations),
+            np.array(rewards, dtype=np.float64),
+            np.array(terminations, dtype=np.bool_),
+            np.array(truncations, dtype=np.bool_),
+            batch_infos(infos, self.num_envs),
+        )
+
+    def _reset_plan(
+        self, seed: Any, options: dict[str, Any] | None
+    ) -> tuple[list[tuple[int, int | None]], dict[str, Any] | None]:
+        """Which sub-envs to reset with which seed, and the options they get."""
+        if self.closed:
+            raise RuntimeError("reset() on a closed vector env; make a new one")
+        n = self.num_envs
+        if seed is None:
+            seeds: list[Any] = [None] * n
+        elif isinstance(seed, int | np.integer) and not isinstance(seed, bool):
+            seeds = [int(seed) + i for i in range(n)]
+        elif isinstance(seed, Sequence) and not isinstance(seed, str):
+            seeds = list(seed)
+            if len(seeds) != n:
+                raise ValueError(
+                    f"reset() got {len(seeds)} seeds for {n} sub-envs; pass one per sub-env, "
+                    "or a single int (sub-env i gets seed + i)"
+                )
+        else:
+            raise TypeError(
+                f"seed must be None, an int or a list of {n} ints, not {type(seed).__name__}"
+            )
+        mask = None
+        if options is not None and "reset_mask" in options:
+            options = dict(options)  # the caller's dict stays as it was
+            mask = _check_mask(options.pop("reset_mask"), n)
+        plan = [(i, seeds[i]) for i in range(n) if mask is None or mask[i]]
+        return plan, options
+
+    def _after_reset(
+        self, plan: list[tuple[int, int | None]], results: list[tuple[Any, dict[str, Any]]]
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        infos: list[Any] = [None] * self.num_envs
+        for (i, _), (observation, info) in zip(plan, results, strict=True):
+            self._observations[i] = observation
+            infos[i] = info
+            self._ended[i] = False
+            self._started[i] = True
+            self._elapsed[i] = 0
+            self._failed.pop(i, None)
+        self._ready = all(self._started)
+        return tuple(self._observations), batch_infos(infos, self.num_envs)
+
+    async def _gather(self, indices: list[int], calls: list[Coroutine[Any, Any, T]]) -> list[T]:
+        """Run the sub-envs' calls concurrently; all finish before the first error is raised."""
+        results = await asyncio.gather(*calls, return_exceptions=True)
+        failed = [
+            (i, r) for i, r in zip(indices, results, strict=True) if isinstance(r, BaseException)
+        ]
+        for i, exc in failed:
+            self._broke(i, exc)
+        if failed:
+            raise failed[0][1]
+        return results  # type: ignore[return-value]
+
+    def _broke(self, i: int, exc: BaseException) -> None:
+        """Sub-env i raised: the batch is half done, so the vector env needs a reset."""
+        self._failed[i] = f"{type(exc).__name__}: {exc}"
+        exc.add_note(f"(in sub-env {i} of {self!r})")
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run `coro` on the private loop: here, or from a helper thread when this thread
+        already runs a loop (which cannot be re-entered). Always the same loop, so what
+        the sub-envs open on it stays usable."""
+        if self._loop is None or self._loop.is_closed():
+            self._loop = asyncio.new_event_loop()
+        loop = self._loop
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return loop.run_until_complete(coro)
+        return _in_helper_thread(lambda: loop.run_until_complete(coro))
+
+    async def _aclose_envs(self) -> None:
+        errors = await asyncio.gather(*(env.aclose() for env in self.envs), return_exceptions=True)
+        _raise_first(errors)
+
+    def _close_all(self) -> None:
+        errors: list[Any] = []
+        for env in self.envs:
+            try:
+                env.close()
+            except Exception as exc:  # the others still close
+                errors.append(exc)
+        _raise_first(errors)
+
+    def _close_loop(self) -> None:
+        loop, self._loop = self._loop, None
+        if loop is None or loop.is_closed():
+            return
+
+        def shut_down() -> None:
+            try:
+                loop.run_until_complete(loop.shutdown_default_executor())
+            finally:
+                loop.close()
+
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            shut_down()
+        else:
+            _in_helper_thread(shut_down)
+
+
+def _build(envs: Sequence[GymEnv | Callable[[], GymEnv]]) -> list[GymEnv]:
+    """The sub-envs, built from their functions; the ones built are closed on a failure."""
+    built: list[GymEnv] = []
+    made: list[GymEnv] = []
+    try:
+        for i, item in enumerate(envs):
+            env = item() if callable(item) and not isinstance(item, gym.Env) else item
+            if env is not item:
+                made.append(env)  # type: ignore[arg-type]
+            if not isinstance(env, GymEnv):
+                hint = (
+                    " (gym.make wraps its env: use gym.make_vec(id, num_envs=...) or "
+                    "vfgym.gym.make_env(name) instead)"
+                    if isinstance(env, gym.Wrapper)
+                    else ""
+                )
+                raise TypeError(f"sub-env {i} is a {type(env).__name__}, not a vfgym GymEnv{hint}")
+            if any(env is other for other in built):
+                raise ValueError(
+                    f"sub-env {i} is the same GymEnv object as an earlier one; one env plays "
+                    "one episode at a time, so give each sub-env its own"
+                )
+            built.append(env)
+    except BaseException:
+        for env in made:
+            if isinstance(env, gym.Env):
+                env.close()
+        raise
+    return built
+
+
+def _autoreset_mode(value: AutoresetMode | str) -> AutoresetMode:
+    if isinstance(value, AutoresetMode):
+        return value
+    try:
+        return AutoresetMode(value)
+    except ValueError:
+        valid = ", ".join(repr(m.value) for m in AutoresetMode)
+        raise ValueError(
+            f"autoreset_mode must be a gymnasium.vector.AutoresetMode or one of {valid}, "
+            f"not {value!r}"
+        ) from None
+
+
+def _check_mask(mask: Any, n: int) -> np.ndarray:
+    """`options["reset_mask"]`, checked as Gymnasium's vector envs check it."""
+    if not isinstance(mask, np.ndarray):
+        raise TypeError(f"options['reset_mask'] must be a numpy array, not {type(mask).__name__}")
+    if mask.shape != (n,):
+        raise ValueError(f"options['reset_mask'] must have shape ({n},), not {mask.shape}")
+    if mask.dtype != np.bool_:
+        raise TypeError(f"options['reset_mask'] must have dtype bool, not {mask.dtype}")
+    if not mask.any():
+        raise ValueError("options['reset_mask'] must select at least one sub-env")
+    return mask
+
+
+def _raise_first(errors: Sequence[Any]) -> None:
+    for error in errors:
+        if isinstance(error, BaseException):
+            raise error
+
+
+def _in_helper_thread(func: Callable[[], T]) -> T:
+    """`func()` in a short-lived thread, for sync calls made inside a running event loop."""
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = func()
+        except BaseException as exc:  # re-raised in the caller's thread
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run, name="vfgym-vector-loop", daemon=True)
+    thread.start()
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+__all__ = ["MODES", "GymVectorEnv", "VectorMode"]
