@@ -45,6 +45,7 @@ async def frozen_gc(enabled: bool, interval: float = FREEZE_INTERVAL_S) -> Async
         yield
         return
     _Freezer.active += 1
+    gc.freeze()  # now, before the block allocates anything
     task = asyncio.create_task(_keep_freezing(interval))
     try:
         yield

@@ -13,7 +13,7 @@ import contextlib
 import functools
 import math
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping, Sized
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -137,7 +137,11 @@ async def run_batch(
     `gc_freeze` keeps garbage-collector pauses short while the batch runs (see
     `vfgym.gcpolicy`); None turns it on for batches of 1,000 rollouts or more.
     """
-    rows = normalize_inputs(env, inputs)
+    # Copying ten thousand input rows allocates enough to set off a full collection
+    # of everything alive; a large batch freezes first (see vfgym.gcpolicy).
+    early_freeze = _size_hint(inputs) >= AUTO_FREEZE_ROLLOUTS if gc_freeze is None else gc_freeze
+    async with frozen_gc(early_freeze):
+        rows = normalize_inputs(env, inputs)
     if num_examples is not None and num_examples > 0:
         rows = rows[: num_examples * max(1, rollouts_per_example)]
     n = len(rows)
@@ -274,6 +278,16 @@ async def run_batch(
             "duration_s": time.perf_counter() - started,
         },
     )
+
+
+def _size_hint(inputs: Any) -> int:
+    """How many rows `inputs` holds, as far as that is cheap to tell (0 when not)."""
+    if isinstance(inputs, GenerateInputs):
+        return len(inputs.prompt)
+    if isinstance(inputs, Mapping):
+        column = inputs.get("prompt", inputs.get("question"))
+        return len(column) if isinstance(column, Sized) else 0
+    return len(inputs) if isinstance(inputs, Sized) else 0
 
 
 LAUNCH_SLICE = 64
