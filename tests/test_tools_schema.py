@@ -179,6 +179,34 @@ def test_valid_arguments_get_defaults_filled_in() -> None:
     }
 
 
+def scale(x: float, times: int, label: str, exact: bool) -> str:
+    return f"{label}:{x * times}:{exact}"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "expected"),
+    [
+        # exact types: taken as they are
+        ({"x": 1.5, "times": 2, "label": "a", "exact": True}, None),
+        # the same checks as pydantic for everything else: coerced or refused
+        ({"x": 2, "times": 2, "label": "a", "exact": True}, {"x": 2.0}),
+        ({"x": 1.5, "times": "3", "label": "a", "exact": False}, {"times": 3}),
+        ({"x": 1.5, "times": True, "label": "a", "exact": False}, {"times": 1}),
+        ({"x": 1.5, "times": 2, "label": "a", "colour": 1}, ValueError),
+        ({"x": 1.5, "times": 2, "label": "a"}, ValueError),
+    ],
+)
+def test_plain_parameters_validate_like_pydantic(arguments: dict[str, Any], expected: Any) -> None:
+    tool = Tool.from_function(scale)
+    if expected is ValueError:
+        with pytest.raises(ValueError, match="invalid arguments for scale"):
+            tool.validate(arguments)
+        return
+    result = tool.validate(arguments)
+    assert result == {**arguments, **(expected or {})}
+    assert all(type(result[k]) is type(v) for k, v in (expected or {}).items())
+
+
 @pytest.mark.parametrize(
     ("arguments", "problem"),
     [

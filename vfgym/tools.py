@@ -93,6 +93,9 @@ class Tool:
     schema: ChatCompletionToolParam
     hidden_args: frozenset[str] = field(default_factory=frozenset)
     _validator: type[pydantic.BaseModel] | None = None
+    # Parameter -> type, when every parameter is a plain str/int/float/bool: a call
+    # that gives each exactly, with that exact type, is valid as it stands.
+    _plain_types: dict[str, type] | None = None
 
     @classmethod
     def from_function(cls, func: Callable[..., Any], hidden_args: Iterable[str] = ()) -> Tool:
@@ -138,10 +141,28 @@ class Tool:
                 "parameters": parameters,
             },
         }
-        return cls(func=func, name=name, schema=schema, hidden_args=hidden, _validator=validator)
+        plain = {
+            param: annotation
+            for param, (annotation, _) in fields.items()
+            if annotation in (str, int, float, bool)
+        }
+        return cls(
+            func=func,
+            name=name,
+            schema=schema,
+            hidden_args=hidden,
+            _validator=validator,
+            _plain_types=plain if len(plain) == len(fields) else None,
+        )
 
     def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """Check the model's arguments against the signature; ValueError says what is off."""
+        plain = self._plain_types
+        if plain is not None and len(arguments) == len(plain):
+            # The common case, decided without pydantic: every parameter given, each
+            # with exactly its annotated type (anything else is validated below).
+            if all(type(arguments.get(k)) is t for k, t in plain.items()):
+                return dict(arguments)
         assert self._validator is not None
         try:
             model = self._validator.model_validate(arguments)
