@@ -12,6 +12,7 @@ dataset of any size reproduces exactly.
 
 from __future__ import annotations
 
+import functools
 import random
 import re
 from abc import abstractmethod
@@ -50,6 +51,14 @@ def move_message(move: str) -> ChatMessage:
     return {"role": "assistant", "content": f"<move>{move}</move>"}
 
 
+@functools.lru_cache(maxsize=64)
+def _invalid_tail(left: int) -> str:
+    """What an invalid move's feedback says about the invalid moves still allowed."""
+    if left > 0:
+        return f"{left} more invalid move{'s' if left != 1 else ''} ends the game."
+    return "That was the last invalid move allowed: the game is over."
+
+
 def last_user_text(messages: Messages) -> str:
     """The latest environment message: what a policy reads the position from."""
     if isinstance(messages, str):
@@ -76,6 +85,9 @@ class TextGame(MultiTurnEnv):
         if max_invalid_moves < 1:
             raise ValueError("max_invalid_moves must be at least 1")
         self.max_invalid_moves = max_invalid_moves
+        self._own_invalid_rule = (
+            type(self).lost_on_invalid_moves is not TextGame.lost_on_invalid_moves
+        )
         super().__init__(rubric=rubric or self.build_rubric(), **kwargs)
 
     # ------------------------------------------------------ the rules (abstract)
@@ -125,7 +137,14 @@ class TextGame(MultiTurnEnv):
         return state
 
     def is_completed(self, messages: Messages, state: State, **kwargs: Any) -> bool:
-        return self.is_over(state["game_state"]) or self.lost_on_invalid_moves(state)
+        # `lost_on_invalid_moves` inlined unless a subclass redefines it: the turn loop
+        # asks twice per move.
+        if self._own_invalid_rule:
+            return self.is_over(state["game_state"]) or self.lost_on_invalid_moves(state)
+        return (
+            self.is_over(state["game_state"])
+            or state.get("invalid_moves", 0) >= self.max_invalid_moves
+        )
 
     def lost_on_invalid_moves(self, state: State) -> bool:
         return state.get("invalid_moves", 0) >= self.max_invalid_moves
@@ -134,8 +153,14 @@ class TextGame(MultiTurnEnv):
         self, messages: Messages, state: State, **kwargs: Any
     ) -> tuple[Messages, State]:
         reply = messages[-1].get("content") if isinstance(messages, list) else messages
-        move, tagged = extract_move(reply or "")
-        state["tagged_moves"] += int(tagged)
+        # extract_move, inlined: this runs on every move.
+        text = reply or ""
+        tagged = MOVE_TAG.findall(text)
+        if tagged:
+            move = tagged[-1].strip()
+            state["tagged_moves"] += 1
+        else:
+            move = text.strip()
         try:
             if not move:
                 raise InvalidMove("the reply holds no move; answer with <move>YOUR MOVE</move>")
@@ -143,12 +168,7 @@ class TextGame(MultiTurnEnv):
         except InvalidMove as exc:
             state["invalid_moves"] += 1
             left = self.max_invalid_moves - state["invalid_moves"]
-            tail = (
-                f"{left} more invalid move{'s' if left != 1 else ''} ends the game."
-                if left > 0
-                else "That was the last invalid move allowed: the game is over."
-            )
-            feedback = f"Invalid move: {exc} {tail}"
+            feedback = f"Invalid move: {exc} {_invalid_tail(left)}"
         return [{"role": "user", "content": feedback}], state
 
     def render_state(self, state: State) -> str:

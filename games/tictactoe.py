@@ -178,6 +178,35 @@ def opponent_move(board: str, kind: str, seed: int) -> int:
     return rng.choice(choices)
 
 
+@lru_cache(maxsize=1 << 14)
+def play_move(board: str, cell: int, opponent: str, seed: int) -> tuple[str, str | None, str]:
+    """X plays the empty `cell`, then the opponent replies unless the game is over: the new
+    board, the result ("win", "loss", "draw" or None) and the text that reports it.
+
+    A pure function of its arguments, memoised: a move is then one lookup.
+    """
+    board = place(board, cell, PLAYER)
+    lines = [f"You played {CELL_NAMES[cell]}."]
+    result = None
+    if winner(board) == PLAYER:
+        result = "win"
+        lines.append("Three in a row: you win!")
+    elif not _empty(board):
+        result = "draw"
+        lines.append("The board is full: it is a draw.")
+    else:
+        reply = opponent_move(board, opponent, seed)
+        board = place(board, reply, OPPONENT)
+        lines.append(f"O played {CELL_NAMES[reply]}.")
+        if winner(board) == OPPONENT:
+            result = "loss"
+            lines.append("O has three in a row: you lose.")
+        elif not _empty(board):
+            result = "draw"
+            lines.append("The board is full: it is a draw.")
+    return board, result, f"{' '.join(lines)}\n\n{render_board(board)}"
+
+
 @cache
 def render_board(board: str) -> str:
     rows = [f"{r + 1}  " + " ".join(board[r * 3 : r * 3 + 3]) for r in range(3)]
@@ -220,27 +249,11 @@ class TicTacToeEnv(TextGame):
                 f"{CELL_NAMES[cell]} is already taken by {board[cell]}; choose an empty cell "
                 f"({_empty_names(board)})."
             )
-        board = place(board, cell, PLAYER)
+        board, result, text = play_move(board, cell, game["opponent"], game["opponent_seed"])
         game["moves"].append(CELL_NAMES[cell])
-        lines = [f"You played {CELL_NAMES[cell]}."]
-        if winner(board) == PLAYER:
-            game["result"] = "win"
-            lines.append("Three in a row: you win!")
-        elif not _empty(board):
-            game["result"] = "draw"
-            lines.append("The board is full: it is a draw.")
-        else:
-            reply = opponent_move(board, game["opponent"], game["opponent_seed"])
-            board = place(board, reply, OPPONENT)
-            lines.append(f"O played {CELL_NAMES[reply]}.")
-            if winner(board) == OPPONENT:
-                game["result"] = "loss"
-                lines.append("O has three in a row: you lose.")
-            elif not _empty(board):
-                game["result"] = "draw"
-                lines.append("The board is full: it is a draw.")
+        if result is not None:
+            game["result"] = result
         game["board"] = board
-        text = f"{' '.join(lines)}\n\n{render_board(board)}"
         return text if game["result"] else f"{text}\n\nYour move (you are X)."
 
     def is_over(self, game: dict[str, Any]) -> bool:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import random
 import re
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
 from typing import Any
 
@@ -84,6 +84,15 @@ def feedback(guess: str, answer: str) -> str:
     """The marks of `guess` against `answer`, e.g. feedback("speed", "abide") == "--Y-Y"."""
     if guess == answer:
         return GREEN * len(guess)
+    if len(set(guess)) == len(guess):
+        # No repeated letter (most guesses): a letter not in place is yellow exactly when
+        # the word holds it, as the general rule below gives; no counting needed.
+        return "".join(
+            [
+                GREEN if g == a else YELLOW if g in answer else GREY
+                for g, a in zip(guess, answer, strict=True)
+            ]
+        )
     marks: list[str | None] = []
     spare = []  # the answer's letters not matched in place: each can make one yellow
     for g, a in zip(guess, answer, strict=True):
@@ -311,10 +320,13 @@ def render_board(guesses: list[str], marks: list[str]) -> str:
         raise ValueError(f"{len(guesses)} guesses but {len(marks)} rows of marks")
     if not guesses:
         return "(no guesses yet)"
-    rows = []
-    for n, (guess, row) in enumerate(zip(guesses, marks, strict=True), 1):
-        rows.append(f"{n}. {guess.upper()}  {row}")
-    return "\n".join(rows)
+    return "\n".join(map(_board_row, range(1, len(guesses) + 1), guesses, marks))
+
+
+@lru_cache(maxsize=1 << 14)
+def _board_row(n: int, guess: str, marks: str) -> str:
+    """Row `n` of the board (the board is drawn again after every guess)."""
+    return f"{n}. {guess.upper()}  {marks}"
 
 
 def read_history(messages: Messages) -> tuple[int, list[tuple[str, str]], int]:
@@ -358,8 +370,12 @@ class WordleEnv(TextGame):
         if GREEN in marks:  # only the greens no earlier guess had count
             earlier = game["marks"]
             for i, mark in enumerate(marks):
-                if mark == GREEN and all(m[i] != GREEN for m in earlier):
-                    new_greens += 1
+                if mark == GREEN:
+                    for m in earlier:
+                        if m[i] == GREEN:
+                            break
+                    else:
+                        new_greens += 1
         game["guesses"].append(word)
         game["marks"].append(marks)
         game["step_greens"] = new_greens
@@ -380,12 +396,9 @@ class WordleEnv(TextGame):
         self, messages: Messages, state: State, **kwargs: Any
     ) -> tuple[Messages, State]:
         """The base's answer, plus a note of the greens this turn revealed (for step_reward)."""
-        game = state["game_state"]
-        before = len(game["guesses"])
-        reply, state = super().env_response(messages, state, **kwargs)
-        if len(game["guesses"]) == before:
-            game["step_greens"] = 0
-        return reply, state
+        # A guess that counts sets it again (apply_move); any other move leaves it 0.
+        state["game_state"]["step_greens"] = 0
+        return super().env_response(messages, state, **kwargs)
 
     def step_reward(self, state: State) -> float:
         """The share of the word's letters that the last guess newly placed green."""
