@@ -8,7 +8,7 @@ from gym_test_envs import GuessEnv
 from gymnasium.spaces.utils import flatdim, flatten, flatten_space, unflatten
 
 from vfgym.gym import GymEnv, MessagesSpace, ModelTurnSpace, UnicodeText
-from vfgym.gym.text import clean_text, fit_text
+from vfgym.gym.text import FORBIDDEN, clean_text, fit_text
 
 
 def test_unicode_text_accepts_printable_unicode_and_layout_whitespace():
@@ -79,3 +79,11 @@ def test_observations_always_fit_the_space():
     env.close()
     with pytest.raises(ValueError, match="at least 1"):
         GymEnv(GuessEnv(), max_text_length=0)
+
+
+def test_every_refused_character_is_unprintable():
+    """`clean_text` skips its search for printable text: that must never skip one."""
+    refused = [chr(c) for c in range(0x110000) if FORBIDDEN.match(chr(c))]
+    assert len(refused) == 32 - 3 + 1 + 32 + 2048
+    assert not any(c.isprintable() for c in refused)
+    assert clean_text("tab\there\x1b[0m") == "tab\there\u241b[0m"

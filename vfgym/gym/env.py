@@ -32,7 +32,7 @@ from typing import Any, Literal, TypeVar
 import gymnasium as gym
 import numpy as np
 
-from vfgym._async import call_inline, is_async_callable, maybe_await, run_sync
+from vfgym._async import call_inline, is_async_callable, maybe_await, run_sync, settle_inline
 from vfgym.envs.environment import Environment, new_state
 from vfgym.envs.multiturn_env import TRUNCATING, MultiTurnEnv
 from vfgym.errors import error_record
@@ -57,6 +57,9 @@ Action = str | ChatMessage
 
 #: How many prompts' observation texts a GymEnv remembers (see `_observe_prompt`).
 PROMPT_TEXTS_KEPT = 4096
+
+#: How many dataset rows a GymEnv keeps read (see `_row_args`).
+ROWS_KEPT = 4096
 
 #: Keys `reset(options=...)` understands.
 RESET_OPTIONS = frozenset({"index"})
@@ -156,6 +159,7 @@ class GymEnv(gym.Env[Observation, Action]):
         self.action_space = ModelTurnSpace(max_text_length)
 
         self._chat = env.message_type == "chat"
+        self._text = observation_mode == "text"
         self._inline = env.hooks_are_sync
         self._step_reward: Callable[[State], Any] | None = step_reward if per_step_reward else None
         # Hooks left at MultiTurnEnv's defaults do nothing: the sync path skips them.
@@ -178,6 +182,7 @@ class GymEnv(gym.Env[Observation, Action]):
             use_delta_shipping()
         self._outbox: Outbox | None = None
         self._prompt_texts: dict[tuple[Any, ...], Observation] = {}
+        self._row_cache: dict[int, _Row] = {}
         self._episodes = 0
 
     # --------------------------------------------------------------- public
@@ -208,11 +213,14 @@ class GymEnv(gym.Env[Observation, Action]):
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Observation, dict[str, Any]]:
         """Start an episode: draw a row (from `np_random`, or `options["index"]`)."""
-        super().reset(seed=seed)
+        if seed is not None:  # all that gym.Env.reset does
+            super().reset(seed=seed)
         index = self._row_index(options)
         if not self._inline:
             return self._drive(self._reset(index), "reset")
-        self._claim("reset")
+        if self._busy:
+            self._claim("reset")  # raises
+        self._busy = True
         try:
             return self._reset_sync(index)
         finally:
@@ -232,10 +240,15 @@ class GymEnv(gym.Env[Observation, Action]):
 
     def step(self, action: Action) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
         """Play the model's turn `action` (text, or an assistant message dict)."""
-        message = self._model_turn(action)
+        if type(action) is str and self._chat:  # the usual action, checked inline
+            message: ChatMessage | str = {"role": "assistant", "content": action}
+        else:
+            message = self._model_turn(action)
         if not self._inline:
             return self._drive(self._step(message, sync_scoring=True), "step")
-        self._claim("step")
+        if self._busy:
+            self._claim("step")  # raises
+        self._busy = True
         try:
             return self._step_sync(message)
         finally:
@@ -355,12 +368,16 @@ class GymEnv(gym.Env[Observation, Action]):
             completion = call_inline(env.init_completion)
             state = call_inline(env.init_state, prompt, completion, answer, task, info, example_id)
         self._state, self._done, self._cleaned = state, False, False
-        try:
-            ready = None if self._default_setup else call_inline(env.setup_state, state)
-        except BaseException as exc:
-            self._failed(state, exc)
-            self._cleanup_sync(state)
-            raise
+        ready = None
+        if not self._default_setup:
+            try:
+                ready = env.setup_state(state)
+                if hasattr(ready, "__await__"):  # an async hook that never suspends
+                    ready = settle_inline(ready)
+            except BaseException as exc:
+                self._failed(state, exc)
+                self._cleanup_sync(state)
+                raise
         return self._started(state, ready)
 
     async def _step(
@@ -396,7 +413,9 @@ class GymEnv(gym.Env[Observation, Action]):
     def _step_sync(
         self, message: ChatMessage | str
     ) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
-        state = self._require_running()
+        state = self._state
+        if state is None or self._done:
+            state = self._require_running()  # raises
         env = self.environment
         env.record_model_turn(state, message)
         try:
@@ -408,7 +427,10 @@ class GymEnv(gym.Env[Observation, Action]):
             self._failed(state, exc)
             self._cleanup_sync(state)
             raise
-        observation = self._observe(env_messages)
+        if self._text:
+            observation: Observation = observation_text(env_messages, self.max_text_length)
+        else:
+            observation = self._observe(env_messages)
         info = self._info(state)
         if stop is None:
             return observation, reward, False, False, info
@@ -443,10 +465,16 @@ class GymEnv(gym.Env[Observation, Action]):
 
     def _row_args(self, index: int) -> tuple[Messages, Any, str, dict[str, Any], int]:
         """A fresh copy of dataset row `index`'s prompt, answer, task, info and example id."""
-        row = self.rows[index]
-        prompt = row["prompt"]
-        prompt = [dict(m) for m in prompt] if isinstance(prompt, list) else prompt
-        return prompt, row["answer"], row["task"], fresh_copy(row["info"]), row["example_id"]
+        row = self._row_cache.get(index)
+        if row is None:
+            if len(self._row_cache) >= ROWS_KEPT:
+                self._row_cache.clear()
+            row = self._row_cache[index] = _Row(self.rows[index])
+        prompt = row.prompt
+        if row.chat:
+            prompt = [dict(m) for m in prompt]
+        info = dict(row.info) if row.flat_info else fresh_copy(row.info)
+        return prompt, row.answer, row.task, info, row.example_id
 
     def _started(self, state: State, ready: Any) -> tuple[Observation, dict[str, Any]]:
         """What `reset` returns, once `setup_state` gave back `ready`."""
@@ -548,7 +576,10 @@ class GymEnv(gym.Env[Observation, Action]):
         # A uniform float scaled to the row count: `np_random.integers` costs three
         # times as much per reset, and the bias (below 2**-30 for up to 2**23 rows)
         # is far beyond anything a dataset could show.
-        return int(self.np_random.random() * len(self.rows))
+        rng = self._np_random
+        if rng is None:
+            rng = self.np_random  # made (randomly seeded) on first use
+        return int(rng.random() * len(self.rows))
 
     def _require_running(self) -> State:
         if self._state is None:
@@ -609,6 +640,28 @@ class GymEnv(gym.Env[Observation, Action]):
     def __repr__(self) -> str:
         name = self.environment.env_id or type(self.environment).__name__
         return f"<GymEnv {name} ({self.observation_mode})>"
+
+
+class _Row:
+    """A dataset row's fields as a reset copies them, read from the row once."""
+
+    __slots__ = ("answer", "chat", "example_id", "flat_info", "info", "prompt", "task")
+
+    def __init__(self, row: Mapping[str, Any]) -> None:
+        self.prompt = row["prompt"]
+        self.chat = isinstance(self.prompt, list)
+        self.answer = row["answer"]
+        self.task = row["task"]
+        self.info = row["info"]
+        self.example_id = row["example_id"]
+        # Only scalars inside: a shallow copy is a fresh copy.
+        self.flat_info = type(self.info) is dict and all(
+            type(v) in _FLAT for v in self.info.values()
+        )
+
+
+#: Value types a flat `info` holds (immutable, so `dict(info)` copies it fully).
+_FLAT = frozenset({str, int, float, bool, type(None)})
 
 
 def _score_sync(rubric: Rubric, state: State) -> RolloutScore | None:

@@ -42,7 +42,7 @@ def is_clean(text: str) -> bool:
 
 def clean_text(text: str) -> str:
     """`text` with every refused character replaced by a visible stand-in."""
-    if FORBIDDEN.search(text) is None:
+    if text.isprintable() or FORBIDDEN.search(text) is None:
         return text
     return FORBIDDEN.sub(_stand_in, text)
 
@@ -84,7 +84,13 @@ def observation_text(messages: Sequence[Any] | str, max_length: int) -> str:
     """What the text observation shows for `messages`: cleaned and cut to fit."""
     if type(messages) is list and len(messages) == 1:  # a game's reply: the common case
         text = messages[0].get("content")
-        if type(text) is str and len(text) <= max_length and FORBIDDEN.search(text) is None:
+        # Every refused character is unprintable, so printable text (most one-line
+        # replies) needs no search.
+        if (
+            type(text) is str
+            and len(text) <= max_length
+            and (text.isprintable() or FORBIDDEN.search(text) is None)
+        ):
             return text
     return fit_text(clean_text(messages_text(messages)), max_length)
 
