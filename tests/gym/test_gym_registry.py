@@ -123,3 +123,17 @@ def test_made_envs_refuse_a_step_before_reset_themselves():
         assert env.step("5")[4]["turn"] == 1
     finally:
         env.close()
+
+
+def test_made_envs_skip_the_passive_checker_unless_asked():
+    """GymEnv guarantees what PassiveEnvChecker would warn about; it can be had back."""
+    env = gym.make("vfgym-test/Guess-v0")
+    checked = gym.make("vfgym-test/Guess-v0", disable_env_checker=False)
+    try:
+        assert type(env) is vgym.GymEnv
+        assert isinstance(checked, gym.wrappers.PassiveEnvChecker)
+        checked.reset(seed=0)
+        checked.step("5")
+    finally:
+        env.close()
+        checked.close()

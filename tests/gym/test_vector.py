@@ -370,7 +370,7 @@ def test_bad_construction_is_refused_with_what_to_do():
         gym.make_vec("vfgym-test/Guess-v0", num_envs=0)
     with pytest.raises(ValueError, match="autoreset_mode must be"):
         GymVectorEnv([GymEnv(GuessEnv())], autoreset_mode="Sometimes")
-    wrapped = gym.make("vfgym-test/Guess-v0")
+    wrapped = gym.make("vfgym-test/Guess-v0", max_episode_steps=3)  # in a TimeLimit
     with pytest.raises(TypeError, match=r"gym.make wraps its env: use gym.make_vec"):
         GymVectorEnv([wrapped])
     wrapped.close()

@@ -159,6 +159,11 @@ def register(
         # render() before reset() returns ""), so Gymnasium's OrderEnforcing wrapper
         # would only add two calls to every step.
         order_enforce=False,
+        # PassiveEnvChecker only warns, and only on the first reset and step, about what
+        # GymEnv guarantees by construction (spaces, observations cleaned and cut to fit
+        # them, fresh infos; `check_env` passes for every id); after that it is one more
+        # call on every step. `gym.make(id, disable_env_checker=False)` brings it back.
+        disable_env_checker=True,
     )
     return gym.spec(id)
 
