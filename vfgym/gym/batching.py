@@ -25,6 +25,9 @@ from gymnasium.vector import VectorEnv
 #: Value types Gymnasium batches into a numeric array of that type.
 _NUMBER_TYPES = (int, float, bool)
 
+#: Value types that always go into an object array (checked first: the common ones).
+_OBJECT_TYPES = frozenset({str, list, tuple, type(None)})
+
 
 def batch_infos(infos: Sequence[Mapping[str, Any] | None], num_envs: int) -> dict[str, Any]:
     """The batched info of `infos[i]` for each sub-env i (None: that sub-env has none).
@@ -39,84 +42,91 @@ def batch_infos(infos: Sequence[Mapping[str, Any] | None], num_envs: int) -> dic
 
 def _batch(infos: Sequence[Mapping[str, Any] | None], n: int) -> dict[str, Any] | None:
     """The fast path; None when the batch needs `_add_info`'s own handling."""
-    indices = [i for i, info in enumerate(infos) if info]
-    present: list[Mapping[str, Any]] = [infos[i] for i in indices]  # type: ignore[misc]
-    if not present:
-        return {}
-    # Keys in order of first appearance, sub-env by sub-env: the order _add_info adds them.
-    # When every info has the first one's keys (the usual step), those are the keys.
-    keys: Any = present[0]
-    dense = set(keys).issuperset(chain.from_iterable(present[1:]))
-    if dense:
-        dense = sum(map(len, present)) == len(keys) * len(present)
-    if not dense:
-        keys = dict.fromkeys(chain.from_iterable(present))
-    full = len(indices) == n
+    try:
+        signature = tuple(map(tuple, infos))  # each info's keys, in order
+    except TypeError:  # a None among them
+        signature = tuple([tuple(info) if info else () for info in infos])
+    columns = _layout(signature, n)
+    if columns is None:
+        return None
     out: dict[str, Any] = {}
-    for key in keys:
-        if type(key) is not str or key.startswith("_"):
-            return None  # a key that may collide with a mask: let _add_info decide
-        if dense:
-            values = [info[key] for info in present]
-            where = indices
+    for key, where in columns:
+        if where is None:  # every sub-env has the key (the usual case)
+            values = [info[key] for info in infos]  # type: ignore[index]
         else:
-            values = [info[key] for info in present if key in info]
-            where = (
-                indices
-                if len(values) == len(present)
-                else [i for i, info in zip(indices, present, strict=True) if key in info]
-            )
-        everywhere = full and len(where) == n
-        first = values[0]
-        kind = type(first)
-        kinds = set(map(type, values))
+            values = [infos[i][key] for i in where]  # type: ignore[index]
+        kind = type(values[0])
+        kinds = set(map(type, values)) if len(values) > 1 else {kind}
         if key == "final_obs":
-            array: Any = _objects(where, values, n, everywhere)
+            array: Any = _objects(where, values, n)
+        elif len(kinds) == 1 and kind in _OBJECT_TYPES:  # (a shortcut for the usual kinds)
+            array = _objects(where, values, n)
         elif len(kinds) > 1 and any(issubclass(k, dict) for k in kinds):
             return None  # dicts and non-dicts under one key: _add_info's own quirks
         elif issubclass(kind, dict):
-            nested: list[Any] = [None] * n
-            for i, value in zip(where, values, strict=True):
-                nested[i] = value
+            if where is None:
+                nested: list[Any] = values
+            else:
+                nested = [None] * n
+                for i, value in zip(where, values, strict=False):  # (equal lengths)
+                    nested[i] = value
             array = _batch(nested, n)
             if array is None:
                 return None
         elif kind in _NUMBER_TYPES or issubclass(kind, np.number):
-            if everywhere and len(kinds) == 1:
-                array = np.array(values, dtype=kind)
+            # (numpy calls take positional arguments: parsing keywords costs more here)
+            if where is None and len(kinds) == 1:
+                array = np.array(values, kind)
             else:  # element by element, converting as _add_info's assignments do
-                array = np.zeros(n, dtype=kind)
-                for i, value in zip(where, values, strict=True):
+                array = np.zeros(n, kind)
+                for i, value in zip(range(n) if where is None else where, values, strict=False):
                     array[i] = value
-        elif isinstance(first, np.ndarray):
-            array = np.zeros((n, *first.shape), dtype=first.dtype)
-            for i, value in zip(where, values, strict=True):
+        elif isinstance(values[0], np.ndarray):
+            array = np.zeros((n, *values[0].shape), values[0].dtype)
+            for i, value in zip(range(n) if where is None else where, values, strict=False):
                 array[i] = value
-        else:
-            # Objects, each kept as it is.
-            array = _objects(where, values, n, everywhere)
+        else:  # objects, each kept as it is
+            array = _objects(where, values, n)
         out[key] = array
-        out["_" + key] = _mask(where, n, everywhere)
+        out["_" + key] = _mask(where, n)
     return out
 
 
-def _objects(indices: list[int], values: list[Any], n: int, everywhere: bool) -> np.ndarray:
+@functools.lru_cache(maxsize=256)
+def _layout(
+    signature: tuple[tuple[Any, ...], ...], n: int
+) -> tuple[tuple[str, tuple[int, ...] | None], ...] | None:
+    """The batch's keys in the order `_add_info` adds them (first appearance, sub-env by
+    sub-env), each with the sub-envs that have it (None: all n); None when a key is not
+    a plain string or starts with "_" (it could collide with a mask). Batches of one
+    vector env repeat a few layouts, so each is worked out once."""
+    keys = dict.fromkeys(chain.from_iterable(signature))
+    columns = []
+    for key in keys:
+        if type(key) is not str or key.startswith("_"):
+            return None
+        where = tuple(i for i, info_keys in enumerate(signature) if key in info_keys)
+        columns.append((key, None if len(where) == n else where))
+    return tuple(columns)
+
+
+def _objects(where: tuple[int, ...] | None, values: list[Any], n: int) -> np.ndarray:
     """An object array holding each value as it is (a list stays one element)."""
-    if everywhere:
-        return np.fromiter(values, dtype=object, count=n)
-    array = np.empty(n, dtype=object)  # every element None
-    for i, value in zip(indices, values, strict=True):
+    if where is None:
+        return np.fromiter(values, object, n)
+    array = np.empty(n, object)  # every element None
+    for i, value in zip(where, values, strict=False):  # (equal lengths)
         array[i] = value
     return array
 
 
-def _mask(where: list[int], n: int, everywhere: bool) -> np.ndarray:
-    """The boolean mask of the sub-envs in `where`, as a new array."""
-    if everywhere:
+def _mask(where: tuple[int, ...] | None, n: int) -> np.ndarray:
+    """The boolean mask of the sub-envs in `where` (None: all), as a new array."""
+    if where is None:
         return _constant_mask(n, -1).copy()  # a copy costs a fraction of np.ones
     if len(where) == 1:
         return _constant_mask(n, where[0]).copy()
-    mask = np.zeros(n, dtype=np.bool_)
+    mask = np.zeros(n, np.bool_)
     for i in where:  # (indexing with the list costs more, for a few sub-envs)
         mask[i] = True
     return mask
