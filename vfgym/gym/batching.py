@@ -9,14 +9,15 @@ for a game costs more than the game's move. `batch_infos` builds the same dict â
 same keys in the same order, same dtypes, values and masks â€” from all the infos at
 once, with one array per key. Unusual batches (a key beginning with "_", which could
 collide with a mask; dicts and non-dicts under one key) are folded by Gymnasium's own
-code, so even their quirks (and errors) stay the same.
+code, so even their quirks (and errors) stay the same; so is any batch the fast path
+fails on.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
-from itertools import chain
+from itertools import chain, repeat
 from typing import Any
 
 import numpy as np
@@ -25,8 +26,8 @@ from gymnasium.vector import VectorEnv
 #: Value types Gymnasium batches into a numeric array of that type.
 _NUMBER_TYPES = (int, float, bool)
 
-#: Value types that always go into an object array (checked first: the common ones).
-_OBJECT_TYPES = frozenset({str, list, tuple, type(None)})
+#: `map(isinstance, values, _DICTS)`: which values are dicts (as `_add_info` asks).
+_DICTS = repeat(dict)
 
 
 def batch_infos(infos: Sequence[Mapping[str, Any] | None], num_envs: int) -> dict[str, Any]:
@@ -34,7 +35,10 @@ def batch_infos(infos: Sequence[Mapping[str, Any] | None], num_envs: int) -> dic
 
     Equal to folding them in order with `VectorEnv._add_info`.
     """
-    batched = _batch(infos, num_envs)
+    try:
+        batched = _batch(infos, num_envs)
+    except Exception:  # a value _add_info may convert differently, or fail on its own way
+        batched = None
     if batched is None:
         return _folded(infos, num_envs)
     return batched
@@ -42,28 +46,54 @@ def batch_infos(infos: Sequence[Mapping[str, Any] | None], num_envs: int) -> dic
 
 def _batch(infos: Sequence[Mapping[str, Any] | None], n: int) -> dict[str, Any] | None:
     """The fast path; None when the batch needs `_add_info`'s own handling."""
-    try:
-        signature = tuple(map(tuple, infos))  # each info's keys, in order
-    except TypeError:  # a None among them
+    gaps = None in infos  # sub-envs without an info (a partial reset, a nested batch)
+    first = infos[0] if infos else None
+    # Every info as long as the first, and (checked as the values are read) holding its
+    # keys: all have the same keys, in the first one's order. The usual step, told
+    # apart without working out the layout.
+    if not gaps and first and sum(map(len, infos)) == len(first) * n:  # type: ignore[arg-type]
+        every = _all_true(n)
+        batched = _columns(infos, n, [(key, None, every) for key in first])  # type: ignore[union-attr]
+        if batched is not _MISSING:
+            return batched  # type: ignore[return-value]
+    if gaps:
         signature = tuple([tuple(info) if info else () for info in infos])
+    else:
+        signature = tuple(map(tuple, infos))  # each info's keys, in order
     columns = _layout(signature, n)
     if columns is None:
         return None
+    return _columns(infos, n, columns)  # type: ignore[return-value]
+
+
+#: What `_columns` returns when an info lacks a key it was told every info has.
+_MISSING = object()
+
+
+def _columns(
+    infos: Sequence[Mapping[str, Any] | None],
+    n: int,
+    columns: Sequence[tuple[Any, tuple[int, ...] | None, np.ndarray]],
+) -> dict[str, Any] | object | None:
+    """The batch of `columns`: each a key, the sub-envs that have it (None: all) and the
+    (read-only) mask of those, which the batch gets a copy of."""
     out: dict[str, Any] = {}
-    for key, where in columns:
+    for key, where, mask in columns:
+        if type(key) is not str or key.startswith("_"):
+            return None  # a key that may collide with a mask: let _add_info decide
         if where is None:  # every sub-env has the key (the usual case)
-            values = [info[key] for info in infos]  # type: ignore[index]
+            try:
+                values = [info[key] for info in infos]  # type: ignore[index]
+            except KeyError:
+                return _MISSING
         else:
             values = [infos[i][key] for i in where]  # type: ignore[index]
         kind = type(values[0])
-        kinds = set(map(type, values)) if len(values) > 1 else {kind}
         if key == "final_obs":
             array: Any = _objects(where, values, n)
-        elif len(kinds) == 1 and kind in _OBJECT_TYPES:  # (a shortcut for the usual kinds)
-            array = _objects(where, values, n)
-        elif len(kinds) > 1 and any(issubclass(k, dict) for k in kinds):
-            return None  # dicts and non-dicts under one key: _add_info's own quirks
-        elif issubclass(kind, dict):
+        elif any(map(isinstance, values, _DICTS)):  # (all in C: the cheapest check)
+            if not all(map(isinstance, values, _DICTS)):
+                return None  # dicts and non-dicts under one key: _add_info's own quirks
             if where is None:
                 nested: list[Any] = values
             else:
@@ -74,12 +104,14 @@ def _batch(infos: Sequence[Mapping[str, Any] | None], n: int) -> dict[str, Any] 
             if array is None:
                 return None
         elif kind in _NUMBER_TYPES or issubclass(kind, np.number):
-            # (numpy calls take positional arguments: parsing keywords costs more here)
-            if where is None and len(kinds) == 1:
+            # An array of the first value's type, the others converted to it as
+            # _add_info's assignments convert them. (numpy calls take positional
+            # arguments: parsing keywords costs more than the call here.)
+            if where is None:
                 array = np.array(values, kind)
-            else:  # element by element, converting as _add_info's assignments do
+            else:
                 array = np.zeros(n, kind)
-                for i, value in zip(range(n) if where is None else where, values, strict=False):
+                for i, value in zip(where, values, strict=False):  # (equal lengths)
                     array[i] = value
         elif isinstance(values[0], np.ndarray):
             array = np.zeros((n, *values[0].shape), values[0].dtype)
@@ -88,25 +120,28 @@ def _batch(infos: Sequence[Mapping[str, Any] | None], n: int) -> dict[str, Any] 
         else:  # objects, each kept as it is
             array = _objects(where, values, n)
         out[key] = array
-        out["_" + key] = _mask(where, n)
+        out["_" + key] = mask.copy()  # (a copy costs a fraction of np.ones)
     return out
 
 
 @functools.lru_cache(maxsize=256)
 def _layout(
     signature: tuple[tuple[Any, ...], ...], n: int
-) -> tuple[tuple[str, tuple[int, ...] | None], ...] | None:
+) -> tuple[tuple[str, tuple[int, ...] | None, np.ndarray], ...] | None:
     """The batch's keys in the order `_add_info` adds them (first appearance, sub-env by
-    sub-env), each with the sub-envs that have it (None: all n); None when a key is not
-    a plain string or starts with "_" (it could collide with a mask). Batches of one
-    vector env repeat a few layouts, so each is worked out once."""
+    sub-env), each with the sub-envs that have it (None: all n) and their mask; None
+    when a key is not a plain string or starts with "_" (it could collide with a mask).
+    Batches of one vector env repeat a few layouts, so each is worked out once."""
     keys = dict.fromkeys(chain.from_iterable(signature))
     columns = []
     for key in keys:
         if type(key) is not str or key.startswith("_"):
             return None
         where = tuple(i for i, info_keys in enumerate(signature) if key in info_keys)
-        columns.append((key, None if len(where) == n else where))
+        mask = np.zeros(n, dtype=np.bool_)
+        mask[list(where)] = True
+        mask.flags.writeable = False
+        columns.append((key, None if len(where) == n else where, mask))
     return tuple(columns)
 
 
@@ -120,23 +155,10 @@ def _objects(where: tuple[int, ...] | None, values: list[Any], n: int) -> np.nda
     return array
 
 
-def _mask(where: tuple[int, ...] | None, n: int) -> np.ndarray:
-    """The boolean mask of the sub-envs in `where` (None: all), as a new array."""
-    if where is None:
-        return _constant_mask(n, -1).copy()  # a copy costs a fraction of np.ones
-    if len(where) == 1:
-        return _constant_mask(n, where[0]).copy()
-    mask = np.zeros(n, np.bool_)
-    for i in where:  # (indexing with the list costs more, for a few sub-envs)
-        mask[i] = True
-    return mask
-
-
-@functools.lru_cache(maxsize=1024)
-def _constant_mask(n: int, index: int) -> np.ndarray:
-    """A read-only mask to copy: all n True (index -1), or only `index`; never handed out."""
-    mask = np.ones(n, dtype=np.bool_) if index < 0 else np.zeros(n, dtype=np.bool_)
-    mask[index] = True
+@functools.lru_cache(maxsize=64)
+def _all_true(n: int) -> np.ndarray:
+    """A read-only mask of n Trues to copy; never handed out."""
+    mask = np.ones(n, dtype=np.bool_)
     mask.flags.writeable = False
     return mask
 
