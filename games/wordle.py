@@ -141,6 +141,9 @@ def word_bank() -> WordBank:
     text = resources.files("vfgym.games").joinpath("data/wordle_words.txt").read_text("ascii")
     pairs = [line.split() for line in text.splitlines() if line and not line.startswith("#")]
     words = tuple(word for word, _ in pairs)
+    odd = [word for word in words if not _WORD.fullmatch(word)]
+    if odd:  # apply_move takes a listed word as a valid five-letter guess
+        raise ValueError(f"the Wordle list holds words that are not five letters a-z: {odd[:5]}")
     letters = np.array([[ord(c) - 97 for c in w] for w in words], dtype=np.uint8)
     masks = np.bitwise_or.reduce(np.left_shift(np.uint32(1), letters.astype(np.uint32)), axis=1)
     plain = np.array([len(set(w)) == WORD_LENGTH for w in words], dtype=bool)
@@ -359,11 +362,11 @@ class WordleEnv(TextGame):
 
     def apply_move(self, game: dict[str, Any], move: str) -> str:
         word = move.strip().strip(".!\"'").lower()
-        if not _WORD.fullmatch(word):
-            raise InvalidMove(
-                f"{move[:40]!r} is not a five-letter word; guess like <move>crane</move>."
-            )
-        if word not in word_bank().index:
+        if word not in word_bank().index:  # (every listed word is five letters a-z)
+            if not _WORD.fullmatch(word):
+                raise InvalidMove(
+                    f"{move[:40]!r} is not a five-letter word; guess like <move>crane</move>."
+                )
             raise InvalidMove(f"{word!r} is not in the word list; guess an English word.")
         marks = feedback(word, game["answer"])
         new_greens = 0
