@@ -3,25 +3,39 @@
     .venv/bin/python benchmarks/gym_bench.py [--seconds 2] [--repeat 3] [--skip-peers]
 
 For guess-the-number, tic-tac-toe and wordle it measures one env, 8 envs in a
-sync vector env and 8 in an async vector env, with a seeded random player, resets
-included (as in training). GEM (PyPI gem-llm) and TextArena (PyPI textarena, the
-"-raw" variants) are installed by this script into their own virtual environments
-under a cache directory (`$VFGYM_BENCH_CACHE`, default ~/.cache/vfgym-bench) —
-never into the project's — and measured there by `_gym_bench_peers.py` in the same
-invocation. It also measures what the adapter adds per step over calling the
-game's `env_response` directly (target: under 20 µs).
+sync vector env and 8 in an async vector env — each framework's own vector envs —
+with a seeded random player, resets included (as in training). GEM (PyPI gem-llm)
+and TextArena (PyPI textarena, the "-raw" variants) are installed by this script into
+their own virtual environments under a cache directory (`$VFGYM_BENCH_CACHE`, default
+~/.cache/vfgym-bench) — never into the project's — and measured there by
+`_gym_bench_peers.py` in the same invocation. It also measures what the adapter adds
+per step over calling the game's `env_response` directly (target: under 20 µs).
+
+The modes (the script prints this legend with its table):
+
+- single: one env (`gym.make(id)`, `gem.make(id)`, `ta.make(id)`).
+- sync8: 8 envs stepped one after another in the caller's thread: vfgym's
+  `GymVectorEnv` (`gym.make_vec(id, num_envs=8)`, mode "sync"), GEM's
+  `make_vec(..., async_mode=False)`.
+- async8: 8 envs stepped concurrently: vfgym's `GymVectorEnv` in mode "async" — one
+  asyncio event loop, where sub-envs that never wait (every game here) step inline,
+  exactly as in sync8 — and GEM's `make_vec(..., async_mode=True)`, a thread pool in
+  one process.
+- gymnasium-sync8 / gymnasium-async8 (vfgym only, for comparison): the same envs in
+  Gymnasium's `SyncVectorEnv` and `AsyncVectorEnv` (`vectorization_mode="sync"` /
+  `"async"`); the async one runs one process per env, with a pipe round trip per step,
+  so the script also prints that floor: 8 do-nothing envs in AsyncVectorEnv.
 
 Notes on fairness: each framework plays its own version of a game, so episode
 lengths (and so how often a reset is paid) differ; GEM ships no tic-tac-toe;
 TextArena's tic-tac-toe is two-player (each step is one player's move, with no
-built-in opponent to compute) and it has no vector envs; GEM's "async" vector env
-runs its envs on threads in one process, Gymnasium's (what `make_vec(...,
-vectorization_mode="async")` gives) one process per env with a pipe round trip per
-step, so the script also prints that floor: 8 do-nothing envs in AsyncVectorEnv.
-Figures are wall-clock, each the best of ten rounds (the one least disturbed by
-whatever else the machine is doing); every framework runs `--repeat` times (default
-3), each time in a fresh process and taking turns with the others, and each figure is
-its best run. Compare ratios within one invocation.
+built-in opponent to compute) and it has no vector envs; GEM's vector envs reset an
+ended episode within the same step (SAME_STEP), vfgym's and Gymnasium's on the next
+step (NEXT_STEP, Gymnasium's default), a step that then takes no move. Figures are
+wall-clock, each the best of ten rounds (the one least disturbed by whatever else the
+machine is doing); every framework runs `--repeat` times (default 3), each time in a
+fresh process and taking turns with the others, and each figure is its best run.
+Compare ratios within one invocation.
 """
 
 from __future__ import annotations
@@ -57,6 +71,27 @@ GAMES = {
 }
 MODES = ("single", "sync8", "async8")
 VECTOR_ENVS = 8
+#: How vfgym's vector modes are made: `gym.make_vec(id, num_envs=8, **kwargs)`. The
+#: last two, Gymnasium's own vector envs, are extra rows (the peers have no such mode).
+VFGYM_VECTOR = {
+    "sync8": {"mode": "sync"},
+    "async8": {"mode": "async"},
+    "gymnasium-sync8": {"vectorization_mode": "sync"},
+    "gymnasium-async8": {"vectorization_mode": "async"},
+}
+EXTRA_MODES = ("gymnasium-sync8", "gymnasium-async8")
+LEGEND = """modes (steps per second counts every sub-env's step):
+  single            one env: gym.make(id), gem.make(id), ta.make(id)
+  sync8             8 envs stepped one after another in the caller's thread: vfgym
+                    GymVectorEnv (gym.make_vec(id, num_envs=8)); GEM make_vec(async_mode=False)
+  async8            8 envs stepped concurrently: vfgym GymVectorEnv(mode="async") runs them
+                    on one asyncio event loop (envs that never wait, every game here, step
+                    inline, as in sync8); GEM make_vec(async_mode=True) on a thread pool
+  gymnasium-sync8   vfgym's envs in Gymnasium's SyncVectorEnv (vectorization_mode="sync")
+  gymnasium-async8  vfgym's envs in Gymnasium's AsyncVectorEnv (vectorization_mode="async"):
+                    one process per env, a pipe round trip per step
+autoreset: vfgym and Gymnasium NEXT_STEP (the step after an episode's end resets it);
+GEM SAME_STEP (the ending step also resets)"""
 PEERS = {"gem": "gem-llm", "textarena": "textarena"}
 HERE = Path(__file__).resolve().parent
 WORDS = HERE.parent / "games" / "data" / "wordle_words.txt"
@@ -83,7 +118,7 @@ def bench_vfgym(seconds: float, words: list[str]) -> dict[str, float | None]:
     for game, gym_id in GAMES.items():
         if game not in vgym.REGISTERED_IDS:
             print(f"vfgym {game}: not available ({vgym.SKIPPED.get(game)})", file=sys.stderr)
-            results.update({f"{game}/{m}": None for m in MODES})
+            results.update({f"{game}/{m}": None for m in (*MODES, *EXTRA_MODES)})
             continue
         move = move_maker(game, words, random.Random(0))
         env = gym.make(gym_id)
@@ -97,15 +132,15 @@ def bench_vfgym(seconds: float, words: list[str]) -> dict[str, float | None]:
 
         results[f"{game}/single"] = timed(single, seconds)
         env.close()
-        for mode in ("sync", "async"):
-            vec = gym.make_vec(gym_id, num_envs=VECTOR_ENVS, vectorization_mode=mode)
+        for mode, kwargs in VFGYM_VECTOR.items():
+            vec = gym.make_vec(gym_id, num_envs=VECTOR_ENVS, **kwargs)
             vec.reset(seed=0)
 
             def vector(vec: Any = vec, move: Callable[[], str] = move) -> int:
                 vec.step(tuple(move() for _ in range(VECTOR_ENVS)))  # autoreset: NEXT_STEP
                 return VECTOR_ENVS
 
-            results[f"{game}/{mode}8"] = timed(vector, seconds)
+            results[f"{game}/{mode}"] = timed(vector, seconds)
             vec.close()
     return results
 
@@ -216,7 +251,8 @@ class _Idle(gym.Env[int, int]):
 
 def async_floor(seconds: float) -> float:
     """Steps per second of 8 idle envs in Gymnasium's AsyncVectorEnv: the ceiling of any
-    env in "async" mode on this machine (one process per env, a pipe round trip a step)."""
+    env in that vector env on this machine (one process per env, a pipe round trip a
+    step)."""
     vec = gym.vector.AsyncVectorEnv([_Idle for _ in range(VECTOR_ENVS)])
     try:
         vec.reset(seed=0)
@@ -294,22 +330,23 @@ def fmt(value: float | None) -> str:
 
 
 def report(columns: dict[str, dict[str, Any]]) -> None:
-    header = f"{'game / mode':28}" + "".join(f"{name:>12}" for name in columns)
+    header = f"{'game / mode':36}" + "".join(f"{name:>12}" for name in columns)
     header += f"{'vf/GEM':>9}{'vf/TA':>9}"
     print("\nsteps per second through step() (higher is better)")
     print(header)
     print("-" * len(header))
     for game in GAMES:
-        for mode in MODES:
+        for mode in (*MODES, *EXTRA_MODES):
             key = f"{game}/{mode}"
             values = [columns[name].get(key) for name in columns]
-            line = f"{key:28}" + "".join(f"{fmt(v):>12}" for v in values)
+            line = f"{key:36}" + "".join(f"{fmt(v):>12}" for v in values)
             ours = columns["vfgym"].get(key)
             for peer in ("gem", "textarena"):
                 theirs = columns.get(peer, {}).get(key)
                 ratio = f"{ours / theirs:.2f}x" if ours and theirs else "n/a"
                 line += f"{ratio:>9}"
             print(line)
+    print(f"\n{LEGEND}")
 
 
 def bench_vfgym_fresh(seconds: float) -> dict[str, Any]:
@@ -382,8 +419,8 @@ def main() -> None:
         )
     print(
         f"Gymnasium's AsyncVectorEnv with {VECTOR_ENVS} envs that do nothing: "
-        f"{async_floor(args.seconds):,.0f} steps/s (the ceiling of any async8 figure here; "
-        "GEM's async mode uses threads in one process)"
+        f"{async_floor(args.seconds):,.0f} steps/s (the ceiling of any gymnasium-async8 "
+        "figure here; vfgym's and GEM's async modes stay in one process)"
     )
     print(f"load average during the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
 
