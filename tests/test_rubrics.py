@@ -385,6 +385,30 @@ async def test_call_reward_func_returns_nan_and_records_on_failure() -> None:
     assert state["reward_errors"][0]["message"] == "boom"
 
 
+async def test_a_rubric_without_functions_scores_zero_both_ways() -> None:
+    rubric = Rubric()
+    assert rubric.can_score_sync()
+    for score in (
+        rubric.score_rollout_sync(PROMPT, COMPLETION, "4", {}),
+        await rubric.score_rollout(PROMPT, COMPLETION, "4", {}),
+    ):
+        assert score.reward == 0.0 and score.metrics == {"reward_errors": 0.0}
+
+
+async def test_adding_an_async_function_ends_sync_scoring() -> None:
+    rubric = Rubric(funcs=[lambda completion: 1.0])
+    assert rubric.score_rollout_sync(PROMPT, COMPLETION, "4", {}).reward == 1.0
+
+    async def judged(completion) -> float:
+        return 0.5
+
+    rubric.add_reward_func(judged)
+    assert not rubric.can_score_sync()
+    with pytest.raises(TypeError, match="judged"):
+        rubric.score_rollout_sync(PROMPT, COMPLETION, "4", {})
+    assert (await rubric.score_rollout(PROMPT, COMPLETION, "4", {})).reward == 1.5
+
+
 # -- timing and batches -----------------------------------------------------------
 
 

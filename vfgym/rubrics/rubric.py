@@ -101,8 +101,9 @@ class Rubric:
         self.reward_weights: list[float] = []
         self._specs: dict[int, RewardSpec] = {}
         self._spec_list: tuple[list[RewardFunc], list[RewardSpec]] = ([], [])
-        # The offloader key of the reward functions when all are sync (see _specs_of).
-        self._sync_key: tuple[Any, ...] | None = None
+        # The offloader key of the reward functions when all are sync, None when one is
+        # async (kept by _specs_of; no functions: all sync).
+        self._sync_key: tuple[Any, ...] | None = ()
         self._warned: set[str] = set()
         self.class_objects: dict[str, Any] = {"parser": self.parser}
         for name, value in (class_objects or {}).items():
@@ -355,7 +356,7 @@ class Rubric:
                 "an event loop; use `await rubric.score_rollout(...)` instead"
             )
         specs, weights = self._specs_and_weights()
-        names = self._async_names(specs)
+        names = None if self._sync_key is not None else self._async_names(specs)
         if names is not None:
             raise SyncScoringUnavailable(
                 f"{type(self).__name__} has async reward function(s) {names}, so it cannot "
