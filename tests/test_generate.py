@@ -287,6 +287,22 @@ async def test_max_concurrent_is_respected(model_server) -> None:
     assert out.reward == [1.0] * 9
 
 
+@pytest.mark.parametrize(("max_concurrent", "peak", "patience"), [(-1, 150, 10), (100, 100, 3)])
+async def test_rollouts_that_wait_fill_the_limit_across_launch_slices(
+    model_server, max_concurrent: int, peak: int, patience: float
+) -> None:
+    """Workers start a slice (64) at a time; waiting rollouts still reach the limit.
+    (With a limit of 100, the last 50 requests wait out `patience`: they never make 100.)"""
+    gate = Gate(expected=peak, patience=patience)
+    server = await model_server(gate)
+    rows = [{"question": f"q{i}", "answer": f"Q{i}"} for i in range(150)]
+    env = SingleTurnEnv(dataset=rows, rubric=Rubric(funcs=[matches]))
+    out = await env.evaluate(server.client(), "m", max_concurrent=max_concurrent)
+    assert gate.peak == peak
+    assert out.reward == [1.0] * 150
+    assert [p[-1]["content"] for p in out.prompt] == [f"q{i}" for i in range(150)]
+
+
 async def test_a_shared_semaphore_limits_several_batches(model_server) -> None:
     gate = Gate(expected=2, patience=2)
     server = await model_server(gate)

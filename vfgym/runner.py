@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import math
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sized
@@ -173,7 +172,7 @@ async def run_batch(
         )
 
     # A caller's semaphore is shared with other batches: every rollout takes it.
-    # Our own limit is kept by running `max_concurrent` workers instead.
+    # Our own limit is kept by running at most `max_concurrent` workers instead.
     limit = semaphore if semaphore is not None else contextlib.nullcontext()
     workers = max_concurrent if semaphore is None and max_concurrent > 0 else 0
     progress = _progress_bar(n, use_tqdm)
@@ -293,31 +292,37 @@ def _size_hint(inputs: Any) -> int:
 LAUNCH_SLICE = 64
 
 
-async def _launch(run_one: Callable[[int], Any], indices: list[int], workers: int = 0) -> None:
-    """Run `run_one` for every index: `workers` at a time, or all at once when 0.
+async def _launch(run_one: Callable[[int], Any], indices: list[int], limit: int = 0) -> None:
+    """Run `run_one` for every index, at most `limit` at a time (no limit when 0).
 
-    With a limit, that many worker tasks take the next index as they finish one,
-    which costs less per rollout than a task per rollout waiting on a semaphore.
-    Tasks are created a slice at a time: creating thousands in one go holds the
-    loop for a long moment, and yielding between slices lets the rollouts
-    already started make progress. If this is cancelled, every task is
+    Worker tasks take the next index whenever they finish one, which costs less
+    than a task per rollout (and a semaphore round trip). They are started a slice
+    at a time, and only while indices are left: when this coroutine resumes after
+    yielding, every worker still alive is waiting on I/O, so another slice is what
+    keeps more rollouts in flight. Rollouts that never wait are all done by the
+    first slice; ones that wait get up to `limit` workers, as a task per rollout
+    would. Starting a slice, not thousands of tasks, at a time keeps the loop free
+    for the rollouts already running. If this is cancelled, every worker is
     cancelled (and each rollout's cleanup runs).
     """
-    if 0 < workers < len(indices):
-        remaining = iter(indices)  # shared: each index is taken by exactly one worker
+    total = len(indices)
+    limit = total if limit <= 0 else min(limit, total)
+    taken = 0
 
-        async def worker() -> None:
-            for i in remaining:
-                await run_one(i)
+    async def worker() -> None:
+        nonlocal taken
+        while taken < total:
+            i = indices[taken]
+            taken += 1
+            await run_one(i)
 
-        jobs: list[Callable[[], Any]] = [worker] * workers
-    else:
-        jobs = [functools.partial(run_one, i) for i in indices]
     tasks: list[asyncio.Task[Any]] = []
     create_task = asyncio.get_running_loop().create_task  # a quarter cheaper than ensure_future
     try:
-        for start in range(0, len(jobs), LAUNCH_SLICE):
-            tasks.extend(create_task(job()) for job in jobs[start : start + LAUNCH_SLICE])
+        while taken < total and len(tasks) < limit:
+            tasks.extend(
+                create_task(worker()) for _ in range(min(LAUNCH_SLICE, limit - len(tasks)))
+            )
             await asyncio.sleep(0)
         await asyncio.gather(*tasks)
     except BaseException:
