@@ -16,7 +16,7 @@ import functools
 import random
 import re
 from abc import abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any, ClassVar
 
 from vfgym.envs.multiturn_env import MultiTurnEnv
@@ -215,6 +215,13 @@ class TextGame(MultiTurnEnv):
             funcs=[win, turns, invalid_moves, efficiency, format_reward],
             weights=[1.0, 0.0, 0.0, 0.0, 0.0],
         )
+
+
+def check_choice(knob: str, value: Any, choices: Collection[Any]) -> None:
+    """Refuse a knob value outside its choices, naming them (in their own order)."""
+    if value not in choices:
+        options = sorted(choices) if isinstance(choices, set | frozenset) else list(choices)
+        raise ValueError(f"{knob} must be one of {options}, not {value!r}")
 
 
 def game_rows(

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from vfgym.games._base import EVAL_OFFSET, game_rows
+from vfgym.games._base import EVAL_OFFSET, check_choice, game_rows
 from vfgym.games._tool_task import answer_message, tool_call_message
 
 from vfgym.envs.tool_env import ToolEnv
@@ -334,8 +334,7 @@ def load_environment(
     max_turns: int = 6,
 ) -> CalculatorEnv:
     """Build the task; `difficulty` sets the size of the numbers."""
-    if difficulty not in SCALES:
-        raise ValueError(f"difficulty must be one of {sorted(SCALES)}, not {difficulty!r}")
+    check_choice("difficulty", difficulty, SCALES)
     if max_turns < 1:
         raise ValueError("max_turns must be at least 1")
     scale = SCALES[difficulty]

@@ -30,6 +30,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+from vfgym.games._base import check_choice
 from vfgym.games._code_bank import SPECS, Spec, reference_function, spec_text
 from vfgym.games._tool_task import (
     ToolTask,
@@ -290,8 +291,7 @@ def load_environment(
     pool_size: int = 4,
 ) -> CodeTestsEnv:
     """Build the environment (templates of `specs` up to `difficulty`)."""
-    if difficulty not in DIFFICULTIES:
-        raise ValueError(f"difficulty must be one of {list(DIFFICULTIES)}, not {difficulty!r}")
+    check_choice("difficulty", difficulty, DIFFICULTIES)
     chosen = subset_knob("specs", specs, SPEC_NAMES)
     check_invalid_move_limit(max_invalid_moves)
     if max_turns < 1:

@@ -20,7 +20,7 @@ import re
 from functools import cache, lru_cache
 from typing import Any
 
-from vfgym.games._base import EVAL_OFFSET, InvalidMove, game_rows, move_message
+from vfgym.games._base import EVAL_OFFSET, InvalidMove, check_choice, game_rows, move_message
 from vfgym.games._boards import (
     EMPTY,
     FIRSTS,
@@ -357,13 +357,11 @@ def load_environment(
     max_invalid_moves: int = 3,
 ) -> ConnectFourEnv:
     """Build the environment; `depth` overrides the difficulty's search depth."""
-    if difficulty not in DIFFICULTIES:
-        raise ValueError(f"difficulty must be one of {sorted(DIFFICULTIES)}, not {difficulty!r}")
+    check_choice("difficulty", difficulty, DIFFICULTIES)
     depth = DIFFICULTIES[difficulty] if depth is None else depth
     if not 0 <= depth <= MAX_DEPTH:
         raise ValueError(f"depth must be between 0 (random) and {MAX_DEPTH}, not {depth}")
-    if first not in FIRSTS:
-        raise ValueError(f"first must be one of {list(FIRSTS)}, not {first!r}")
+    check_choice("first", first, FIRSTS)
     if opening_plies not in range(0, 9, 2):
         raise ValueError(
             f"opening_plies must be an even number from 0 to 8 (so the same side starts), "

@@ -16,6 +16,7 @@ from vfgym.games._base import (
     EVAL_OFFSET,
     InvalidMove,
     TextGame,
+    check_choice,
     game_rows,
     last_user_text,
     move_message,
@@ -121,8 +122,7 @@ def load_environment(
     max_invalid_moves: int = 3,
 ) -> GuessTheNumberEnv:
     """Build the environment; `low`/`high` override the difficulty's range."""
-    if difficulty not in RANGES:
-        raise ValueError(f"difficulty must be one of {sorted(RANGES)}, not {difficulty!r}")
+    check_choice("difficulty", difficulty, RANGES)
     lo, hi = RANGES[difficulty]
     lo, hi = (lo if low is None else low), (hi if high is None else high)
     if lo >= hi:

@@ -27,6 +27,7 @@ from vfgym.games._base import (
     EVAL_OFFSET,
     InvalidMove,
     TextGame,
+    check_choice,
     game_rows,
     move_message,
 )
@@ -259,8 +260,7 @@ def load_environment(
     max_invalid_moves: int = 3,
 ) -> HangmanEnv:
     """Build the environment; `min_length`/`max_length` override the difficulty's lengths."""
-    if difficulty not in DIFFICULTIES:
-        raise ValueError(f"difficulty must be one of {sorted(DIFFICULTIES)}, not {difficulty!r}")
+    check_choice("difficulty", difficulty, DIFFICULTIES)
     low, high = DIFFICULTIES[difficulty]
     low = low if min_length is None else min_length
     high = high if max_length is None else max_length

@@ -26,6 +26,7 @@ from vfgym.games._base import (
     EVAL_OFFSET,
     InvalidMove,
     TextGame,
+    check_choice,
     game_rows,
     move_message,
 )
@@ -292,8 +293,7 @@ def load_environment(
     max_invalid_moves: int = 3,
 ) -> MastermindEnv:
     """Build the environment; `pegs`/`colours` override the difficulty's setting."""
-    if difficulty not in DIFFICULTIES:
-        raise ValueError(f"difficulty must be one of {sorted(DIFFICULTIES)}, not {difficulty!r}")
+    check_choice("difficulty", difficulty, DIFFICULTIES)
     default_pegs, default_colours = DIFFICULTIES[difficulty]
     pegs = default_pegs if pegs is None else pegs
     colours = default_colours if colours is None else colours

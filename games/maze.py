@@ -22,7 +22,14 @@ import re
 from collections import deque
 from typing import Any
 
-from vfgym.games._base import EVAL_OFFSET, InvalidMove, TextGame, game_rows, move_message
+from vfgym.games._base import (
+    EVAL_OFFSET,
+    InvalidMove,
+    TextGame,
+    check_choice,
+    game_rows,
+    move_message,
+)
 
 from vfgym.types import ChatMessage, Messages
 
@@ -298,15 +305,13 @@ def load_environment(
     max_invalid_moves: int = 3,
 ) -> MazeEnv:
     """Build the environment; `width`/`height` (in cells) override the difficulty's size."""
-    if difficulty not in SIZES:
-        raise ValueError(f"difficulty must be one of {sorted(SIZES)}, not {difficulty!r}")
+    check_choice("difficulty", difficulty, SIZES)
     w, h = SIZES[difficulty]
     w, h = (w if width is None else width), (h if height is None else height)
     for name, value in (("width", w), ("height", h)):
         if not isinstance(value, int) or not 2 <= value <= MAX_CELLS:
             raise ValueError(f"{name} must be a whole number of cells from 2 to {MAX_CELLS}")
-    if view not in VIEWS:
-        raise ValueError(f"view must be one of {list(VIEWS)}, not {view!r}")
+    check_choice("view", view, VIEWS)
     if not isinstance(radius, int) or radius < 1:
         raise ValueError(f"radius must be a whole number of squares, at least 1, not {radius!r}")
     if max_turns is not None and max_turns < 1:

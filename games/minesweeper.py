@@ -27,7 +27,14 @@ import re
 from itertools import product
 from typing import Any
 
-from vfgym.games._base import EVAL_OFFSET, InvalidMove, TextGame, game_rows, move_message
+from vfgym.games._base import (
+    EVAL_OFFSET,
+    InvalidMove,
+    TextGame,
+    check_choice,
+    game_rows,
+    move_message,
+)
 
 from vfgym.types import ChatMessage, Messages, State
 
@@ -375,8 +382,7 @@ def load_environment(
     max_invalid_moves: int = 3,
 ) -> MinesweeperEnv:
     """Build the environment; `width`/`height`/`mines` override the difficulty's preset."""
-    if difficulty not in PRESETS:
-        raise ValueError(f"difficulty must be one of {sorted(PRESETS)}, not {difficulty!r}")
+    check_choice("difficulty", difficulty, PRESETS)
     w, h, m = PRESETS[difficulty]
     w, h = (w if width is None else width), (h if height is None else height)
     m = m if mines is None else mines

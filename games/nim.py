@@ -25,6 +25,7 @@ from vfgym.games._base import (
     EVAL_OFFSET,
     InvalidMove,
     TextGame,
+    check_choice,
     game_rows,
     move_message,
 )
@@ -245,8 +246,7 @@ def load_environment(
     max_invalid_moves: int = 3,
 ) -> NimEnv:
     """Build the environment; `heaps`, `max_heap` and `opponent` override the difficulty."""
-    if difficulty not in DIFFICULTIES:
-        raise ValueError(f"difficulty must be one of {sorted(DIFFICULTIES)}, not {difficulty!r}")
+    check_choice("difficulty", difficulty, DIFFICULTIES)
     preset_heaps, preset_max, preset_opponent = DIFFICULTIES[difficulty]
     heaps = preset_heaps if heaps is None else heaps
     max_heap = preset_max if max_heap is None else max_heap
@@ -255,10 +255,8 @@ def load_environment(
         raise ValueError(f"heaps must be between 1 and 9, not {heaps}")
     if not 1 <= max_heap <= 30:
         raise ValueError(f"max_heap must be between 1 and 30, not {max_heap}")
-    if opponent not in OPPONENTS:
-        raise ValueError(f"opponent must be one of {list(OPPONENTS)}, not {opponent!r}")
-    if start not in STARTS:
-        raise ValueError(f"start must be one of {list(STARTS)}, not {start!r}")
+    check_choice("opponent", opponent, OPPONENTS)
+    check_choice("start", start, STARTS)
     if start == "winning" and max_heap == 1 and not is_winning([1] * heaps, misere):
         raise ValueError(
             f"{heaps} heaps of one object are always lost by the first player; "

@@ -28,6 +28,7 @@ from collections import Counter
 from fractions import Fraction
 from typing import Any
 
+from vfgym.games._base import check_choice
 from vfgym.games._tool_task import (
     ToolTask,
     answer_message,
@@ -470,8 +471,7 @@ def load_environment(
     pool_size: int = 4,
 ) -> PythonMathEnv:
     """Build the environment (problems of `families` at `difficulty`)."""
-    if difficulty not in DIFFICULTIES:
-        raise ValueError(f"difficulty must be one of {list(DIFFICULTIES)}, not {difficulty!r}")
+    check_choice("difficulty", difficulty, DIFFICULTIES)
     chosen = subset_knob("families", families, FAMILIES)
     check_invalid_move_limit(max_invalid_moves)
     if max_turns < 2:

@@ -23,6 +23,7 @@ import random
 import re
 from typing import Any
 
+from vfgym.games._base import check_choice
 from vfgym.games._tool_task import (
     ToolTask,
     answer_message,
@@ -405,8 +406,7 @@ def load_environment(
     pool_size: int = 4,
 ) -> ShellFilesEnv:
     """Build the environment (trees of `difficulty`, questions from `questions`)."""
-    if difficulty not in DIFFICULTIES:
-        raise ValueError(f"difficulty must be one of {list(DIFFICULTIES)}, not {difficulty!r}")
+    check_choice("difficulty", difficulty, DIFFICULTIES)
     chosen = subset_knob("questions", questions, QUESTIONS)
     check_invalid_move_limit(max_invalid_moves)
     if max_turns < 2:

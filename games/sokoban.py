@@ -26,7 +26,14 @@ import re
 from collections import deque
 from typing import Any
 
-from vfgym.games._base import EVAL_OFFSET, InvalidMove, TextGame, game_rows, move_message
+from vfgym.games._base import (
+    EVAL_OFFSET,
+    InvalidMove,
+    TextGame,
+    check_choice,
+    game_rows,
+    move_message,
+)
 from vfgym.games._boards import latest_shown
 
 from vfgym.types import ChatMessage, Messages
@@ -464,8 +471,7 @@ def load_environment(
     max_invalid_moves: int = 3,
 ) -> SokobanEnv:
     """Build the environment; `width`/`height`/`boxes` override the difficulty's preset."""
-    if difficulty not in PRESETS:
-        raise ValueError(f"difficulty must be one of {sorted(PRESETS)}, not {difficulty!r}")
+    check_choice("difficulty", difficulty, PRESETS)
     w, h, b = PRESETS[difficulty]
     w, h = (w if width is None else width), (h if height is None else height)
     b = b if boxes is None else boxes

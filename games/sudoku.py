@@ -25,7 +25,14 @@ import random
 import re
 from typing import Any
 
-from vfgym.games._base import EVAL_OFFSET, InvalidMove, TextGame, game_rows, move_message
+from vfgym.games._base import (
+    EVAL_OFFSET,
+    InvalidMove,
+    TextGame,
+    check_choice,
+    game_rows,
+    move_message,
+)
 from vfgym.games._boards import latest_shown
 
 from vfgym.types import ChatMessage, Messages
@@ -313,8 +320,7 @@ def load_environment(
     """Build the environment; `givens` overrides the difficulty's number of givens."""
     if size not in SIZES:
         raise ValueError(f"size must be 4 or 9, not {size!r}")
-    if difficulty not in GIVENS[size]:
-        raise ValueError(f"difficulty must be one of {sorted(GIVENS[size])}, not {difficulty!r}")
+    check_choice("difficulty", difficulty, GIVENS[size])
     target = GIVENS[size][difficulty] if givens is None else givens
     if not isinstance(target, int) or not MIN_GIVENS[size] <= target <= size * size:
         raise ValueError(

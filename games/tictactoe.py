@@ -21,6 +21,7 @@ from vfgym.games._base import (
     EVAL_OFFSET,
     InvalidMove,
     TextGame,
+    check_choice,
     game_rows,
     move_message,
 )
@@ -318,13 +319,10 @@ def load_environment(
     max_invalid_moves: int = 3,
 ) -> TicTacToeEnv:
     """Build the environment; `opponent` overrides the difficulty's opponent."""
-    if difficulty not in DIFFICULTIES:
-        raise ValueError(f"difficulty must be one of {sorted(DIFFICULTIES)}, not {difficulty!r}")
+    check_choice("difficulty", difficulty, DIFFICULTIES)
     kind = DIFFICULTIES[difficulty] if opponent is None else opponent
-    if kind not in OPPONENTS:
-        raise ValueError(f"opponent must be one of {list(OPPONENTS)}, not {kind!r}")
-    if first not in FIRSTS:
-        raise ValueError(f"first must be one of {list(FIRSTS)}, not {first!r}")
+    check_choice("opponent", kind, OPPONENTS)
+    check_choice("first", first, FIRSTS)
     if max_turns < 5:
         raise ValueError(
             f"max_turns must be at least 5 (a full game has 5 X moves), not {max_turns}"

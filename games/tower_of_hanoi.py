@@ -20,6 +20,7 @@ from vfgym.games._base import (
     EVAL_OFFSET,
     InvalidMove,
     TextGame,
+    check_choice,
     game_rows,
     move_message,
 )
@@ -208,13 +209,11 @@ def load_environment(
     max_invalid_moves: int = 3,
 ) -> TowerOfHanoiEnv:
     """Build the environment; `disks` overrides the difficulty's number of disks."""
-    if difficulty not in DISKS:
-        raise ValueError(f"difficulty must be one of {sorted(DISKS)}, not {difficulty!r}")
+    check_choice("difficulty", difficulty, DISKS)
     n = DISKS[difficulty] if disks is None else disks
     if not isinstance(n, int) or not 1 <= n <= MAX_DISKS:
         raise ValueError(f"disks must be a whole number from 1 to {MAX_DISKS}, not {n!r}")
-    if start not in STARTS:
-        raise ValueError(f"start must be one of {list(STARTS)}, not {start!r}")
+    check_choice("start", start, STARTS)
     if max_turns is not None and max_turns < 1:
         raise ValueError("max_turns must be at least 1 (or None for the default)")
     # The classic start needs 2^n - 1 moves, the most any position needs.

@@ -34,6 +34,7 @@ from vfgym.games._base import (
     EVAL_OFFSET,
     InvalidMove,
     TextGame,
+    check_choice,
     game_rows,
     move_message,
 )
@@ -455,8 +456,7 @@ def load_environment(
     max_invalid_moves: int = 3,
 ) -> WordleEnv:
     """Build the environment; `max_turns` defaults to the guesses plus the invalid moves."""
-    if difficulty not in DIFFICULTIES:
-        raise ValueError(f"difficulty must be one of {sorted(DIFFICULTIES)}, not {difficulty!r}")
+    check_choice("difficulty", difficulty, DIFFICULTIES)
     if not 1 <= max_guesses <= 20:
         raise ValueError(f"max_guesses must be between 1 and 20, not {max_guesses}")
     turns = max_turns if max_turns is not None else max_guesses + max_invalid_moves
