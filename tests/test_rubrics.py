@@ -132,6 +132,83 @@ async def test_signatures_are_read_once_not_per_rollout() -> None:
     assert Counted.reads == reads_after_add
 
 
+async def test_every_calling_style_gets_the_same_arguments() -> None:
+    """Plain functions are called by position (one itemgetter, no dict); everything
+    else by name. Both must hand each function exactly what it declares."""
+    seen: dict[str, Any] = {}
+
+    def logged(func):
+        @functools.wraps(func)  # reports func's signature, but takes keywords only
+        def wrapper(**kwargs):
+            seen[func.__name__] = kwargs
+            return func(**kwargs)
+
+        return wrapper
+
+    @logged
+    def wrapped(completion, answer):
+        return 1.0
+
+    def keyword_only(completion, *, answer):
+        seen["keyword_only"] = answer
+        return 2.0
+
+    def with_default(answer, bonus=0.5):  # bonus is not on offer: its default counts
+        return bonus
+
+    def positional(state, task, info, example_id):
+        seen["positional"] = (state, task, info, example_id)
+        return 4.0
+
+    class Scorer:
+        def score(self, answer, parser):
+            seen["method"] = (answer, parser)
+            return 8.0
+
+    rubric = Rubric([wrapped, keyword_only, with_default, positional, Scorer().score])
+    state: dict = {}
+    for sync in (False, True):
+        if sync:
+            args = (PROMPT, COMPLETION, "4", state, "math", {"level": 1}, 7)
+            result = rubric.score_rollout_sync(*args)
+        else:
+            result = await score(rubric, state)
+        assert result.metrics == {
+            "wrapped": 1.0,
+            "keyword_only": 2.0,
+            "with_default": 0.5,
+            "positional": 4.0,
+            "score": 8.0,
+            REWARD_ERRORS: 0.0,
+        }
+        assert seen == {
+            "wrapped": {"completion": COMPLETION, "answer": "4"},
+            "keyword_only": "4",
+            "positional": (state, "math", {"level": 1}, 7),
+            "method": ("4", rubric.parser),
+        }
+        seen.clear()
+    assert "reward_errors" not in state
+
+
+def test_score_values_sync_is_score_rollout_sync_as_a_pair() -> None:
+    def half(completion):
+        return 0.5
+
+    def broken(answer):
+        raise ValueError("no")
+
+    rubric = Rubric([half, broken], weights=[2.0, 1.0])
+    state_a: dict = {}
+    state_b: dict = {}
+    reward, metrics = rubric.score_values_sync(PROMPT, COMPLETION, "4", state_a)
+    verdict = rubric.score_rollout_sync(PROMPT, COMPLETION, "4", state_b)
+    assert reward == verdict.reward == 1.0
+    assert metrics.keys() == verdict.metrics.keys()
+    assert math.isnan(metrics["broken"]) and metrics["reward_errors"] == 1.0
+    assert state_a["reward_errors"] == state_b["reward_errors"]
+
+
 # -- names and weights ------------------------------------------------------------
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+from typing import Any
 
 import gymnasium as gym
 import pytest
@@ -21,6 +22,7 @@ from gymnasium.utils.env_checker import check_env
 from vfgym.envs import SingleTurnEnv
 from vfgym.gym import GymEnv, StateView, Trajectory, aplay_episode, play_episode
 from vfgym.rubrics import REWARD_ERRORS, Rubric, RubricGroup
+from vfgym.types import RolloutScore
 
 # ---------------------------------------------------------------- check_env
 
@@ -516,3 +518,22 @@ def test_sync_step_without_a_loop_reuses_one_private_loop():
     assert env.state["loop_seen"] == first
     env.close()
     assert env._loop is None
+
+
+def test_a_rubric_that_overrides_sync_scoring_is_honoured_by_a_sync_step():
+    """The adapter takes the pair from `score_values_sync` only when `score_rollout_sync`
+    is Rubric's own; a subclass's version is what scores."""
+
+    class Curved(Rubric):
+        def score_rollout_sync(self, *args: Any, **kwargs: Any) -> RolloutScore:
+            verdict = super().score_rollout_sync(*args, **kwargs)
+            return RolloutScore(reward=verdict.reward * 10, metrics={**verdict.metrics, "x": 1})
+
+    game = GuessEnv()
+    game.rubric = Curved(funcs=game.rubric.get_reward_funcs(), weights=[1.0, 0.0])
+    env = GymEnv(game)
+    env.reset(options={"index": 0})  # target 1
+    _, reward, terminated, _, info = env.step("1")
+    assert (reward, terminated, info["episode_reward"]) == (10.0, True, 10.0)
+    assert info["metrics"]["x"] == 1.0
+    env.close()

@@ -48,7 +48,7 @@ from vfgym.gym.spaces import DEFAULT_MAX_TEXT_LENGTH, MessagesSpace, ModelTurnSp
 from vfgym.gym.state_view import StateView
 from vfgym.gym.text import clean_text, conversation_text, fit_text, observation_text
 from vfgym.rubrics.rubric import Rubric, SyncScoringUnavailable
-from vfgym.types import ChatMessage, Messages, RolloutScore, State
+from vfgym.types import ChatMessage, Messages, State
 
 T = TypeVar("T")
 ObservationMode = Literal["text", "messages"]
@@ -165,6 +165,10 @@ class GymEnv(gym.Env[Observation, Action]):
         # Hooks left at MultiTurnEnv's defaults do nothing: the sync path skips them.
         self._default_setup = type(env).setup_state is MultiTurnEnv.setup_state
         self._default_cleanup = type(env).cleanup_state is MultiTurnEnv.cleanup_state
+        # The engine's own record_model_turn, for a chat env, only appends and counts.
+        self._plain_record = (
+            self._chat and type(env).record_model_turn is MultiTurnEnv.record_model_turn
+        )
         self._default_init = (
             type(env).init_state is Environment.init_state
             and type(env).init_completion is Environment.init_completion
@@ -407,7 +411,8 @@ class GymEnv(gym.Env[Observation, Action]):
         if sync_scoring:
             score = _score_sync(rubric, state)
         if score is None:
-            score = await rubric.score_rollout(*_score_args(state))
+            verdict = await rubric.score_rollout(*_score_args(state))
+            score = verdict.reward, verdict.metrics
         return self._last_step(observation, reward, info, stop, score)
 
     def _step_sync(
@@ -417,7 +422,11 @@ class GymEnv(gym.Env[Observation, Action]):
         if state is None or self._done:
             state = self._require_running()  # raises
         env = self.environment
-        env.record_model_turn(state, message)
+        if self._plain_record:
+            state["completion"].append(message)
+            state["turn"] += 1
+        else:
+            env.record_model_turn(state, message)
         try:
             env_messages, stop = env.advance_sync(state)
             reward = 0.0
@@ -431,7 +440,14 @@ class GymEnv(gym.Env[Observation, Action]):
             observation: Observation = observation_text(env_messages, self.max_text_length)
         else:
             observation = self._observe(env_messages)
-        info = self._info(state)
+        if self._outbox is None:  # _info, inlined: this runs on every step
+            info = {
+                "state": StateView(state),
+                "messages": state["prompt"] + state["completion"],
+                "turn": state["turn"],
+            }
+        else:
+            info = self._info(state)
         if stop is None:
             return observation, reward, False, False, info
         env.finish(state, stop)
@@ -440,7 +456,8 @@ class GymEnv(gym.Env[Observation, Action]):
         rubric = env.rubric
         score = _score_sync(rubric, state)
         if score is None:  # async reward functions: they get an event loop
-            score = self._drive_loop(rubric.score_rollout(*_score_args(state)))
+            verdict = self._drive_loop(rubric.score_rollout(*_score_args(state)))
+            score = verdict.reward, verdict.metrics
         return self._last_step(observation, reward, info, stop, score)
 
     async def _cleanup(self, state: State) -> None:
@@ -519,13 +536,15 @@ class GymEnv(gym.Env[Observation, Action]):
         reward: float,
         info: dict[str, Any],
         stop: str,
-        score: RolloutScore,
+        score: tuple[float, dict[str, float]],
     ) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
+        """What the episode's last step returns, given the rubric's (reward, metrics)."""
+        episode_reward, metrics = score
         info["stop_reason"] = stop
-        info["episode_reward"] = score.reward
-        info["metrics"] = dict(score.metrics)
+        info["episode_reward"] = episode_reward
+        info["metrics"] = dict(metrics)
         truncated = stop in TRUNCATING
-        return observation, reward + score.reward, not truncated, truncated, info
+        return observation, reward + episode_reward, not truncated, truncated, info
 
     # ------------------------------------------------------------ helpers
 
@@ -664,13 +683,16 @@ class _Row:
 _FLAT = frozenset({str, int, float, bool, type(None)})
 
 
-def _score_sync(rubric: Rubric, state: State) -> RolloutScore | None:
-    """The finished episode's score computed in this thread, or None when the rubric
-    needs an event loop (async reward functions, or scoring of its own)."""
+def _score_sync(rubric: Rubric, state: State) -> tuple[float, dict[str, float]] | None:
+    """The finished episode's reward and metrics computed in this thread, or None when
+    the rubric needs an event loop (async reward functions, or scoring of its own)."""
     try:
-        return rubric.score_rollout_sync(*_score_args(state))
+        if type(rubric).score_rollout_sync is Rubric.score_rollout_sync:
+            return rubric.score_values_sync(*_score_args(state))
+        verdict = rubric.score_rollout_sync(*_score_args(state))
     except SyncScoringUnavailable:
         return None
+    return verdict.reward, verdict.metrics
 
 
 def _score_args(state: State) -> tuple[Any, ...]:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import functools
 import inspect
+import operator
+import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -47,6 +49,18 @@ def _signature(func: Callable[..., Any], name: str) -> inspect.Signature:
         ) from exc
 
 
+def _signature_is_its_code(func: Callable[..., Any]) -> bool:
+    """True when `func`'s signature is that of the code it runs: a plain function or
+    method, not a wrapper that reports another function's (`functools.wraps`) or a
+    declared `__signature__`. Only such a function is safe to call by position."""
+    target = func.__func__ if isinstance(func, types.MethodType) else func
+    return (
+        type(target) is types.FunctionType
+        and not hasattr(target, "__wrapped__")
+        and not hasattr(target, "__signature__")
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class RewardSpec:
     """A reward function with its name and the arguments it accepts, read once."""
@@ -57,6 +71,9 @@ class RewardSpec:
     accepts_all: bool
     params: tuple[str, ...]
     required: frozenset[str]
+    #: Set when every parameter can be passed by position, in `params` order: then the
+    #: function is called with its arguments picked by one `itemgetter`, no dict built.
+    pick: Callable[[Mapping[str, Any]], Any] | None = None
 
     @classmethod
     def of(cls, func: Callable[..., Any]) -> RewardSpec:
@@ -67,7 +84,9 @@ class RewardSpec:
         params: list[str] = []
         required: set[str] = set()
         accepts_all = False
+        positional = True
         for param in _signature(func, name).parameters.values():
+            positional = positional and param.kind is param.POSITIONAL_OR_KEYWORD
             if param.kind is param.VAR_KEYWORD:
                 accepts_all = True
             elif param.kind is param.VAR_POSITIONAL:
@@ -83,9 +102,30 @@ class RewardSpec:
                 params.append(param.name)
                 if param.default is param.empty:
                     required.add(param.name)
+        pick = None
+        if positional and params and _signature_is_its_code(func):
+            getter = operator.itemgetter(*params)
+            pick = (lambda available: (getter(available),)) if len(params) == 1 else getter
         return cls(
-            func, name, is_async_callable(func), accepts_all, tuple(params), frozenset(required)
+            func,
+            name,
+            is_async_callable(func),
+            accepts_all,
+            tuple(params),
+            frozenset(required),
+            pick,
         )
+
+    def call(self, available: Mapping[str, Any]) -> Any:
+        """Call the function with its arguments out of `available` (see `select`)."""
+        if self.pick is not None:
+            try:
+                args = self.pick(available)
+            except KeyError:  # an argument not on offer: its default, or select's error
+                pass
+            else:
+                return self.func(*args)
+        return self.func(**self.select(available))
 
     def select(self, available: Mapping[str, Any]) -> dict[str, Any]:
         """The keyword arguments to call the function with, out of everything on offer."""
@@ -129,7 +169,7 @@ def call_specs(specs: list[RewardSpec], available: Mapping[str, Any]) -> list[An
     outcomes: list[Any] = []
     for spec in specs:
         try:
-            outcomes.append(spec.func(**spec.select(available)))
+            outcomes.append(spec.call(available))
         except Exception as exc:  # recorded by the rubric, never dropped
             outcomes.append(exc)
     return outcomes

@@ -182,9 +182,10 @@ class Rubric:
             "task": task,
             "info": info if info is not None else {},
             "example_id": example_id,
+            **self.class_objects,
         }
-        available.update(self.class_objects)
-        available.update(kwargs)
+        if kwargs:
+            available.update(kwargs)
         return available
 
     async def _settle(self, spec: RewardSpec, outcome: Any) -> Any:
@@ -205,7 +206,7 @@ class Rubric:
 
     async def _run_async(self, spec: RewardSpec, available: dict[str, Any]) -> Any:
         try:
-            return await spec.func(**spec.select(available))
+            return await spec.call(available)
         except Exception as exc:
             return exc
 
@@ -349,6 +350,38 @@ class Rubric:
         before calling anything, and the rollout must be scored with
         `await score_rollout(...)`.
         """
+        reward, metrics = self.score_values_sync(
+            prompt,
+            completion,
+            answer,
+            state,
+            task,
+            info,
+            example_id,
+            apply_weights=apply_weights,
+            **kwargs,
+        )
+        return RolloutScore(reward=reward, metrics=metrics)
+
+    def score_values_sync(
+        self,
+        prompt: Messages,
+        completion: Messages,
+        answer: Any,
+        state: State,
+        task: str = "default",
+        info: Info | None = None,
+        example_id: int | None = None,
+        *,
+        apply_weights: bool = True,
+        **kwargs: Any,
+    ) -> tuple[float, dict[str, float]]:
+        """`score_rollout_sync`'s reward and metrics as a plain pair.
+
+        For callers that score at every episode's end in a tight loop (the Gym
+        adapter): building the `RolloutScore` model costs about as much as calling
+        a game's five reward functions.
+        """
         started = time.perf_counter()
         if type(self).score_rollout is not Rubric.score_rollout:
             raise SyncScoringUnavailable(
@@ -369,7 +402,7 @@ class Rubric:
         for i, outcome in enumerate(outcomes):
             if hasattr(outcome, "__await__"):  # a sync function that returned an awaitable
                 outcomes[i] = run_sync(self._settle(specs[i], outcome))
-        return self._tally(state, specs, weights, outcomes, apply_weights, started)
+        return self._totals(state, specs, weights, outcomes, apply_weights, started)
 
     def _specs_and_weights(self) -> tuple[list[RewardSpec], list[float]]:
         funcs = self.get_reward_funcs()
@@ -404,6 +437,19 @@ class Rubric:
         started: float,
     ) -> RolloutScore:
         """The score from each function's value or exception; failures are recorded in `state`."""
+        reward, metrics = self._totals(state, specs, weights, outcomes, apply_weights, started)
+        return RolloutScore(reward=reward, metrics=metrics)
+
+    def _totals(
+        self,
+        state: State,
+        specs: list[RewardSpec],
+        weights: list[float],
+        outcomes: list[Any],
+        apply_weights: bool,
+        started: float,
+    ) -> tuple[float, dict[str, float]]:
+        """`_tally`'s reward and metrics, before they become a `RolloutScore`."""
         reward = 0.0
         errors = 0
         metrics: dict[str, float] = {}
@@ -425,7 +471,7 @@ class Rubric:
             reward += value * (weight if apply_weights else 1.0)
         metrics[REWARD_ERRORS] = float(errors)
         add_scoring_time(state, (time.perf_counter() - started) * 1000.0)
-        return RolloutScore(reward=reward, metrics=metrics)
+        return reward, metrics
 
     async def score_group(self, states: list[State], **kwargs: Any) -> None:
         """Hook for comparisons across a batch (ranking, voting), run before per-rollout scoring.
