@@ -88,7 +88,17 @@ class TextGame(MultiTurnEnv):
         self._own_invalid_rule = (
             type(self).lost_on_invalid_moves is not TextGame.lost_on_invalid_moves
         )
+        self._starts_turns = type(self).start_turn is not TextGame.start_turn
         super().__init__(rubric=rubric or self.build_rubric(), **kwargs)
+        self._fused_turn = (
+            self.message_type == "chat"
+            and all(
+                getattr(type(self), name) is getattr(TextGame, name)
+                for name in ("is_completed", "env_response", "advance_sync")
+            )
+            and self._default_context
+            and self._default_max_turns
+        )
 
     # ------------------------------------------------------ the rules (abstract)
 
@@ -124,6 +134,11 @@ class TextGame(MultiTurnEnv):
     def random_move(self, messages: Messages, rng: random.Random) -> str:
         """A random legal-looking move, for the random baseline policy."""
 
+    def start_turn(self, game: dict[str, Any]) -> None:
+        """Reset what describes the last turn alone (a count a `step_reward` reads)
+        before the model's move is read, so an invalid move leaves it at its start
+        value. The default keeps no such thing."""
+
     def efficiency(self, game: dict[str, Any], state: State) -> float:
         """How economically the game was played, in [0, 1]; games refine this."""
         return 1.0 / max(1, state.get("turn", 1))
@@ -149,12 +164,40 @@ class TextGame(MultiTurnEnv):
     def lost_on_invalid_moves(self, state: State) -> bool:
         return state.get("invalid_moves", 0) >= self.max_invalid_moves
 
+    def advance_sync(self, state: State, **kwargs: Any) -> tuple[Messages, str | None]:
+        """The engine's `advance_sync` with this class's own hooks called directly.
+
+        The same steps and the same State as the engine's (`is_completed`, then
+        `env_response` to the model's last turn, then the stop check), minus what
+        the rules above never use: the context list, which is built twice per
+        turn, and the checks for awaitable results. It is what a Gym `step()`
+        of a game spends most of its time in. A game that redefines a hook (or
+        the loop's limits) gets the engine's own.
+        """
+        if kwargs or not self._fused_turn:
+            return super().advance_sync(state, **kwargs)
+        if self.is_completed(None, state):  # TextGame's: reads the State alone
+            return [], self._natural_stop(state, True)
+        completion = state["completion"]
+        last = completion[-1] if completion else state["prompt"][-1]
+        reply = {"role": "user", "content": self._answer(last, state)}
+        completion.append(reply)
+        if self.is_completed(None, state):
+            return [reply], self._natural_stop(state, True)
+        return [reply], self._limit_stop(state)
+
     def env_response(
         self, messages: Messages, state: State, **kwargs: Any
     ) -> tuple[Messages, State]:
-        reply = messages[-1].get("content") if isinstance(messages, list) else messages
+        last = messages[-1] if isinstance(messages, list) else {"content": messages}
+        return [{"role": "user", "content": self._answer(last, state)}], state
+
+    def _answer(self, message: ChatMessage, state: State) -> str:
+        """The feedback to the model's turn `message`: the move applied, or why it was not."""
+        if self._starts_turns:
+            self.start_turn(state["game_state"])
         # extract_move, inlined: this runs on every move.
-        text = reply or ""
+        text = message.get("content") or ""
         tagged = MOVE_TAG.findall(text)
         if tagged:
             move = tagged[-1].strip()
@@ -169,7 +212,7 @@ class TextGame(MultiTurnEnv):
             state["invalid_moves"] += 1
             left = self.max_invalid_moves - state["invalid_moves"]
             feedback = f"Invalid move: {exc} {_invalid_tail(left)}"
-        return [{"role": "user", "content": feedback}], state
+        return feedback
 
     def render_state(self, state: State) -> str:
         """Text rendering of the episode's position (used by the Gym adapter's render)."""

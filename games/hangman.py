@@ -181,16 +181,9 @@ class HangmanEnv(TextGame):
             head += f" Out of misses: the word was {word.upper()}."
         return f"{head}\n\n{render_board(game)}"
 
-    def env_response(
-        self, messages: Messages, state: State, **kwargs: Any
-    ) -> tuple[Messages, State]:
-        """The base's answer; an invalid move reveals nothing (for step_reward)."""
-        game = state["game_state"]
-        before = game["moves"]
-        reply, state = super().env_response(messages, state, **kwargs)
-        if game["moves"] == before:
-            game["step_revealed"] = 0
-        return reply, state
+    def start_turn(self, game: dict[str, Any]) -> None:
+        """An invalid move reveals nothing: a valid one sets the count (apply_move)."""
+        game["step_revealed"] = 0
 
     def step_reward(self, state: State) -> float:
         """The share of the word's letters that the last move revealed."""

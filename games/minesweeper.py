@@ -241,12 +241,9 @@ class MinesweeperEnv(TextGame):
     def render(self, game: dict[str, Any]) -> str:
         return render_board(game, show_mines=game["blast"] is not None)
 
-    def env_response(
-        self, messages: Messages, state: State, **kwargs: Any
-    ) -> tuple[Messages, State]:
-        # A refused move opens nothing: clear the count before the move is tried.
-        state["game_state"]["last_opened"] = 0
-        return super().env_response(messages, state, **kwargs)
+    def start_turn(self, game: dict[str, Any]) -> None:
+        """A refused move opens nothing: clear the count before the move is tried."""
+        game["last_opened"] = 0
 
     def step_reward(self, state: State) -> float:
         """The share of all safe cells the last move opened."""

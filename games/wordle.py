@@ -396,13 +396,9 @@ class WordleEnv(TextGame):
             head = f"{word.upper()}  {marks}. {left} guess{'es' if left > 1 else ''} left."
         return f"{head}\n\n{render_board(game['guesses'], game['marks'])}"
 
-    def env_response(
-        self, messages: Messages, state: State, **kwargs: Any
-    ) -> tuple[Messages, State]:
-        """The base's answer, plus a note of the greens this turn revealed (for step_reward)."""
-        # A guess that counts sets it again (apply_move); any other move leaves it 0.
-        state["game_state"]["step_greens"] = 0
-        return super().env_response(messages, state, **kwargs)
+    def start_turn(self, game: dict[str, Any]) -> None:
+        """A guess that counts sets `step_greens` (apply_move); any other move leaves 0."""
+        game["step_greens"] = 0
 
     def step_reward(self, state: State) -> float:
         """The share of the word's letters that the last guess newly placed green."""

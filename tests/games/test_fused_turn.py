@@ -1,0 +1,81 @@
+"""`TextGame.advance_sync` (the fused turn the Gym adapter steps) against the engine's.
+
+Every game in the catalogue is played twice from the same row with the same moves:
+once through the game's fused `advance_sync`, once through `MultiTurnEnv.advance_sync`,
+the engine's general turn over the same hooks. Messages, stop reasons and whole
+States must match at every turn.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from typing import Any
+
+import pytest
+from vfgym.games import guess_the_number as gtn
+from vfgym.games._base import TextGame, game_rows
+
+from vfgym.envs.environment import new_state
+from vfgym.envs.multiturn_env import MultiTurnEnv
+from vfgym.registry import list_environments, load_environment
+
+GAMES = sorted(info.name for info in list_environments() if info.kind == "game")
+
+
+def fresh_state(env: TextGame, row: dict[str, Any]) -> dict[str, Any]:
+    state = new_state(
+        copy.deepcopy(row["prompt"]), [], row["answer"], row["task"], dict(row["info"]), 0
+    )
+    return env.setup_state(state)
+
+
+def moves_for(env: TextGame, messages: list[dict[str, Any]], rng: random.Random) -> str:
+    """A mix of the moves a model makes: random legal-looking, untagged, empty, garbage."""
+    roll = rng.random()
+    if roll < 0.7:
+        return f"<move>{env.random_move(messages, rng)}</move>"
+    if roll < 0.8:
+        return env.random_move(messages, rng)  # untagged
+    if roll < 0.9:
+        return "<move></move>"
+    return "I am not sure what to play."
+
+
+@pytest.mark.parametrize("name", GAMES)
+def test_fused_turn_matches_the_engines_turn(name: str) -> None:
+    env = load_environment(name, num_examples=6)
+    assert isinstance(env, TextGame) and env._fused_turn
+    rng = random.Random(name)
+    turns = 0
+    for row in env.get_eval_dataset():
+        fused, general = fresh_state(env, row), fresh_state(env, row)
+        stop = None
+        while stop is None:
+            move = moves_for(env, fused["prompt"] + fused["completion"], rng)
+            for state in (fused, general):
+                env.record_model_turn(state, {"role": "assistant", "content": move})
+            replies, stop = env.advance_sync(fused)
+            expected_replies, expected_stop = MultiTurnEnv.advance_sync(env, general)
+            assert (replies, stop) == (expected_replies, expected_stop)
+            assert fused == general
+            turns += 1
+    assert turns > 6  # every row played at least one turn, most several
+
+
+def test_a_game_that_redefines_a_hook_gets_the_engines_turn() -> None:
+    calls: list[int] = []
+
+    class Impatient(gtn.GuessTheNumberEnv):
+        def is_completed(self, messages: Any, state: Any, **kwargs: Any) -> bool:
+            calls.append(len(messages))  # the engine hands it the context
+            return state["turn"] >= 2 or super().is_completed(messages, state)
+
+    make = lambda rng, i: gtn.generate_item(rng, 1, 100)  # noqa: E731
+    env = Impatient(dataset=game_rows("guess-the-number", make, 2, 0), max_turns=10)
+    assert not env._fused_turn
+    state = fresh_state(env, env.get_dataset()[0])
+    for expected_stop in (None, "completed"):
+        env.record_model_turn(state, {"role": "assistant", "content": "<move>0</move>"})
+        assert env.advance_sync(state)[1] == expected_stop
+    assert calls == [2, 3, 4]  # prompt + 1 turn, + its reply, + turn 2
