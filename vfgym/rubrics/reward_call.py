@@ -73,7 +73,7 @@ class RewardSpec:
     required: frozenset[str]
     #: Set when every parameter can be passed by position, in `params` order: then the
     #: function is called with its arguments picked by one `itemgetter`, no dict built.
-    pick: Callable[[Mapping[str, Any]], Any] | None = None
+    pick: operator.itemgetter | None = None
 
     @classmethod
     def of(cls, func: Callable[..., Any]) -> RewardSpec:
@@ -104,8 +104,7 @@ class RewardSpec:
                     required.add(param.name)
         pick = None
         if positional and params and _signature_is_its_code(func):
-            getter = operator.itemgetter(*params)
-            pick = (lambda available: (getter(available),)) if len(params) == 1 else getter
+            pick = operator.itemgetter(*params)
         return cls(
             func,
             name,
@@ -120,11 +119,11 @@ class RewardSpec:
         """Call the function with its arguments out of `available` (see `select`)."""
         if self.pick is not None:
             try:
-                args = self.pick(available)
+                picked = self.pick(available)  # (one name: the value, not a tuple)
             except KeyError:  # an argument not on offer: its default, or select's error
                 pass
             else:
-                return self.func(*args)
+                return self.func(*picked) if len(self.params) > 1 else self.func(picked)
         return self.func(**self.select(available))
 
     def select(self, available: Mapping[str, Any]) -> dict[str, Any]:
