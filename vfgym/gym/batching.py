@@ -52,8 +52,10 @@ def _batch(infos: Sequence[Mapping[str, Any] | None], n: int) -> dict[str, Any] 
     # keys: all have the same keys, in the first one's order. The usual step, told
     # apart without working out the layout.
     if not gaps and first and sum(map(len, infos)) == len(first) * n:  # type: ignore[arg-type]
-        every = _all_true(n)
-        batched = _columns(infos, n, [(key, None, every) for key in first])  # type: ignore[union-attr]
+        columns = _shared_layout(tuple(first), n)  # type: ignore[arg-type]
+        if columns is None:
+            return None
+        batched = _columns(infos, n, columns)
         if batched is not _MISSING:
             return batched  # type: ignore[return-value]
     if gaps:
@@ -70,17 +72,17 @@ def _batch(infos: Sequence[Mapping[str, Any] | None], n: int) -> dict[str, Any] 
 _MISSING = object()
 
 
+#: One column of a batch: its key, its mask's key, the sub-envs that have it (None: all)
+#: and the (read-only) mask of those, which the batch gets a copy of.
+Column = tuple[str, str, tuple[int, ...] | None, np.ndarray]
+
+
 def _columns(
-    infos: Sequence[Mapping[str, Any] | None],
-    n: int,
-    columns: Sequence[tuple[Any, tuple[int, ...] | None, np.ndarray]],
+    infos: Sequence[Mapping[str, Any] | None], n: int, columns: Sequence[Column]
 ) -> dict[str, Any] | object | None:
-    """The batch of `columns`: each a key, the sub-envs that have it (None: all) and the
-    (read-only) mask of those, which the batch gets a copy of."""
+    """The batch of `columns` (from `_layout` or `_shared_layout`, so plain keys)."""
     out: dict[str, Any] = {}
-    for key, where, mask in columns:
-        if type(key) is not str or key.startswith("_"):
-            return None  # a key that may collide with a mask: let _add_info decide
+    for key, mask_key, where, mask in columns:
         if where is None:  # every sub-env has the key (the usual case)
             try:
                 values = [info[key] for info in infos]  # type: ignore[index]
@@ -120,14 +122,28 @@ def _columns(
         else:  # objects, each kept as it is
             array = _objects(where, values, n)
         out[key] = array
-        out["_" + key] = mask.copy()  # (a copy costs a fraction of np.ones)
+        out[mask_key] = mask.copy()  # (a copy costs a fraction of np.ones)
     return out
 
 
+def _plain_key(key: Any) -> bool:
+    """A key `_add_info` batches as the fast path does: a string that cannot collide with
+    a mask's key (which begins with "_")."""
+    return type(key) is str and not key.startswith("_")
+
+
 @functools.lru_cache(maxsize=256)
-def _layout(
-    signature: tuple[tuple[Any, ...], ...], n: int
-) -> tuple[tuple[str, tuple[int, ...] | None, np.ndarray], ...] | None:
+def _shared_layout(keys: tuple[Any, ...], n: int) -> tuple[Column, ...] | None:
+    """The columns of a batch whose infos all have `keys`, in that order; None when a
+    key is not plain (`_add_info` then decides)."""
+    if not all(map(_plain_key, keys)):
+        return None
+    every = _all_true(n)
+    return tuple((key, "_" + key, None, every) for key in keys)
+
+
+@functools.lru_cache(maxsize=256)
+def _layout(signature: tuple[tuple[Any, ...], ...], n: int) -> tuple[Column, ...] | None:
     """The batch's keys in the order `_add_info` adds them (first appearance, sub-env by
     sub-env), each with the sub-envs that have it (None: all n) and their mask; None
     when a key is not a plain string or starts with "_" (it could collide with a mask).
@@ -135,13 +151,13 @@ def _layout(
     keys = dict.fromkeys(chain.from_iterable(signature))
     columns = []
     for key in keys:
-        if type(key) is not str or key.startswith("_"):
+        if not _plain_key(key):
             return None
         where = tuple(i for i, info_keys in enumerate(signature) if key in info_keys)
         mask = np.zeros(n, dtype=np.bool_)
         mask[list(where)] = True
         mask.flags.writeable = False
-        columns.append((key, None if len(where) == n else where, mask))
+        columns.append((key, "_" + key, None if len(where) == n else where, mask))
     return tuple(columns)
 
 
