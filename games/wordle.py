@@ -81,8 +81,12 @@ Reply with your guess inside move tags, for example: <move>crane</move>"""
 # ------------------------------------------------------------------- the rules
 
 
+@lru_cache(maxsize=1 << 16)
 def feedback(guess: str, answer: str) -> str:
-    """The marks of `guess` against `answer`, e.g. feedback("speed", "abide") == "--Y-Y"."""
+    """The marks of `guess` against `answer`, e.g. feedback("speed", "abide") == "--Y-Y".
+
+    Memoised: a pure function of two words, and players (and openings) repeat guesses.
+    """
     if guess == answer:
         return GREEN * len(guess)
     if len(set(guess)) == len(guess):
