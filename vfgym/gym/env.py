@@ -440,14 +440,7 @@ class GymEnv(gym.Env[Observation, Action]):
             observation: Observation = observation_text(env_messages, self.max_text_length)
         else:
             observation = self._observe(env_messages)
-        if self._outbox is None:  # _info, inlined: this runs on every step
-            info = {
-                "state": StateView(state),
-                "messages": state["prompt"] + state["completion"],
-                "turn": state["turn"],
-            }
-        else:
-            info = self._info(state)
+        info = self._info(state)
         if stop is None:
             return observation, reward, False, False, info
         env.finish(state, stop)
