@@ -94,8 +94,9 @@ class TextGame(MultiTurnEnv):
             self.message_type == "chat"
             and all(
                 getattr(type(self), name) is getattr(TextGame, name)
-                for name in ("is_completed", "env_response", "advance_sync")
+                for name in ("is_completed", "env_response", "advance_sync", "text_turn_sync")
             )
+            and type(self).record_model_turn is MultiTurnEnv.record_model_turn
             and self._default_context
             and self._default_max_turns
         )
@@ -176,12 +177,26 @@ class TextGame(MultiTurnEnv):
         """
         if kwargs or not self._fused_turn:
             return super().advance_sync(state, **kwargs)
-        if self.is_completed(None, state):  # TextGame's: reads the State alone
-            return [], self._natural_stop(state, True)
         completion = state["completion"]
         last = completion[-1] if completion else state["prompt"][-1]
-        reply = {"role": "user", "content": self._answer(last, state)}
-        completion.append(reply)
+        return self._fused_answer(state, last.get("content"))
+
+    def text_turn_sync(self, state: State, text: str) -> tuple[Messages, str | None]:
+        """The engine's `text_turn_sync` (record the model's `text`, then `advance_sync`)
+        fused into one call, under the same conditions as `advance_sync`'s: this is
+        a Gym `step()` of a game."""
+        if not self._fused_turn:
+            return super().text_turn_sync(state, text)
+        state["completion"].append({"role": "assistant", "content": text})
+        state["turn"] += 1
+        return self._fused_answer(state, text)
+
+    def _fused_answer(self, state: State, text: str | None) -> tuple[Messages, str | None]:
+        """The fused turn's answer to the model's last turn, whose content is `text`."""
+        if self.is_completed(None, state):  # TextGame's: reads the State alone
+            return [], self._natural_stop(state, True)
+        reply = {"role": "user", "content": self._answer(text, state)}
+        state["completion"].append(reply)
         if self.is_completed(None, state):
             return [reply], self._natural_stop(state, True)
         return [reply], self._limit_stop(state)
@@ -189,15 +204,16 @@ class TextGame(MultiTurnEnv):
     def env_response(
         self, messages: Messages, state: State, **kwargs: Any
     ) -> tuple[Messages, State]:
-        last = messages[-1] if isinstance(messages, list) else {"content": messages}
-        return [{"role": "user", "content": self._answer(last, state)}], state
+        text = messages[-1].get("content") if isinstance(messages, list) else messages
+        return [{"role": "user", "content": self._answer(text, state)}], state
 
-    def _answer(self, message: ChatMessage, state: State) -> str:
-        """The feedback to the model's turn `message`: the move applied, or why it was not."""
+    def _answer(self, text: str | None, state: State) -> str:
+        """The feedback to the model's turn, whose content is `text`: the move applied,
+        or why it was not."""
         if self._starts_turns:
             self.start_turn(state["game_state"])
         # extract_move, inlined: this runs on every move.
-        text = message.get("content") or ""
+        text = text or ""
         tagged = MOVE_TAG.findall(text)
         if tagged:
             move = tagged[-1].strip()

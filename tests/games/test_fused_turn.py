@@ -1,7 +1,8 @@
-"""`TextGame.advance_sync` (the fused turn the Gym adapter steps) against the engine's.
+"""A game's fused turns (what the Gym adapter steps) against the engine's general one.
 
-Every game in the catalogue is played twice from the same row with the same moves:
-once through the game's fused `advance_sync`, once through `MultiTurnEnv.advance_sync`,
+Every game in the catalogue is played three times from the same row with the same
+moves: through the game's fused `advance_sync`, through its fused `text_turn_sync`
+(the model's turn recorded in the same call), and through `MultiTurnEnv.advance_sync`,
 the engine's general turn over the same hooks. Messages, stop reasons and whole
 States must match at every turn.
 """
@@ -49,16 +50,18 @@ def test_fused_turn_matches_the_engines_turn(name: str) -> None:
     rng = random.Random(name)
     turns = 0
     for row in env.get_eval_dataset():
-        fused, general = fresh_state(env, row), fresh_state(env, row)
+        fused, whole, general = (fresh_state(env, row) for _ in range(3))
         stop = None
         while stop is None:
             move = moves_for(env, fused["prompt"] + fused["completion"], rng)
             for state in (fused, general):
                 env.record_model_turn(state, {"role": "assistant", "content": move})
             replies, stop = env.advance_sync(fused)
+            whole_replies, whole_stop = env.text_turn_sync(whole, move)
             expected_replies, expected_stop = MultiTurnEnv.advance_sync(env, general)
             assert (replies, stop) == (expected_replies, expected_stop)
-            assert fused == general
+            assert (whole_replies, whole_stop) == (expected_replies, expected_stop)
+            assert fused == general and whole == general
             turns += 1
     assert turns > 6  # every row played at least one turn, most several
 
@@ -79,3 +82,25 @@ def test_a_game_that_redefines_a_hook_gets_the_engines_turn() -> None:
         env.record_model_turn(state, {"role": "assistant", "content": "<move>0</move>"})
         assert env.advance_sync(state)[1] == expected_stop
     assert calls == [2, 3, 4]  # prompt + 1 turn, + its reply, + turn 2
+    calls.clear()
+    state = fresh_state(env, env.get_dataset()[0])
+    assert [env.text_turn_sync(state, "<move>0</move>")[1] for _ in range(2)] == [
+        None,
+        "completed",
+    ]
+    assert calls == [2, 3, 4]
+
+
+def test_a_game_that_redefines_how_a_model_turn_is_recorded_gets_the_engines_turn() -> None:
+    class Counting(gtn.GuessTheNumberEnv):
+        def record_model_turn(self, state: Any, message: Any, response: Any = None) -> None:
+            state["recorded"] = state.get("recorded", 0) + 1
+            super().record_model_turn(state, message, response)
+
+    make = lambda rng, i: gtn.generate_item(rng, 1, 100)  # noqa: E731
+    env = Counting(dataset=game_rows("guess-the-number", make, 2, 0), max_turns=10)
+    assert not env._fused_turn
+    state = fresh_state(env, env.get_dataset()[0])
+    env.text_turn_sync(state, "<move>0</move>")
+    env.text_turn_sync(state, "<move>1</move>")
+    assert state["recorded"] == 2 and state["turn"] == 2 and len(state["completion"]) == 4

@@ -155,6 +155,31 @@ def test_same_seed_same_episode_and_unseeded_resets_follow_the_seed():
     assert len(rounds) > 5  # seeds spread over the dataset
 
 
+@pytest.mark.parametrize(
+    "gym_id", ["vfgym/GuessTheNumber-v0", "vfgym/TicTacToe-v0", "vfgym/Wordle-v0"]
+)
+def test_a_text_action_and_the_same_message_play_the_same_episode(gym_id):
+    """A text action takes `step`'s straight path (`_text_step`), a message dict the
+    general one: the same moves must give the same results and States."""
+    by_text, by_message = gym.make(gym_id), gym.make(gym_id)
+    assert by_text.unwrapped._lane is not None
+    policy = by_text.unwrapped.environment.make_random_policy(seed=3)
+    for episode in range(3):
+        observations = [env.reset(seed=episode)[0] for env in (by_text, by_message)]
+        assert observations[0] == observations[1]
+        for _ in range(40):
+            move = policy(by_text.unwrapped.state["prompt"] + by_text.unwrapped.state["completion"])
+            got = by_text.step(move["content"])
+            expected = by_message.step(dict(move))
+            assert got[:4] == expected[:4]
+            assert got[4] == expected[4]  # equal views, messages, turn (and metrics)
+            if got[2] or got[3]:
+                break
+        assert by_text.unwrapped.state["stop_reason"] is not None
+    by_text.close()
+    by_message.close()
+
+
 def test_options_index_picks_the_row_and_bad_options_are_refused(guess):
     _, info = guess.reset(options={"index": 5})
     assert info["state"]["example_id"] == 5
@@ -219,11 +244,22 @@ def test_cleanup_runs_exactly_once_per_episode(guess):
 def test_info_is_new_data_every_step(guess):
     _, info_0 = guess.reset(seed=1)
     _, _, _, _, info_1 = guess.step("2")
-    assert info_0 is not info_1 and info_0["state"] is not info_1["state"]
+    assert info_0 is not info_1
     assert info_0["messages"] is not info_1["messages"]
+    assert len(info_0["messages"]) + 2 == len(info_1["messages"])
     with pytest.raises(TypeError):
         info_1["state"]["turn"] = 99  # a view, not a handle on the running episode
     assert guess.state is not None and guess.state["turn"] == 1
+
+
+def test_the_state_view_is_live_within_an_episode_and_kept_after_it(guess):
+    _, info_0 = guess.reset(seed=1)
+    view = info_0["state"]
+    guess.step("2")
+    assert view["turn"] == 1 and view["completion"][-2]["content"] == "2"
+    _, info_1 = guess.reset(seed=2)
+    assert info_1["state"] is not view and info_1["state"]["turn"] == 0
+    assert view["turn"] == 1  # the old view keeps showing the old episode
 
 
 def test_an_exception_in_the_environment_ends_the_episode_cleanly():

@@ -2,10 +2,10 @@
 
 Why not the State dict itself: Gymnasium's checker requires every `info` to be new
 data that shares no dict with an earlier one, and vector envs explode dict-valued
-info entries key by key into arrays. A view is a fresh small object per step, is
-stored whole by vector envs, and cannot be used to corrupt the running episode.
-It reads the live State: after `reset()` the old view keeps showing the old
-episode, never the new one.
+info entries key by key into arrays. A view is a small object, one per episode
+(it reads the live State, so a new one per step would show nothing more), is stored
+whole by vector envs, and cannot be used to corrupt the running episode. After
+`reset()` the old view keeps showing the old episode, never the new one.
 """
 
 from __future__ import annotations
