@@ -16,8 +16,9 @@ fails on.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from itertools import chain, repeat
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -72,9 +73,10 @@ def _batch(infos: Sequence[Mapping[str, Any] | None], n: int) -> dict[str, Any] 
 _MISSING = object()
 
 
-#: One column of a batch: its key, its mask's key, the sub-envs that have it (None: all)
-#: and the (read-only) mask of those, which the batch gets a copy of.
-Column = tuple[str, str, tuple[int, ...] | None, np.ndarray]
+#: One column of a batch: its key, its mask's key, the sub-envs that have it (None: all;
+#: an int: that one alone), the (read-only) mask of those, which the batch gets a copy
+#: of, and `itemgetter(key)`, which reads every info's value in one C call.
+Column = tuple[str, str, tuple[int, ...] | int | None, np.ndarray, Callable[[Any], Any]]
 
 
 def _columns(
@@ -82,10 +84,17 @@ def _columns(
 ) -> dict[str, Any] | object | None:
     """The batch of `columns` (from `_layout` or `_shared_layout`, so plain keys)."""
     out: dict[str, Any] = {}
-    for key, mask_key, where, mask in columns:
+    for key, mask_key, where, mask, get in columns:
+        if type(where) is int:  # one sub-env has the key: the usual end of an episode
+            array = _one(infos[where][key], where, n, key)  # type: ignore[index]
+            if array is None:
+                return None
+            out[key] = array
+            out[mask_key] = mask.copy()
+            continue
         if where is None:  # every sub-env has the key (the usual case)
             try:
-                values = [info[key] for info in infos]  # type: ignore[index]
+                values = list(map(get, infos))
             except KeyError:
                 return _MISSING
         else:
@@ -126,6 +135,34 @@ def _columns(
     return out
 
 
+def _one(value: Any, i: int, n: int, key: str) -> Any:
+    """The column of a key only sub-env i has: `_columns`' cases for a single value,
+    without the lists and checks that several values need."""
+    kind = type(value)
+    if key == "final_obs":
+        array = np.empty(n, object)
+    elif isinstance(value, dict):
+        nested: list[Any] = [None] * n
+        nested[i] = value
+        keys = tuple(value)
+        columns = _layout_of_one(keys, i, n) if keys else None
+        return None if columns is None else _columns(nested, n, columns)
+    elif kind in _NUMBER_TYPES or issubclass(kind, np.number):
+        array = np.zeros(n, kind)
+    elif kind is np.ndarray or isinstance(value, np.ndarray):
+        array = np.zeros((n, *value.shape), value.dtype)
+    else:
+        array = np.empty(n, object)  # every element None
+    array[i] = value
+    return array
+
+
+@functools.lru_cache(maxsize=1024)
+def _layout_of_one(keys: tuple[Any, ...], i: int, n: int) -> tuple[Column, ...] | None:
+    """The columns of a (nested) batch where sub-env i alone has an info, with `keys`."""
+    return _layout(tuple(keys if j == i else () for j in range(n)), n)
+
+
 def _plain_key(key: Any) -> bool:
     """A key `_add_info` batches as the fast path does: a string that cannot collide with
     a mask's key (which begins with "_")."""
@@ -139,7 +176,7 @@ def _shared_layout(keys: tuple[Any, ...], n: int) -> tuple[Column, ...] | None:
     if not all(map(_plain_key, keys)):
         return None
     every = _all_true(n)
-    return tuple((key, "_" + key, None, every) for key in keys)
+    return tuple((key, "_" + key, None, every, itemgetter(key)) for key in keys)
 
 
 @functools.lru_cache(maxsize=256)
@@ -157,7 +194,8 @@ def _layout(signature: tuple[tuple[Any, ...], ...], n: int) -> tuple[Column, ...
         mask = np.zeros(n, dtype=np.bool_)
         mask[list(where)] = True
         mask.flags.writeable = False
-        columns.append((key, "_" + key, None if len(where) == n else where, mask))
+        column_where = None if len(where) == n else where[0] if len(where) == 1 else where
+        columns.append((key, "_" + key, column_where, mask, itemgetter(key)))
     return tuple(columns)
 
 
