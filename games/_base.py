@@ -90,12 +90,15 @@ class TextGame(MultiTurnEnv):
         )
         self._starts_turns = type(self).start_turn is not TextGame.start_turn
         super().__init__(rubric=rubric or self.build_rubric(), **kwargs)
+        # The fused turns below inline `is_completed` (and the invalid-move rule in it):
+        # a game that redefines either, or the loop's limits, gets the engine's turn.
         self._fused_turn = (
             self.message_type == "chat"
             and all(
                 getattr(type(self), name) is getattr(TextGame, name)
                 for name in ("is_completed", "env_response", "advance_sync", "text_turn_sync")
             )
+            and not self._own_invalid_rule
             and type(self).record_model_turn is MultiTurnEnv.record_model_turn
             and self._default_context
             and self._default_max_turns
@@ -192,12 +195,14 @@ class TextGame(MultiTurnEnv):
         return self._fused_answer(state, text)
 
     def _fused_answer(self, state: State, text: str | None) -> tuple[Messages, str | None]:
-        """The fused turn's answer to the model's last turn, whose content is `text`."""
-        if self.is_completed(None, state):  # TextGame's: reads the State alone
+        """The fused turn's answer to the model's last turn, whose content is `text`.
+        (`is_completed` is inlined: it is asked twice per move.)"""
+        game = state["game_state"]
+        if self.is_over(game) or state.get("invalid_moves", 0) >= self.max_invalid_moves:
             return [], self._natural_stop(state, True)
         reply = {"role": "user", "content": self._answer(text, state)}
         state["completion"].append(reply)
-        if self.is_completed(None, state):
+        if self.is_over(game) or state.get("invalid_moves", 0) >= self.max_invalid_moves:
             return [reply], self._natural_stop(state, True)
         return [reply], self._limit_stop(state)
 

@@ -104,3 +104,15 @@ def test_a_game_that_redefines_how_a_model_turn_is_recorded_gets_the_engines_tur
     env.text_turn_sync(state, "<move>0</move>")
     env.text_turn_sync(state, "<move>1</move>")
     assert state["recorded"] == 2 and state["turn"] == 2 and len(state["completion"]) == 4
+
+
+def test_a_game_with_its_own_invalid_move_rule_gets_the_engines_turn() -> None:
+    class Strict(gtn.GuessTheNumberEnv):
+        def lost_on_invalid_moves(self, state: Any) -> bool:
+            return state.get("invalid_moves", 0) >= 1  # one strike
+
+    make = lambda rng, i: gtn.generate_item(rng, 1, 100)  # noqa: E731
+    env = Strict(dataset=game_rows("guess-the-number", make, 2, 0), max_turns=10)
+    assert not env._fused_turn
+    state = fresh_state(env, env.get_dataset()[0])
+    assert env.text_turn_sync(state, "<move>banana</move>")[1] == "completed"
