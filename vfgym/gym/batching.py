@@ -149,7 +149,7 @@ def _one(value: Any, i: int, n: int, key: str) -> Any:
         return None if columns is None else _columns(nested, n, columns)
     elif kind in _NUMBER_TYPES or issubclass(kind, np.number):
         array = np.zeros(n, kind)
-    elif kind is np.ndarray or isinstance(value, np.ndarray):
+    elif isinstance(value, np.ndarray):
         array = np.zeros((n, *value.shape), value.dtype)
     else:
         array = np.empty(n, object)  # every element None

@@ -8,8 +8,10 @@ episode held (`cleanup_state`) and scores it with the rubric.
 
 How hooks are driven: when every hook is plain computation (`env.hooks_are_sync`,
 true for the built-in games) `reset()` and `step()` are plain sync code — the
-engine's `advance_sync`, and the rubric's `score_rollout_sync` when its reward
-functions are sync — with no event loop and no coroutine at all. Otherwise sync
+engine's `advance_sync` (for a text action, `text_turn_sync`: the model's turn
+recorded and answered in one call, which a game fuses), and the rubric's
+`score_rollout_sync` when its reward functions are sync — with no event loop and
+no coroutine at all. Otherwise sync
 `step()` runs the hooks on a private event loop, or — when called inside a running
 loop, as in a notebook — on a fresh loop in a helper thread; asyncio code should
 `await env.astep(...)` instead.
@@ -474,11 +476,7 @@ class GymEnv(gym.Env[Observation, Action]):
                 self._cleanup_sync(state)
                 raise
             observation = observation_text(env_messages, self.max_text_length)
-            info = {
-                "state": self._view,
-                "messages": state["prompt"] + state["completion"],
-                "turn": state["turn"],
-            }
+            info = self._info(state)
             if stop is None:
                 return observation, 0.0, False, False, info
             return self._end_sync(state, observation, 0.0, info, stop)
