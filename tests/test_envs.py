@@ -9,6 +9,7 @@ import datasets
 import pytest
 
 from vfgym.envs import MultiTurnEnv, SingleTurnEnv
+from vfgym.envs.environment import new_state
 from vfgym.rubrics import Rubric
 from vfgym.types import Messages, State
 
@@ -522,3 +523,31 @@ async def test_completion_mode_multi_turn_concatenates_text(model_server) -> Non
     assert out.completion == [" <4> [env 1] <16>"]
     assert out.state[0]["responses_start_idx"] == [0, 12]
     assert out.state[0]["stop_reason"] == "completed"
+
+
+def test_text_turn_sync_records_the_turn_and_answers_it_in_chat_and_completion_mode() -> None:
+    class Echo(MultiTurnEnv):
+        def is_completed(self, messages, state, **kwargs):
+            return state["turn"] >= 2
+
+        def env_response(self, messages, state, **kwargs):
+            said = messages[-1]["content"] if isinstance(messages, list) else messages
+            reply = f"heard {said!r} at turn {state['turn']}"
+            return (
+                [{"role": "user", "content": reply}] if isinstance(messages, list) else reply
+            ), state
+
+    chat = Echo(dataset=[{"prompt": [{"role": "user", "content": "go"}]}])
+    state = new_state([{"role": "user", "content": "go"}], [], "", "default", {}, 0)
+    assert chat.text_turn_sync(state, "a") == (
+        [{"role": "user", "content": "heard 'a' at turn 1"}],
+        None,
+    )
+    assert chat.text_turn_sync(state, "b")[1] == "completed"
+    assert [m["role"] for m in state["completion"]] == ["assistant", "user", "assistant"]
+
+    text = Echo(dataset=[{"prompt": "Once"}], message_type="completion")
+    state = new_state("Once", "", "", "default", {}, 0)
+    assert text.text_turn_sync(state, " a") == ("heard 'Once a' at turn 1", None)
+    assert state["completion"] == " aheard 'Once a' at turn 1"
+    assert state["responses_start_idx"] == [0]

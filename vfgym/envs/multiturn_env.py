@@ -272,13 +272,17 @@ class MultiTurnEnv(Environment):
         return messages, self.check_stop_sync(state)
 
     def text_turn_sync(self, state: State, text: str) -> tuple[Messages, str | None]:
-        """One whole turn of a chat episode with no event loop: the model's turn `text`
-        recorded as an assistant message, then the environment's answer (`advance_sync`).
+        """One whole turn with no event loop: the model's turn `text` recorded (as an
+        assistant message in a chat environment), then the environment's answer
+        (`advance_sync`), for environments whose `hooks_are_sync`.
 
         The Gym adapter's `step` for a text action is exactly this; it is one method
         so that an environment can fuse the two halves (TextGame does).
         """
-        self.record_model_turn(state, {"role": "assistant", "content": text})
+        if self.message_type == "chat":
+            self.record_model_turn(state, {"role": "assistant", "content": text})
+        else:
+            self.record_model_turn(state, text)
         return self.advance_sync(state)
 
     def _no_messages(self) -> Messages:
