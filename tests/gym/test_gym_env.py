@@ -159,10 +159,10 @@ def test_same_seed_same_episode_and_unseeded_resets_follow_the_seed():
     "gym_id", ["vfgym/GuessTheNumber-v0", "vfgym/TicTacToe-v0", "vfgym/Wordle-v0"]
 )
 def test_a_text_action_and_the_same_message_play_the_same_episode(gym_id):
-    """A text action takes `step`'s straight path (`_text_step`), a message dict the
-    general one: the same moves must give the same results and States."""
+    """A text action is played by the game's fused `text_turn_sync`, a message dict is
+    recorded and advanced: the same moves must give the same results and States."""
     by_text, by_message = gym.make(gym_id), gym.make(gym_id)
-    assert by_text.unwrapped._lane is not None
+    assert by_text.unwrapped.environment._fused_turn
     policy = by_text.unwrapped.environment.make_random_policy(seed=3)
     for episode in range(3):
         observations = [env.reset(seed=episode)[0] for env in (by_text, by_message)]

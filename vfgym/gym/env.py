@@ -8,10 +8,10 @@ episode held (`cleanup_state`) and scores it with the rubric.
 
 How hooks are driven: when every hook is plain computation (`env.hooks_are_sync`,
 true for the built-in games) `reset()` and `step()` are plain sync code — the
-engine's `advance_sync` (for a text action, `text_turn_sync`: the model's turn
-recorded and answered in one call, which a game fuses), and the rubric's
-`score_rollout_sync` when its reward functions are sync — with no event loop and
-no coroutine at all. Otherwise sync
+engine's `text_turn_sync` for a text action (the model's turn recorded and
+answered in one call, which a game fuses), `advance_sync` after any other, and the
+rubric's `score_rollout_sync` when its reward functions are sync — with no event
+loop and no coroutine at all. Otherwise sync
 `step()` runs the hooks on a private event loop, or — when called inside a running
 loop, as in a notebook — on a fresh loop in a helper thread; asyncio code should
 `await env.astep(...)` instead.
@@ -161,16 +161,11 @@ class GymEnv(gym.Env[Observation, Action]):
         self.action_space = ModelTurnSpace(max_text_length)
 
         self._chat = env.message_type == "chat"
-        self._text = observation_mode == "text"
         self._inline = env.hooks_are_sync
         self._step_reward: Callable[[State], Any] | None = step_reward if per_step_reward else None
         # Hooks left at MultiTurnEnv's defaults do nothing: the sync path skips them.
         self._default_setup = type(env).setup_state is MultiTurnEnv.setup_state
         self._default_cleanup = type(env).cleanup_state is MultiTurnEnv.cleanup_state
-        # The engine's own record_model_turn, for a chat env, only appends and counts.
-        self._plain_record = (
-            self._chat and type(env).record_model_turn is MultiTurnEnv.record_model_turn
-        )
         self._default_init = (
             type(env).init_state is Environment.init_state
             and type(env).init_completion is Environment.init_completion
@@ -188,17 +183,6 @@ class GymEnv(gym.Env[Observation, Action]):
         if self._ship:
             use_delta_shipping()
         self._outbox: Outbox | None = None
-        # `step` of a text action goes straight to the environment's `text_turn_sync`
-        # when nothing else has to happen around it (see `_text_step`).
-        self._lane: Callable[[State, str], tuple[Messages, str | None]] | None = (
-            env.text_turn_sync
-            if self._inline
-            and self._chat
-            and self._text
-            and self._step_reward is None
-            and not self._ship
-            else None
-        )
         self._prompt_texts: dict[tuple[Any, ...], Observation] = {}
         self._row_cache: dict[int, _Row] = {}
         self._episodes = 0
@@ -236,9 +220,7 @@ class GymEnv(gym.Env[Observation, Action]):
         index = self._row_index(options)
         if not self._inline:
             return self._drive(self._reset(index), "reset")
-        if self._busy:
-            self._claim("reset")  # raises
-        self._busy = True
+        self._claim("reset")
         try:
             return self._reset_sync(index)
         finally:
@@ -258,19 +240,18 @@ class GymEnv(gym.Env[Observation, Action]):
 
     def step(self, action: Action) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
         """Play the model's turn `action` (text, or an assistant message dict)."""
-        if self._lane is not None and type(action) is str and not (self._done or self._busy):
-            return self._text_step(action)
-        if type(action) is str and self._chat:  # the usual action, checked inline
-            message: ChatMessage | str = {"role": "assistant", "content": action}
+        if self._inline and type(action) is str:  # the usual action: one engine call
+            turn, move = self.environment.text_turn_sync, action
         else:
-            message = self._model_turn(action)
-        if not self._inline:
-            return self._drive(self._step(message, sync_scoring=True), "step")
+            move = self._model_turn(action)  # raises before anything changes
+            if not self._inline:
+                return self._drive(self._step(move, sync_scoring=True), "step")
+            turn = self._record_and_advance
         if self._busy:
             self._claim("step")  # raises
         self._busy = True
         try:
-            return self._step_sync(message)
+            return self._step_sync(turn, move)
         finally:
             self._busy = False
 
@@ -432,19 +413,15 @@ class GymEnv(gym.Env[Observation, Action]):
         return self._last_step(observation, reward, info, stop, score)
 
     def _step_sync(
-        self, message: ChatMessage | str
+        self, turn: Callable[[State, Any], tuple[Messages, str | None]], move: Any
     ) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
-        state = self._state
-        if state is None or self._done:
-            state = self._require_running()  # raises
-        env = self.environment
-        if self._plain_record:
-            state["completion"].append(message)
-            state["turn"] += 1
-        else:
-            env.record_model_turn(state, message)
+        """A step with no event loop: `turn(state, move)` records the model's turn and
+        answers it (`text_turn_sync`, or `_record_and_advance`)."""
+        state: State = self._state  # type: ignore[assignment]
+        if self._done:  # (also before the first reset)
+            self._require_running()  # raises
         try:
-            env_messages, stop = env.advance_sync(state)
+            env_messages, stop = turn(state, move)
             reward = 0.0
             if self._step_reward is not None:
                 reward = float(call_inline(self._step_reward, state))
@@ -452,46 +429,10 @@ class GymEnv(gym.Env[Observation, Action]):
             self._failed(state, exc)
             self._cleanup_sync(state)
             raise
-        if self._text:
-            observation: Observation = observation_text(env_messages, self.max_text_length)
-        else:
-            observation = self._observe(env_messages)
+        observation = self._observe(env_messages)
         info = self._info(state)
         if stop is None:
             return observation, reward, False, False, info
-        return self._end_sync(state, observation, reward, info, stop)
-
-    def _text_step(self, text: str) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
-        """`step` of a text action in the common case, as one straight path: a running
-        episode of a chat environment whose hooks are sync, text observations, no
-        per-step reward. The same State and results as `_step_sync`, in fewer calls
-        (see `_lane`)."""
-        state: State = self._state  # type: ignore[assignment]
-        self._busy = True
-        try:
-            try:
-                env_messages, stop = self._lane(state, text)  # type: ignore[misc]
-            except BaseException as exc:
-                self._failed(state, exc)
-                self._cleanup_sync(state)
-                raise
-            observation = observation_text(env_messages, self.max_text_length)
-            info = self._info(state)
-            if stop is None:
-                return observation, 0.0, False, False, info
-            return self._end_sync(state, observation, 0.0, info, stop)
-        finally:
-            self._busy = False
-
-    def _end_sync(
-        self,
-        state: State,
-        observation: Observation,
-        reward: float,
-        info: dict[str, Any],
-        stop: str,
-    ) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
-        """The sync step's end of an episode: mark it, clean up, score it."""
         env = self.environment
         env.finish(state, stop)
         self._done = True
@@ -502,6 +443,13 @@ class GymEnv(gym.Env[Observation, Action]):
             verdict = self._drive_loop(rubric.score_rollout(*_score_args(state)))
             score = verdict.reward, verdict.metrics
         return self._last_step(observation, reward, info, stop, score)
+
+    def _record_and_advance(
+        self, state: State, message: ChatMessage | str
+    ) -> tuple[Messages, str | None]:
+        """The turn of a checked message: what `text_turn_sync` is for text."""
+        self.environment.record_model_turn(state, message)
+        return self.environment.advance_sync(state)
 
     async def _cleanup(self, state: State) -> None:
         """`cleanup_state`, at most once per episode; a failure is recorded, not raised."""
