@@ -90,13 +90,14 @@ class TextGame(MultiTurnEnv):
         )
         self._starts_turns = type(self).start_turn is not TextGame.start_turn
         super().__init__(rubric=rubric or self.build_rubric(), **kwargs)
-        # The fused turns below inline `is_completed` (and the invalid-move rule in it):
-        # a game that redefines either, or the loop's limits, gets the engine's turn.
+        # The fused turn below inlines `is_completed` (and the invalid-move rule in it),
+        # `env_response` and the loop's limits: a game that redefines one gets the
+        # engine's turn.
         self._fused_turn = (
             self.message_type == "chat"
             and all(
                 getattr(type(self), name) is getattr(TextGame, name)
-                for name in ("is_completed", "env_response", "advance_sync", "text_turn_sync")
+                for name in ("is_completed", "env_response", "text_turn_sync")
             )
             and not self._own_invalid_rule
             and type(self).record_model_turn is MultiTurnEnv.record_model_turn
@@ -168,43 +169,34 @@ class TextGame(MultiTurnEnv):
     def lost_on_invalid_moves(self, state: State) -> bool:
         return state.get("invalid_moves", 0) >= self.max_invalid_moves
 
-    def advance_sync(self, state: State, **kwargs: Any) -> tuple[Messages, str | None]:
-        """The engine's `advance_sync` with this class's own hooks called directly.
-
-        The same steps and the same State as the engine's (`is_completed`, then
-        `env_response` to the model's last turn, then the stop check), minus what
-        the rules above never use: the context list, which is built twice per
-        turn, and the checks for awaitable results. It is what a Gym `step()`
-        of a game spends most of its time in. A game that redefines a hook (or
-        the loop's limits) gets the engine's own.
-        """
-        if kwargs or not self._fused_turn:
-            return super().advance_sync(state, **kwargs)
-        completion = state["completion"]
-        last = completion[-1] if completion else state["prompt"][-1]
-        return self._fused_answer(state, last.get("content"))
-
     def text_turn_sync(self, state: State, text: str) -> tuple[Messages, str | None]:
-        """The engine's `text_turn_sync` (record the model's `text`, then `advance_sync`)
-        fused into one call, under the same conditions as `advance_sync`'s: this is
-        a Gym `step()` of a game."""
+        """The engine's `text_turn_sync` — record the model's `text`, then `advance_sync`
+        — in one call with this class's own hooks inlined: a Gym `step()` of a game.
+
+        The same steps and the same State as the engine's (`is_completed`, then the
+        move answered as `env_response` would, then `is_completed` and the loop's
+        limits), minus what the rules above never use: the context list, built
+        twice per turn, the checks for awaitable results, and four calls. A game
+        that redefines a hook it inlines (or the loop's limits) gets the engine's.
+        """
         if not self._fused_turn:
             return super().text_turn_sync(state, text)
-        state["completion"].append({"role": "assistant", "content": text})
-        state["turn"] += 1
-        return self._fused_answer(state, text)
-
-    def _fused_answer(self, state: State, text: str | None) -> tuple[Messages, str | None]:
-        """The fused turn's answer to the model's last turn, whose content is `text`.
-        (`is_completed` is inlined: it is asked twice per move.)"""
+        completion = state["completion"]
+        completion.append({"role": "assistant", "content": text})
+        turn = state["turn"] = state["turn"] + 1
         game = state["game_state"]
         if self.is_over(game) or state.get("invalid_moves", 0) >= self.max_invalid_moves:
             return [], self._natural_stop(state, True)
         reply = {"role": "user", "content": self._answer(text, state)}
-        state["completion"].append(reply)
+        completion.append(reply)
         if self.is_over(game) or state.get("invalid_moves", 0) >= self.max_invalid_moves:
             return [reply], self._natural_stop(state, True)
-        return [reply], self._limit_stop(state)
+        if 0 < self.max_turns <= turn:  # `_limit_stop`
+            return [reply], "max_turns"
+        budget = self.rollout_token_budget
+        if budget is not None and state["completion_tokens"] >= budget:
+            return [reply], "token_budget"
+        return [reply], None
 
     def env_response(
         self, messages: Messages, state: State, **kwargs: Any
