@@ -177,8 +177,7 @@ def _overhead_of(game: str, seconds: float, words: list[str]) -> dict[str, float
     def engine() -> int:
         """The engine's pieces as the adapter calls them, without the adapter."""
         state = episodes["engine"]
-        env.record_model_turn(state, {"role": "assistant", "content": next(turn)})
-        _, stop = env.advance_sync(state)
+        _, stop = env.text_turn_sync(state, next(turn))  # what step() calls for text
         if stop is not None:
             env.finish(state, stop)
             new_episode("engine")
@@ -408,7 +407,7 @@ def main() -> None:
                 runs[name].append(bench_peer(name, args.seconds, words, args.cache))
     report({name: best_of(results) for name, results in runs.items()})
     print(
-        "\nµs per step: GymEnv.step / the engine's record_model_turn+advance loop / "
+        "\nµs per step: GymEnv.step / the engine's turn loop (text_turn_sync) / "
         "env_response called directly"
     )
     for game, f in adapter_overhead(args.seconds, words).items():
