@@ -90,14 +90,14 @@ class TextGame(MultiTurnEnv):
         )
         self._starts_turns = type(self).start_turn is not TextGame.start_turn
         super().__init__(rubric=rubric or self.build_rubric(), **kwargs)
-        # The fused turn below inlines `is_completed` (and the invalid-move rule in it),
-        # `env_response` and the loop's limits: a game that redefines one gets the
-        # engine's turn.
+        # The fused turn below inlines `advance_sync` with `is_completed` (and the
+        # invalid-move rule in it), `env_response` and the loop's limits: a game that
+        # redefines one gets the engine's turn.
         self._fused_turn = (
             self.message_type == "chat"
             and all(
                 getattr(type(self), name) is getattr(TextGame, name)
-                for name in ("is_completed", "env_response", "text_turn_sync")
+                for name in ("is_completed", "env_response", "advance_sync", "text_turn_sync")
             )
             and not self._own_invalid_rule
             and type(self).record_model_turn is MultiTurnEnv.record_model_turn

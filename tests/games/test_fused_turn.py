@@ -102,6 +102,21 @@ def test_a_game_that_redefines_how_a_model_turn_is_recorded_gets_the_engines_tur
     assert state["recorded"] == 2 and state["turn"] == 2 and len(state["completion"]) == 4
 
 
+def test_a_game_with_its_own_advance_sync_gets_it_for_a_text_turn() -> None:
+    class Announcing(gtn.GuessTheNumberEnv):
+        def advance_sync(self, state: Any, **kwargs: Any) -> Any:
+            replies, stop = super().advance_sync(state, **kwargs)
+            return [*replies, {"role": "user", "content": "(announced)"}], stop
+
+    make = lambda rng, i: gtn.generate_item(rng, 1, 100)  # noqa: E731
+    env = Announcing(dataset=game_rows("guess-the-number", make, 2, 0), max_turns=10)
+    assert not env._fused_turn
+    state = fresh_state(env, env.get_dataset()[0])
+    replies, stop = env.text_turn_sync(state, "<move>0</move>")
+    assert [m["content"] for m in replies][-1] == "(announced)" and stop is None
+    assert state["turn"] == 1 and state["completion"][0]["content"] == "<move>0</move>"
+
+
 def test_a_game_with_its_own_invalid_move_rule_gets_the_engines_turn() -> None:
     class Strict(gtn.GuessTheNumberEnv):
         def lost_on_invalid_moves(self, state: Any) -> bool:
