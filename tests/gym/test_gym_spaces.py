@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
-from gym_test_envs import GuessEnv
+from gym_test_envs import GuessEnv, guess_rows
 from gymnasium.spaces.utils import flatdim, flatten, flatten_space, unflatten
 
+from vfgym.envs import MultiTurnEnv
 from vfgym.gym import GymEnv, MessagesSpace, ModelTurnSpace, UnicodeText
-from vfgym.gym.text import FORBIDDEN, clean_text, fit_text
+from vfgym.gym.text import FORBIDDEN, clean_text, fit_text, observation_text
+from vfgym.messages import last_content
+from vfgym.types import Messages, State
 
 
 def test_unicode_text_accepts_printable_unicode_and_layout_whitespace():
@@ -58,6 +63,35 @@ def test_control_characters_are_shown_not_dropped():
     assert clean_text("\x1b[31mred\x1b[0m\x00") == "␛[31mred␛[0m␀"
     assert clean_text("c1\x85 del\x7f") == "c1<U+0085> del␡"
     assert clean_text("plain\ttext\n") == "plain\ttext\n"
+
+
+class EchoEnv(MultiTurnEnv):
+    """Answers every turn with one message repeating the model's text."""
+
+    def env_response(self, messages: Messages, state: State, **kwargs: Any) -> Any:
+        return [{"role": "user", "content": f"you said: {last_content(messages)}"}], state
+
+
+@pytest.mark.parametrize(
+    ("said", "expected"),
+    [
+        ("plain", "you said: plain"),
+        ("two\nlines\tand a tab", "you said: two\nlines\tand a tab"),
+        ("esc\x1b[0m nul\x00", "you said: esc\u241b[0m nul\u2400"),
+        ("x" * 150, None),  # cut to the space, with a note
+    ],
+)
+def test_a_one_message_reply_is_cleaned_and_cut_like_any_observation(said, expected):
+    env = GymEnv(EchoEnv(dataset=guess_rows(2), max_turns=3), max_text_length=100)
+    env.reset(seed=0)
+    observation, *_, info = env.step(said)
+    assert observation == observation_text(info["messages"][-1:], 100)
+    assert observation in env.observation_space
+    if expected is None:
+        assert len(observation) == 100 and "cut to 100 of 160" in observation
+    else:
+        assert observation == expected
+    env.close()
 
 
 def test_long_text_is_cut_with_a_note():
