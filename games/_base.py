@@ -91,8 +91,8 @@ class TextGame(MultiTurnEnv):
         self._starts_turns = type(self).start_turn is not TextGame.start_turn
         super().__init__(rubric=rubric or self.build_rubric(), **kwargs)
         # The fused turn below inlines `advance_sync` with `is_completed` (and the
-        # invalid-move rule in it), `env_response` and the loop's limits: a game that
-        # redefines one gets the engine's turn.
+        # invalid-move rule in it) and `env_response`: a game that redefines one, or
+        # the loop's limits, gets the engine's turn.
         self._fused_turn = (
             self.message_type == "chat"
             and all(
@@ -176,14 +176,14 @@ class TextGame(MultiTurnEnv):
         The same steps and the same State as the engine's (`is_completed`, then the
         move answered as `env_response` would, then `is_completed` and the loop's
         limits), minus what the rules above never use: the context list, built
-        twice per turn, the checks for awaitable results, and four calls. A game
+        twice per turn, the checks for awaitable results, and the calls between. A game
         that redefines a hook it inlines (or the loop's limits) gets the engine's.
         """
         if not self._fused_turn:
             return super().text_turn_sync(state, text)
         completion = state["completion"]
         completion.append({"role": "assistant", "content": text})
-        turn = state["turn"] = state["turn"] + 1
+        state["turn"] += 1
         game = state["game_state"]
         if self.is_over(game) or state.get("invalid_moves", 0) >= self.max_invalid_moves:
             return [], self._natural_stop(state, True)
@@ -191,12 +191,7 @@ class TextGame(MultiTurnEnv):
         completion.append(reply)
         if self.is_over(game) or state.get("invalid_moves", 0) >= self.max_invalid_moves:
             return [reply], self._natural_stop(state, True)
-        if 0 < self.max_turns <= turn:  # `_limit_stop`
-            return [reply], "max_turns"
-        budget = self.rollout_token_budget
-        if budget is not None and state["completion_tokens"] >= budget:
-            return [reply], "token_budget"
-        return [reply], None
+        return [reply], self._limit_stop(state)
 
     def env_response(
         self, messages: Messages, state: State, **kwargs: Any
