@@ -209,6 +209,79 @@ def test_score_values_sync_is_score_rollout_sync_as_a_pair() -> None:
     assert state_a["reward_errors"] == state_b["reward_errors"]
 
 
+def test_functions_of_state_alone_score_as_they_do_on_the_event_loop() -> None:
+    """`score_values_sync` calls a function of `state` alone directly, with no dict of
+    arguments built: every kind of result must count exactly as in `score_rollout`."""
+
+    def as_float(state):
+        return 0.5
+
+    def as_int(state):
+        return 2
+
+    def as_bool(state):
+        return True
+
+    def raises(state):
+        raise ValueError("no board")
+
+    def as_none(state):
+        return None
+
+    async def later() -> float:
+        return 0.25
+
+    def deferred(state):  # a sync function handing back an awaitable
+        return later()
+
+    def hands_back_an_error(state):
+        return KeyError("handed back")
+
+    funcs = [as_float, as_int, as_bool, raises, as_none, deferred, hands_back_an_error]
+    rubric = Rubric(funcs, weights=[1.0, 2.0, 4.0, 1.0, 1.0, 8.0, 1.0])
+    for apply_weights, expected in ((True, 0.5 + 4 + 4 + 2), (False, 0.5 + 2 + 1 + 0.25)):
+        state_a: dict = {}
+        state_b: dict = {}
+        reward, metrics = rubric.score_values_sync(
+            PROMPT, COMPLETION, "4", state_a, apply_weights=apply_weights
+        )
+        reference = asyncio.run(score(rubric, state_b, apply_weights=apply_weights))
+        assert reward == reference.reward == expected
+        assert list(metrics) == list(reference.metrics)
+        for name, value in metrics.items():
+            assert type(value) is float
+            same = value == reference.metrics[name]
+            assert same or (math.isnan(value) and math.isnan(reference.metrics[name]))
+        assert [e["type"] for e in state_a[REWARD_ERRORS]] == [
+            "ValueError",
+            "TypeError",
+            "KeyError",
+        ]
+        assert state_a[REWARD_ERRORS] == state_b[REWARD_ERRORS]
+
+
+def test_sync_scoring_follows_the_functions_and_weights_as_they_change() -> None:
+    """The sync path keeps how it calls the functions between rollouts; a function
+    added or a weight changed since must still count."""
+
+    def one(state):
+        return 1.0
+
+    def two(completion):
+        return 2.0
+
+    rubric = Rubric([one])
+    assert rubric.score_values_sync(PROMPT, COMPLETION, "4", {}) == (
+        1.0,
+        {"one": 1.0, REWARD_ERRORS: 0.0},
+    )
+    rubric.add_reward_func(two, 3.0)
+    assert rubric.score_values_sync(PROMPT, COMPLETION, "4", {})[0] == 7.0
+    rubric.get_reward_weights()[0] = 0.5
+    reward, metrics = rubric.score_values_sync(PROMPT, COMPLETION, "4", {})
+    assert (reward, metrics) == (6.5, {"one": 1.0, "two": 2.0, REWARD_ERRORS: 0.0})
+
+
 # -- names and weights ------------------------------------------------------------
 
 

@@ -64,6 +64,42 @@ def scores_to_columns(scores: list[RolloutScore], names: Iterable[str]) -> Rollo
     )
 
 
+class _SyncPlan:
+    """How `score_values_sync` calls a rubric's functions: one step per function,
+    `(name, func, weight, spec)`, with `spec` None when the function takes `state`
+    alone and is called with it directly (no dict of arguments built at all)."""
+
+    __slots__ = ("funcs", "offers", "steps", "weights")
+
+    def __init__(
+        self,
+        funcs: list[RewardFunc],
+        weights: list[float],
+        steps: tuple[tuple[str, RewardFunc, float, RewardSpec | None], ...],
+    ) -> None:
+        self.funcs = funcs
+        self.weights = weights
+        self.steps = steps
+        #: Whether a function needs `_offer`'s dict of arguments.
+        self.offers = any(spec is not None for _, _, _, spec in steps)
+
+    @classmethod
+    def of(
+        cls, funcs: list[RewardFunc], weights: list[float], specs: list[RewardSpec]
+    ) -> _SyncPlan:
+        steps = tuple(
+            (spec.name, spec.func, weight, None if _takes_state_alone(spec) else spec)
+            for spec, weight in zip(specs, weights, strict=True)
+        )
+        # Copies: the rubric's own lists may grow, and the plan must notice.
+        return cls(list(funcs), list(weights), steps)
+
+
+def _takes_state_alone(spec: RewardSpec) -> bool:
+    """True when calling `spec.func(state)` is exactly what `spec.call` would do."""
+    return spec.pick is not None and spec.params == ("state",)
+
+
 class Rubric:
     """A set of weighted reward functions and the machinery to call them.
 
@@ -104,6 +140,7 @@ class Rubric:
         # The offloader key of the reward functions when all are sync, None when one is
         # async (kept by _specs_of; no functions: all sync).
         self._sync_key: tuple[Any, ...] | None = ()
+        self._plan: _SyncPlan | None = None
         self._warned: set[str] = set()
         self.class_objects: dict[str, Any] = {"parser": self.parser}
         for name, value in (class_objects or {}).items():
@@ -188,7 +225,7 @@ class Rubric:
             available.update(kwargs)
         return available
 
-    async def _settle(self, spec: RewardSpec, outcome: Any) -> Any:
+    async def _settle(self, outcome: Any) -> Any:
         """Await a sync function's awaitable result; return the value or the exception."""
         if not inspect.isawaitable(outcome):
             return outcome
@@ -202,7 +239,7 @@ class Rubric:
         # belongs to this group of functions.
         key = tuple(function_key(spec.func) for spec in specs)
         outcomes = await self.offloader.call_as(key, call_specs, specs, available)
-        return [await self._settle(s, o) for s, o in zip(specs, outcomes, strict=True)]
+        return [await self._settle(o) for o in outcomes]
 
     async def _run_async(self, spec: RewardSpec, available: dict[str, Any]) -> Any:
         try:
@@ -306,7 +343,7 @@ class Rubric:
             outcomes = await self.offloader.call_as(sync_key, call_specs, specs, available)
             for i, outcome in enumerate(outcomes):
                 if hasattr(outcome, "__await__"):
-                    outcomes[i] = await self._settle(specs[i], outcome)
+                    outcomes[i] = await self._settle(outcome)
         else:
             outcomes = await self._run_all(specs, available)
         return self._tally(state, specs, weights, outcomes, apply_weights, started)
@@ -383,26 +420,66 @@ class Rubric:
         a game's five reward functions.
         """
         started = time.perf_counter()
-        if type(self).score_rollout is not Rubric.score_rollout:
-            raise SyncScoringUnavailable(
-                f"{type(self).__name__} overrides score_rollout, so it cannot score without "
-                "an event loop; use `await rubric.score_rollout(...)` instead"
-            )
-        specs, weights = self._specs_and_weights()
-        names = None if self._sync_key is not None else self._async_names(specs)
-        if names is not None:
-            raise SyncScoringUnavailable(
-                f"{type(self).__name__} has async reward function(s) {names}, so it cannot "
-                "score without an event loop; use `await rubric.score_rollout(...)` instead"
-            )
+        plan = self._sync_plan()  # raises before anything is called
         if state is None:
             state = {}
-        available = self._offer(prompt, completion, answer, state, task, info, example_id, kwargs)
-        outcomes = call_specs(specs, available)
-        for i, outcome in enumerate(outcomes):
-            if hasattr(outcome, "__await__"):  # a sync function that returned an awaitable
-                outcomes[i] = run_sync(self._settle(specs[i], outcome))
-        return self._totals(state, specs, weights, outcomes, apply_weights, started)
+        available = None
+        if plan.offers:
+            available = self._offer(
+                prompt, completion, answer, state, task, info, example_id, kwargs
+            )
+        reward = 0.0
+        errors = 0
+        metrics: dict[str, float] = {}
+        # One pass: call, check, record and sum each function in turn. A float (the
+        # usual value) costs one type check; anything else takes `_sync_value`.
+        for name, func, weight, spec in plan.steps:
+            try:
+                value = func(state) if spec is None else spec.call(available)
+                if type(value) is not float:
+                    value = self._sync_value(name, value)
+            except Exception as exc:
+                self._record_error(state, name, exc)
+                metrics[name] = math.nan
+                errors += 1
+                continue
+            metrics[name] = value
+            reward += value * weight if apply_weights else value
+        metrics[REWARD_ERRORS] = float(errors)
+        add_scoring_time(state, (time.perf_counter() - started) * 1000.0)
+        return reward, metrics
+
+    def _sync_plan(self) -> _SyncPlan:
+        """How `score_values_sync` calls the functions, kept while they and their
+        weights stay the same; raises `SyncScoringUnavailable` when it cannot."""
+        funcs = self.get_reward_funcs()
+        weights = self.get_reward_weights()
+        plan = self._plan
+        if plan is None or plan.funcs != funcs or plan.weights != weights:
+            if type(self).score_rollout is not Rubric.score_rollout:
+                raise SyncScoringUnavailable(
+                    f"{type(self).__name__} overrides score_rollout, so it cannot score "
+                    "without an event loop; use `await rubric.score_rollout(...)` instead"
+                )
+            specs, weights = self._specs_and_weights()  # (checks the weights' count)
+            names = self._async_names(specs)
+            if names is not None:
+                raise SyncScoringUnavailable(
+                    f"{type(self).__name__} has async reward function(s) {names}, so it "
+                    "cannot score without an event loop; use `await rubric.score_rollout(...)` "
+                    "instead"
+                )
+            plan = self._plan = _SyncPlan.of(funcs, weights, specs)
+        return plan
+
+    def _sync_value(self, name: str, value: Any) -> float:
+        """A sync function's result other than a float, as `score_rollout` takes it: an
+        awaitable is awaited, an exception raised, a number made a float."""
+        if hasattr(value, "__await__"):  # a sync function that returned an awaitable
+            value = run_sync(self._settle(value))
+        if isinstance(value, Exception):
+            raise value
+        return to_reward(name, value)
 
     def _specs_and_weights(self) -> tuple[list[RewardSpec], list[float]]:
         funcs = self.get_reward_funcs()
