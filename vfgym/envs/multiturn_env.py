@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import time
 from abc import abstractmethod
 from typing import Any
@@ -34,6 +33,17 @@ class MultiTurnEnv(Environment):
     def __init__(self, max_turns: int = -1, **kwargs: Any):
         super().__init__(**kwargs)
         self.max_turns = max_turns
+        # Which hooks keep their defaults, so the loop can skip them. Plain attributes,
+        # read on every turn: the interpreter reads those fastest.
+        cls = type(self)
+        self._default_max_turns = cls.max_turns_reached is MultiTurnEnv.max_turns_reached
+        self._default_context = cls.get_context_messages is MultiTurnEnv.get_context_messages
+        self._default_init = (
+            cls.init_state is Environment.init_state
+            and cls.init_completion is Environment.init_completion
+        )
+        self._default_is_completed = cls.is_completed is MultiTurnEnv.is_completed
+        self._default_model_call = cls.get_model_response is Environment.get_model_response
 
     # ------------------------------------------------------------- hooks
 
@@ -68,32 +78,9 @@ class MultiTurnEnv(Environment):
     async def get_context_messages(self, state: State) -> Messages:
         return state["prompt"] + state["completion"]
 
-    @functools.cached_property
-    def _default_max_turns(self) -> bool:
-        return type(self).max_turns_reached is MultiTurnEnv.max_turns_reached
-
-    @functools.cached_property
-    def _default_context(self) -> bool:
-        return type(self).get_context_messages is MultiTurnEnv.get_context_messages
-
-    @functools.cached_property
-    def _default_init(self) -> bool:
-        return (
-            type(self).init_state is Environment.init_state
-            and type(self).init_completion is Environment.init_completion
-        )
-
     def _default_hook(self, name: str) -> bool:
         """True when hook `name` is MultiTurnEnv's own, which does nothing: skip the call."""
         return getattr(type(self), name) is getattr(MultiTurnEnv, name)
-
-    @functools.cached_property
-    def _default_is_completed(self) -> bool:
-        return type(self).is_completed is MultiTurnEnv.is_completed
-
-    @functools.cached_property
-    def _default_model_call(self) -> bool:
-        return type(self).get_model_response is Environment.get_model_response
 
     async def _completed(self, context: Messages, state: State, kwargs: dict[str, Any]) -> Any:
         """`is_completed`, awaited only when it returned an awaitable. (Callers skip
