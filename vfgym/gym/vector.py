@@ -184,44 +184,28 @@ class GymVectorEnv(VectorEnv):
         actions = self._check_step(actions)
         envs = self.envs
         ended = self._ended
-        observations = self._observations
         limit = self.max_episode_steps
-        elapsed = self._elapsed
-        autoreset = self.autoreset_mode
-        n = self.num_envs
-        rewards = [0.0] * n
-        terminations = [False] * n
-        truncations = [False] * n
-        infos: list[Any] = [None] * n
-        for i in range(n):
+        results: list[Any] = [None] * self.num_envs
+        for i in range(self.num_envs):
             env = envs[i]
             try:
                 if ended[i]:  # NEXT_STEP (_check_step refused the others): reset instead
-                    observations[i], infos[i] = env.reset()
+                    observation, info = env.reset()
                     ended[i] = False
-                    elapsed[i] = 0
+                    self._elapsed[i] = 0
+                    results[i] = (observation, 0.0, False, False, info)
                     continue
-                observation, reward, terminated, truncated, info = env.step(actions[i])
-                if limit is not None:
-                    elapsed[i] += 1
-                    if elapsed[i] >= limit:
-                        truncated = True
-                if terminated or truncated:
-                    if autoreset is _SAME_STEP:
-                        final = {"final_obs": observation, "final_info": info}
-                        observation, info = env.reset()
-                        info = {**final, **info}
-                        elapsed[i] = 0
-                    else:
-                        ended[i] = True
+                result = env.step(actions[i])
+                if limit is not None or result[2] or result[3]:  # a limit to count, or an end
+                    result, reset_now = self._ending(i, result)
+                    if reset_now:
+                        result = self._reset_within(i, result, env.reset())
             except BaseException as exc:
                 self._broke(i, exc)
                 raise
-            observations[i] = observation
-            rewards[i] = reward
-            terminations[i] = terminated
-            truncations[i] = truncated
-            infos[i] = info
+            results[i] = result
+        observations, rewards, terminations, truncations, infos = zip(*results, strict=True)
+        self._observations[:] = observations
         return self._batch(rewards, terminations, truncations, infos)
 
     async def astep(
@@ -360,21 +344,39 @@ class GymVectorEnv(VectorEnv):
             self._ended[i] = False
             self._elapsed[i] = 0
             return observation, 0.0, False, False, info
-        observation, reward, terminated, truncated, info = await env.astep(action)
+        result, reset_now = self._ending(i, await env.astep(action))
+        if reset_now:
+            result = self._reset_within(i, result, await env.areset())
+        return result
+
+    def _ending(self, i: int, result: StepResult) -> tuple[StepResult, bool]:
+        """Sub-env i's step `result` with the vector env's step limit applied, and
+        whether its episode ended and resets within this step (SAME_STEP); an end
+        under NEXT_STEP is marked for the next step."""
+        observation, reward, terminated, truncated, info = result
         limit = self.max_episode_steps
         if limit is not None:
             self._elapsed[i] += 1
             if self._elapsed[i] >= limit:
                 truncated = True
-        if terminated or truncated:
-            if self.autoreset_mode is _SAME_STEP:
-                final = {"final_obs": observation, "final_info": info}
-                observation, info = await env.areset()
-                info = {**final, **info}
-                self._elapsed[i] = 0
-            else:
-                self._ended[i] = True
-        return observation, reward, terminated, truncated, info
+        result = observation, reward, terminated, truncated, info
+        if not (terminated or truncated):
+            return result, False
+        if self.autoreset_mode is _SAME_STEP:
+            return result, True
+        self._ended[i] = True
+        return result, False
+
+    def _reset_within(
+        self, i: int, result: StepResult, reset: tuple[Any, dict[str, Any]]
+    ) -> StepResult:
+        """The step `result` of an episode that ended, once sub-env i has `reset`
+        (SAME_STEP): the new episode's observation, with the last one's in the info."""
+        observation, reward, terminated, truncated, info = result
+        new_observation, new_info = reset
+        self._elapsed[i] = 0
+        final = {"final_obs": observation, "final_info": info, **new_info}
+        return new_observation, reward, terminated, truncated, final
 
     def _batch(
         self,
