@@ -1,0 +1,63 @@
+"""Play N guess-the-number steps in one framework, for counting instructions per step.
+
+Wall-clock figures on a shared machine move by a third between runs; an instruction
+count does not. Run this under callgrind twice, with N steps and with none, and
+divide the difference by N (the same loop, making a random move each step, for both
+frameworks):
+
+    PYTHONHASHSEED=0 setarch -R valgrind --tool=callgrind --callgrind-out-file=/dev/null \\
+        .venv/bin/python benchmarks/step_instructions.py vfgym 20000
+    PYTHONHASHSEED=0 setarch -R valgrind --tool=callgrind --callgrind-out-file=/dev/null \\
+        ~/.cache/vfgym-bench/gem/bin/python benchmarks/step_instructions.py gem 20000
+
+(GEM's venv is the one `gym_bench.py` makes.) `loop` plays against a do-nothing env:
+the cost of the loop and its moves alone. Stdlib only besides the framework, so it
+runs in the peers' venvs.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+from typing import Any
+
+
+class _NothingEnv:
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        return "", 0.0, False, False, {}
+
+    def reset(self, seed: int | None = None) -> tuple[str, dict[str, Any]]:
+        return "", {}
+
+
+def main(framework: str, steps: int) -> None:
+    rng = random.Random(0)
+    if framework == "gem":
+        import gem
+
+        env: Any = gem.make("game:GuessTheNumber-v0-hard")
+        tags = "\\boxed{", "}"
+    elif framework == "vfgym":
+        import gymnasium as gym
+
+        import vfgym.gym  # noqa: F401  (registers the ids)
+
+        env = gym.make("vfgym/GuessTheNumber-v0")
+        tags = "<move>", "</move>"
+    elif framework == "loop":
+        env = _NothingEnv()
+        tags = "<move>", "</move>"
+    else:
+        raise SystemExit(f"framework must be vfgym, gem or loop, not {framework!r}")
+    env.reset(seed=0)
+    opening, closing = tags
+    for _ in range(steps):
+        _, _, terminated, truncated, _ = env.step(f"{opening}{rng.randint(1, 10)}{closing}")
+        if terminated or truncated:
+            env.reset()
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3:
+        raise SystemExit("usage: step_instructions.py vfgym|gem|loop STEPS")
+    main(sys.argv[1], int(sys.argv[2]))
