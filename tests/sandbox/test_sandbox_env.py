@@ -91,7 +91,7 @@ async def test_tools_run_in_one_sandbox_per_rollout(
 
 
 async def test_a_failing_rollout_still_releases_its_sandbox(
-    model_server: Any, make_config: Any
+    model_server: Any, make_config: Any, docker_client: docker.DockerClient
 ) -> None:
     rows = [{"prompt": [{"role": "user", "content": "go"}], "answer": ""}]
 
