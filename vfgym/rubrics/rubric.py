@@ -432,12 +432,12 @@ class Rubric:
         errors = 0
         metrics: dict[str, float] = {}
         # One pass: call, check, record and sum each function in turn. A float (the
-        # usual value) costs one type check; anything else takes `_sync_value`.
+        # usual value) costs one type check; anything else takes `_as_reward`.
         for name, func, weight, spec in plan.steps:
             try:
                 value = func(state) if spec is None else spec.call(available)
                 if type(value) is not float:
-                    value = self._sync_value(name, value)
+                    value = self._as_reward(name, value)
             except Exception as exc:
                 self._record_error(state, name, exc)
                 metrics[name] = math.nan
@@ -472,9 +472,11 @@ class Rubric:
             plan = self._plan = _SyncPlan.of(funcs, weights, specs)
         return plan
 
-    def _sync_value(self, name: str, value: Any) -> float:
-        """A sync function's result other than a float, as `score_rollout` takes it: an
-        awaitable is awaited, an exception raised, a number made a float."""
+    def _as_reward(self, name: str, value: Any) -> float:
+        """A function's result (or the exception it raised) other than a float, as a
+        reward: an exception is raised, a number made a float, anything else refused.
+        Only the sync path meets an awaitable (the loop's path settles them first):
+        it is awaited here."""
         if hasattr(value, "__await__"):  # a sync function that returned an awaitable
             value = run_sync(self._settle(value))
         if isinstance(value, Exception):
@@ -531,21 +533,15 @@ class Rubric:
         errors = 0
         metrics: dict[str, float] = {}
         for spec, weight, outcome in zip(specs, weights, outcomes, strict=True):
-            kind = type(outcome)
-            if kind is float or kind is int or kind is bool:  # the usual case, checked first
-                value = float(outcome)
-            else:
-                try:
-                    if isinstance(outcome, Exception):
-                        raise outcome
-                    value = to_reward(spec.name, outcome)
-                except Exception as exc:
-                    self._record_error(state, spec.name, exc)
-                    metrics[spec.name] = math.nan
-                    errors += 1
-                    continue
+            try:
+                value = outcome if type(outcome) is float else self._as_reward(spec.name, outcome)
+            except Exception as exc:
+                self._record_error(state, spec.name, exc)
+                metrics[spec.name] = math.nan
+                errors += 1
+                continue
             metrics[spec.name] = value
-            reward += value * (weight if apply_weights else 1.0)
+            reward += value * weight if apply_weights else value
         metrics[REWARD_ERRORS] = float(errors)
         add_scoring_time(state, (time.perf_counter() - started) * 1000.0)
         return reward, metrics
