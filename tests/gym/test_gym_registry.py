@@ -84,7 +84,10 @@ def test_register_user_environments_with_defaults():
 
 
 def test_make_refuses_a_render_mode_it_cannot_do():
-    with pytest.raises(ValueError, match="render_mode"):
+    with (
+        pytest.raises(ValueError, match="render_mode"),
+        pytest.warns(UserWarning, match="not in the possible render_modes"),  # Gymnasium's
+    ):
         gym.make("vfgym-test/Guess-v0", render_mode="rgb_array")
 
 
@@ -118,7 +121,8 @@ def test_made_envs_refuse_a_step_before_reset_themselves():
     try:
         with pytest.raises(gym.error.ResetNeeded, match="reset"):
             env.step("5")
-        assert env.render() is None  # no render_mode: a warning, no crash
+        with pytest.warns(UserWarning, match="without a render_mode"):
+            assert env.render() is None  # no render_mode: a warning, no crash
         env.reset(seed=0)
         assert env.step("5")[4]["turn"] == 1
     finally:
