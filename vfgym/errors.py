@@ -33,6 +33,23 @@ class TokenBudgetExhausted(VFGymError):
     """The rollout spent its budget of completion tokens across turns."""
 
 
+class SubEnvError(VFGymError, RuntimeError):
+    """`step()` or `reset()` of a vector env failed in one or more of its sub-envs.
+
+    The other sub-envs did their part, and nothing they did is lost: `results` is
+    the batch the call would have returned, in which each failed sub-env's slot
+    carries `info["error"]` (after a step, its episode ended there: truncated, reward
+    0.0). `errors` maps each failed sub-env's index to its exception; the first is
+    also this error's `__cause__`. The failed sub-envs must be reset before the
+    vector env steps again: `reset(options={"reset_mask": mask})` for them alone.
+    """
+
+    def __init__(self, message: str, *, errors: dict[int, BaseException], results: tuple[Any, ...]):
+        super().__init__(message)
+        self.errors = errors
+        self.results = results
+
+
 def error_record(exc: BaseException) -> dict[str, Any]:
     """The JSON-friendly form of an exception stored in `state["error"]`."""
     record: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)}

@@ -9,10 +9,11 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import pytest
-from gym_test_envs import BrokenEnv, GuessEnv, bisect_policy
+from gym_test_envs import SYSTEM, BrokenEnv, GuessEnv, bisect_policy
 from gymnasium.vector import AutoresetMode
 
 import vfgym.gym as vgym
+from vfgym.errors import SubEnvError
 from vfgym.gym import GymEnv, GymVectorEnv, aplay_vector, play_vector, unbatch_info
 from vfgym.types import Messages, State
 
@@ -424,16 +425,124 @@ class WaitingBrokenEnv(BrokenEnv):
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
 @pytest.mark.parametrize("broken", [BrokenEnv, WaitingBrokenEnv])
-def test_a_failing_sub_env_says_which_and_the_vector_env_wants_a_reset(mode, broken):
-    vec = GymVectorEnv([GymEnv(WaitingGuessEnv()), GymEnv(broken())], mode=mode)
+def test_a_failing_sub_env_says_which_and_the_others_results_are_kept(mode, broken):
+    vec = GymVectorEnv(
+        [GymEnv(WaitingGuessEnv()), GymEnv(broken()), GymEnv(WaitingGuessEnv())], mode=mode
+    )
     try:
-        vec.reset(seed=0)
-        with pytest.raises(RuntimeError, match="crashed on 13") as caught:
-            vec.step(("2", "13"))
-        assert any("in sub-env 1" in note for note in caught.value.__notes__)
+        vec.reset(options={"index": 0})  # every sub-env plays row 0: the number is 1
+        with pytest.raises(
+            SubEnvError, match=r"step\(\) failed in sub-env 1: RuntimeError: .*crashed on 13"
+        ) as caught:
+            vec.step(("1", "13", "5"))  # sub-env 0 wins in the step that fails
+        error = caught.value
+        assert isinstance(error, RuntimeError)  # as before SubEnvError existed
+        assert error.errors == {1: error.__cause__}
+        assert "crashed on 13" in str(error.__cause__)
+        observations, rewards, terminated, truncated, infos = error.results
+        assert observations[0] == "1 is right!" and observations[2] == "5: go lower."
+        assert rewards.tolist() == [1.0, 0.0, 0.0]
+        assert terminated.tolist() == [True, False, False]
+        assert truncated.tolist() == [False, True, False]  # sub-env 1's episode ended there
+        assert infos["_error"].tolist() == [False, True, False]
+        assert "crashed on 13" in infos["error"][1] and infos["stop_reason"][1] == "error"
+        assert infos["episode_reward"][0] == 1.0
+        assert [state["turn"] for state in vec.get_attr("state")] == [1, 1, 1]
+
         with pytest.raises(gym.error.ResetNeeded, match=r"failed in sub-env.*1: RuntimeError"):
-            vec.step(("2", "3"))
-        vec.reset(seed=0)
-        vec.step(("2", "3"))
+            vec.step(("2", "3", "4"))
+        mask = np.array([False, True, False])
+        observations, _ = vec.reset(options={"reset_mask": mask, "index": 0})
+        assert observations[0] == "1 is right!" and observations[2] == "5: go lower."
+        observations, rewards, terminated, _, _ = vec.step(("1", "1", "1"))
+        # Sub-env 0 reported its end in `error.results`: now it starts again (NEXT_STEP).
+        assert rewards.tolist() == [0.0, 1.0, 1.0]
+        assert terminated.tolist() == [False, True, True]
+        assert observations[0].startswith(SYSTEM)
+    finally:
+        vec.close()
+
+
+def test_a_failing_step_leaves_sync_and_async_modes_in_the_same_place():
+    def run(mode: str) -> tuple[Any, ...]:
+        vec = GymVectorEnv([GymEnv(WaitingBrokenEnv()) for _ in range(3)], mode=mode)
+        try:
+            vec.reset(seed=0)
+            with pytest.raises(SubEnvError) as caught:
+                vec.step(("13", "2", "13"))
+            assert sorted(caught.value.errors) == [0, 2]
+            observations, rewards, _, truncated, _ = caught.value.results
+            turns = [state["turn"] for state in vec.get_attr("state")]
+            return observations, rewards.tolist(), truncated.tolist(), turns
+        finally:
+            vec.close()
+
+    sync, concurrent = run("sync"), run("async")
+    assert sync == concurrent
+    assert sync[2] == [True, False, True] and sync[3] == [1, 1, 1]
+
+
+class SetupFailsOnRound3(GuessEnv):
+    def setup_state(self, state: State, **kwargs: Any) -> State:
+        if state["info"]["round"] == 3:
+            raise RuntimeError("no board for round 3")
+        return super().setup_state(state, **kwargs)
+
+
+class WaitingSetupFailsOnRound3(SetupFailsOnRound3, WaitingGuessEnv):
+    """Needs an event loop, so async mode really gathers the resets."""
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_failing_reset_still_starts_the_others_new_episodes(mode):
+    envs = [
+        GymEnv(WaitingSetupFailsOnRound3()),
+        GymEnv(WaitingSetupFailsOnRound3()),
+        GymEnv(WaitingGuessEnv()),
+    ]
+    vec = GymVectorEnv(envs, mode=mode, max_episode_steps=3)
+    try:
+        vec.reset(options={"index": 0})
+        vec.step(("2", "2", "2"))
+        vec.step(("3", "3", "3"))  # two of the three steps used
+        with pytest.raises(
+            SubEnvError, match=r"reset\(\) failed in sub-env 0.*sub-env 1"
+        ) as caught:
+            vec.reset(options={"index": 3})
+        observations, infos = caught.value.results
+        assert "Round 3" in observations[2]
+        assert infos["_error"].tolist() == [True, True, False]
+        assert "no board for round 3" in infos["error"][0]
+        # Sub-env 2's new episode counts its own steps: the limit is three steps away.
+        vec.reset(options={"index": 1, "reset_mask": np.array([True, True, False])})
+        for _ in range(2):
+            truncated = vec.step(("20", "20", "20"))[3]
+            assert not truncated.any()
+        assert vec.step(("20", "20", "20"))[3].tolist() == [True, True, True]
+    finally:
+        vec.close()
+
+
+class EndsThenCannotReset(WaitingGuessEnv):
+    """Starts one episode, then refuses every later one."""
+
+    def setup_state(self, state: State, **kwargs: Any) -> State:
+        if any(event == "setup" for event, _ in self.events):
+            raise RuntimeError("out of boards")
+        return super().setup_state(state, **kwargs)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_an_episode_that_ends_before_a_failed_same_step_reset_is_still_reported(mode):
+    envs = [GymEnv(EndsThenCannotReset()), GymEnv(WaitingGuessEnv())]
+    vec = GymVectorEnv(envs, mode=mode, autoreset_mode=AutoresetMode.SAME_STEP)
+    try:
+        vec.reset(options={"index": 0})
+        with pytest.raises(SubEnvError, match="out of boards") as caught:
+            vec.step(("1", "2"))
+        observations, rewards, terminated, truncated, infos = caught.value.results
+        assert observations[0] == "1 is right!" and rewards.tolist() == [1.0, 0.0]
+        assert terminated.tolist() == [True, False] and truncated.tolist() == [False, False]
+        assert "out of boards" in infos["error"][0] and infos["episode_reward"][0] == 1.0
     finally:
         vec.close()

@@ -31,6 +31,7 @@ steps as plain sync code — no event loop, no coroutine — and its episode is 
 `Rubric.score_rollout_sync` when its reward functions are sync.
 """
 
+from vfgym.errors import SubEnvError
 from vfgym.gym.env import GymEnv
 from vfgym.gym.play import (
     Trajectory,
@@ -62,6 +63,7 @@ __all__ = [
     "MessagesSpace",
     "ModelTurnSpace",
     "StateView",
+    "SubEnvError",
     "Trajectory",
     "UnicodeText",
     "aplay_episode",

@@ -31,6 +31,12 @@ infos batched as `_add_info` does (see `vfgym.gym.batching`), the three autorese
 modes (`metadata["autoreset_mode"]`, NEXT_STEP by default), `reset(seed=s)` seeding
 sub-env i with s + i, and `options={"reset_mask": mask}` resetting some sub-envs.
 Observations are not copied: every step's are new objects already.
+
+A sub-env that raises does not stop the others: every sub-env does its part of the
+call (in both modes), then `vfgym.errors.SubEnvError` is raised with the batch of
+results (each failed slot carrying `info["error"]`), so no other sub-env's step —
+an episode's end among them — goes unreported. The failed sub-envs need a reset
+(`options={"reset_mask": mask}`) before the next step.
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
+from vfgym.errors import SubEnvError
 from vfgym.gym.batching import batch_infos
 from vfgym.gym.env import GymEnv
 
@@ -149,12 +156,15 @@ class GymVectorEnv(VectorEnv):
         if self._concurrent:
             return self._run(self.areset(seed=seed, options=options))
         plan, options = self._reset_plan(seed, options)
-        results = []
+        envs = self.envs
+        results: list[Any] = []
         for i, single_seed in plan:
             try:
-                results.append(self.envs[i].reset(seed=single_seed, options=options))
-            except BaseException as exc:
-                self._broke(i, exc)
+                results.append(envs[i].reset(seed=single_seed, options=options))
+            except Exception as exc:  # the others still reset (as in async mode)
+                results.append(exc)
+            except BaseException:
+                self._interrupted()
                 raise
         return self._after_reset(plan, results)
 
@@ -170,9 +180,7 @@ class GymVectorEnv(VectorEnv):
             return self.reset(seed=seed, options=options)
         plan, options = self._reset_plan(seed, options)
         envs = self.envs
-        results = await self._gather(
-            [i for i, _ in plan], [envs[i].areset(seed=s, options=options) for i, s in plan]
-        )
+        results = await self._gather([envs[i].areset(seed=s, options=options) for i, s in plan])
         return self._after_reset(plan, results)
 
     def step(
@@ -186,8 +194,10 @@ class GymVectorEnv(VectorEnv):
         ended = self._ended
         limit = self.max_episode_steps
         results: list[Any] = [None] * self.num_envs
+        failed = False
         for i in range(self.num_envs):
             env = envs[i]
+            ending = None
             try:
                 if ended[i]:  # NEXT_STEP (_check_step refused the others): reset instead
                     observation, info = env.reset()
@@ -199,11 +209,16 @@ class GymVectorEnv(VectorEnv):
                 if limit is not None or result[2] or result[3]:  # a limit to count, or an end
                     result, reset_now = self._ending(i, result)
                     if reset_now:
+                        ending = result
                         result = self._reset_within(i, result, env.reset())
-            except BaseException as exc:
-                self._broke(i, exc)
+            except Exception as exc:  # the others still step (as in async mode)
+                result, failed = _Failure(exc, ending), True
+            except BaseException:
+                self._interrupted()
                 raise
             results[i] = result
+        if failed:
+            return self._after_failed_step(results)
         observations, rewards, terminations, truncations, infos = zip(*results, strict=True)
         self._observations[:] = observations
         return self._batch(rewards, terminations, truncations, infos)
@@ -217,9 +232,10 @@ class GymVectorEnv(VectorEnv):
             return self.step(actions)
         actions = self._check_step(actions)
         results = await self._gather(
-            list(range(self.num_envs)),
-            [self._astep_one(i, action) for i, action in enumerate(actions)],
+            [self._astep_one(i, action) for i, action in enumerate(actions)]
         )
+        if any(isinstance(result, Exception | _Failure) for result in results):
+            return self._after_failed_step(results)
         observations, rewards, terminations, truncations, infos = (
             list(column) for column in zip(*results, strict=True)
         )
@@ -346,7 +362,10 @@ class GymVectorEnv(VectorEnv):
             return observation, 0.0, False, False, info
         result, reset_now = self._ending(i, await env.astep(action))
         if reset_now:
-            result = self._reset_within(i, result, await env.areset())
+            try:
+                result = self._reset_within(i, result, await env.areset())
+            except Exception as exc:
+                return _Failure(exc, result)  # type: ignore[return-value]
         return result
 
     def _ending(self, i: int, result: StepResult) -> tuple[StepResult, bool]:
@@ -426,10 +445,19 @@ class GymVectorEnv(VectorEnv):
         return plan, options
 
     def _after_reset(
-        self, plan: list[tuple[int, int | None]], results: list[tuple[Any, dict[str, Any]]]
+        self,
+        plan: list[tuple[int, int | None]],
+        results: list[tuple[Any, dict[str, Any]] | Exception],
     ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """What `reset` returns, once each planned sub-env has reset or failed to."""
         infos: list[Any] = [None] * self.num_envs
-        for (i, _), (observation, info) in zip(plan, results, strict=True):
+        errors: dict[int, BaseException] = {}
+        for (i, _), result in zip(plan, results, strict=True):
+            if isinstance(result, BaseException):
+                errors[i] = result
+                infos[i] = {"error": self._mark_failed(i, result)}
+                continue
+            observation, info = result
             self._observations[i] = observation
             infos[i] = info
             self._ended[i] = False
@@ -437,24 +465,59 @@ class GymVectorEnv(VectorEnv):
             self._elapsed[i] = 0
             self._failed.pop(i, None)
         self._ready = all(self._started)
-        return tuple(self._observations), batch_infos(infos, self.num_envs)
+        batch = tuple(self._observations), batch_infos(infos, self.num_envs)
+        if errors:
+            raise _sub_env_error("reset", errors, batch)
+        return batch
 
-    async def _gather(self, indices: list[int], calls: list[Coroutine[Any, Any, T]]) -> list[T]:
-        """Run the sub-envs' calls concurrently; all finish before the first error is raised."""
-        results = await asyncio.gather(*calls, return_exceptions=True)
-        failed = [
-            (i, r) for i, r in zip(indices, results, strict=True) if isinstance(r, BaseException)
-        ]
-        for i, exc in failed:
-            self._broke(i, exc)
-        if failed:
-            raise failed[0][1]
-        return results  # type: ignore[return-value]
+    def _after_failed_step(
+        self, results: list[Any]
+    ) -> tuple[tuple[Any, ...], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """Raise `SubEnvError` for a step in which some sub-envs failed, with the batch
+        of the others' results: each failed sub-env's episode ended with its error."""
+        errors: dict[int, BaseException] = {}
+        for i, result in enumerate(results):
+            if isinstance(result, Exception):
+                result = _Failure(result, None)
+            if isinstance(result, _Failure):
+                errors[i] = result.error
+                why = self._mark_failed(i, result.error)
+                if result.ending is None:
+                    info = {"stop_reason": "error", "error": why}
+                    results[i] = (self._observations[i], 0.0, False, True, info)
+                    continue
+                # The episode ended in this step and the reset after it failed (SAME_STEP).
+                observation, reward, terminated, truncated, info = result.ending
+                result = observation, reward, terminated, truncated, {**info, "error": why}
+                results[i] = result
+            self._observations[i] = result[0]
+        _, rewards, terminations, truncations, infos = zip(*results, strict=True)
+        raise _sub_env_error("step", errors, self._batch(rewards, terminations, truncations, infos))
 
-    def _broke(self, i: int, exc: BaseException) -> None:
-        """Sub-env i raised: the batch is half done, so the vector env needs a reset."""
-        self._failed[i] = f"{type(exc).__name__}: {exc}"
-        exc.add_note(f"(in sub-env {i} of {self!r})")
+    async def _gather(self, calls: list[Coroutine[Any, Any, T]]) -> list[T | Exception]:
+        """Run the sub-envs' calls concurrently; a call that raised gives its exception."""
+        try:
+            results = await asyncio.gather(*calls, return_exceptions=True)
+        except BaseException:  # cancelled while the calls ran
+            self._interrupted()
+            raise
+        for result in results:
+            if isinstance(result, BaseException) and not isinstance(result, Exception):
+                self._interrupted()
+                raise result
+        return results
+
+    def _mark_failed(self, i: int, exc: BaseException) -> str:
+        """Sub-env i raised: it needs a reset before the vector env steps again."""
+        why = self._failed[i] = f"{type(exc).__name__}: {exc}"
+        self._ended[i] = False
+        return why
+
+    def _interrupted(self) -> None:
+        """A step or reset stopped part way (KeyboardInterrupt, cancellation): which
+        sub-envs moved is unknown, so every one needs a reset."""
+        for i in range(self.num_envs):
+            self._failed.setdefault(i, "interrupted")
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run `coro` on the private loop: here, or from a helper thread when this thread
@@ -499,6 +562,35 @@ class GymVectorEnv(VectorEnv):
             shut_down()
         else:
             _in_helper_thread(shut_down)
+
+
+class _Failure:
+    """A sub-env's step that raised `error`; `ending` is the step's own result when the
+    episode ended and only the reset after it failed."""
+
+    __slots__ = ("ending", "error")
+
+    def __init__(self, error: Exception, ending: StepResult | None) -> None:
+        self.error = error
+        self.ending = ending
+
+
+def _sub_env_error(
+    call: str, errors: dict[int, BaseException], results: tuple[Any, ...]
+) -> SubEnvError:
+    """The error of a `call` ("step" or "reset") that failed in the sub-envs `errors`."""
+    listing = "; ".join(f"sub-env {i}: {type(e).__name__}: {e}" for i, e in errors.items())
+    mask = f"np.isin(np.arange({len(results[0])}), {sorted(errors)})"
+    error = SubEnvError(
+        f"{call}() failed in {listing}. The other sub-envs' results are in this error's "
+        f"`results`; reset the failed sub-env(s) before stepping again: "
+        f"reset(options={{'reset_mask': {mask}}})",
+        errors=errors,
+        results=results,
+    )
+    error.__cause__ = next(iter(errors.values()))  # as `raise error from ...` would
+    error.__suppress_context__ = True
+    return error
 
 
 def _build(envs: Sequence[GymEnv | Callable[[], GymEnv]]) -> list[GymEnv]:
