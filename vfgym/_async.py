@@ -111,6 +111,55 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     return outcome["value"]
 
 
+def in_helper_thread(func: Callable[[], T]) -> T:
+    """`func()` in a short-lived thread, for sync calls made inside a running event loop
+    (which cannot be re-entered): the caller's thread waits for it."""
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = func()
+        except BaseException as exc:  # re-raised in the caller's thread below
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run, name="vfgym-helper", daemon=True)
+    thread.start()
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+def run_on(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T]) -> T:
+    """Run `coro` on `loop` (not running) from sync code: in this thread, or in a helper
+    thread when this thread already runs a loop, as in a notebook. Always the same
+    loop, so what earlier calls opened on it (connections, subprocesses) stays usable."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return loop.run_until_complete(coro)
+    return in_helper_thread(lambda: loop.run_until_complete(coro))
+
+
+def close_loop(loop: asyncio.AbstractEventLoop | None) -> None:
+    """Shut down a private loop's default executor and close it (from any thread)."""
+    if loop is None or loop.is_closed():
+        return
+
+    def shut_down() -> None:
+        try:
+            loop.run_until_complete(loop.shutdown_default_executor())
+        finally:
+            loop.close()
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        shut_down()
+    else:
+        in_helper_thread(shut_down)
+
+
 class SuspendedError(RuntimeError):
     """A coroutine driven inline tried to wait on something; it needs an event loop."""
 

@@ -27,6 +27,7 @@ Hooks an environment may define for the adapter (all optional):
 from __future__ import annotations
 
 import asyncio
+import copy
 import sys
 from collections.abc import Callable, Coroutine, Mapping
 from operator import itemgetter
@@ -35,7 +36,14 @@ from typing import Any, Literal, TypeVar
 import gymnasium as gym
 import numpy as np
 
-from vfgym._async import call_inline, is_async_callable, maybe_await, run_sync, settle_inline
+from vfgym._async import (
+    call_inline,
+    close_loop,
+    is_async_callable,
+    maybe_await,
+    run_on,
+    settle_inline,
+)
 from vfgym.envs.environment import Environment, new_state
 from vfgym.envs.multiturn_env import TRUNCATING, MultiTurnEnv
 from vfgym.errors import error_record
@@ -49,7 +57,14 @@ from vfgym.gym.shipping import (
 )
 from vfgym.gym.spaces import DEFAULT_MAX_TEXT_LENGTH, MessagesSpace, ModelTurnSpace, UnicodeText
 from vfgym.gym.state_view import StateView
-from vfgym.gym.text import FORBIDDEN, clean_text, conversation_text, fit_text, observation_text
+from vfgym.gym.text import (
+    FORBIDDEN,
+    clean_text,
+    content_text,
+    conversation_text,
+    fit_text,
+    observation_text,
+)
 from vfgym.rubrics.rubric import Rubric, SyncScoringUnavailable
 from vfgym.types import ChatMessage, Messages, State
 
@@ -90,6 +105,12 @@ class GymEnv(gym.Env[Observation, Action]):
             the training rows when there are none) or "train".
         max_text_length: the bound of the text spaces; longer observation text is
             cut with a note (the full messages stay in `info["messages"]`).
+        count_tokens: how many tokens a model's turn took, given its text (e.g.
+            `lambda text: len(tokenizer.encode(text))`); each step adds it to
+            `state["completion_tokens"]`, which the environment's
+            `rollout_token_budget` limits. A rollout counts the server's usage
+            figures; an action carries none, so without this the budget is not
+            enforced (a warning says so when the environment sets one).
 
     `info` holds `state` (a read-only `StateView` of the episode's State, with
     `game_state` and `tools_called` when the environment keeps them), `messages`
@@ -111,6 +132,7 @@ class GymEnv(gym.Env[Observation, Action]):
         render_mode: str | None = None,
         dataset: Literal["eval", "train"] = "eval",
         max_text_length: int = DEFAULT_MAX_TEXT_LENGTH,
+        count_tokens: Callable[[str], int] | None = None,
         owns_environment: bool = False,
     ) -> None:
         """`owns_environment`: `close()` also releases the environment's resources
@@ -139,6 +161,18 @@ class GymEnv(gym.Env[Observation, Action]):
             raise TypeError(f"max_text_length must be an int, not {max_text_length!r}")
         if max_text_length < 1:
             raise ValueError(f"max_text_length must be at least 1, not {max_text_length}")
+        if count_tokens is not None and not callable(count_tokens):
+            raise TypeError(
+                "count_tokens must be a function from a turn's text to its token count, "
+                f"not {type(count_tokens).__name__}"
+            )
+        if count_tokens is None and env.rollout_token_budget is not None:
+            gym.logger.warn(
+                f"{type(env).__name__} has rollout_token_budget={env.rollout_token_budget}, "
+                "but a Gym action carries no token count: pass GymEnv(..., count_tokens="
+                "lambda text: len(tokenizer.encode(text))) (gym.make takes it too) to "
+                "enforce the budget; max_turns still applies"
+            )
         step_reward = getattr(env, "step_reward", None)
         if per_step_reward and not callable(step_reward):
             raise ValueError(
@@ -156,6 +190,7 @@ class GymEnv(gym.Env[Observation, Action]):
         self.per_step_reward = per_step_reward
         self.render_mode = render_mode
         self.max_text_length = max_text_length
+        self.count_tokens = count_tokens
         self.rows = rows
         self.observation_space = (
             UnicodeText(max_text_length)
@@ -165,10 +200,13 @@ class GymEnv(gym.Env[Observation, Action]):
         self.action_space = ModelTurnSpace(max_text_length)
 
         self._chat = env.message_type == "chat"
-        self._inline = env.hooks_are_sync
+        self._step_reward: Callable[[State], Any] | None = step_reward if per_step_reward else None
+        # Plain sync steps need every hook they call to be sync, `step_reward` included.
+        self._inline = env.hooks_are_sync and not (
+            self._step_reward is not None and is_async_callable(self._step_reward)
+        )
         self._text_turn = env.text_turn_sync
         self._text_observations = observation_mode == "text"
-        self._step_reward: Callable[[State], Any] | None = step_reward if per_step_reward else None
         # Hooks left at MultiTurnEnv's defaults do nothing: the sync path skips them.
         self._default_setup = type(env).setup_state is MultiTurnEnv.setup_state
         self._default_cleanup = type(env).cleanup_state is MultiTurnEnv.cleanup_state
@@ -212,8 +250,6 @@ class GymEnv(gym.Env[Observation, Action]):
         loop; the others (every built-in game) have nothing to overlap and step inline."""
         if not self._inline:
             return True
-        if self._step_reward is not None and is_async_callable(self._step_reward):
-            return True
         can_score_sync = getattr(self.environment.rubric, "can_score_sync", None)
         return not (callable(can_score_sync) and can_score_sync())
 
@@ -221,13 +257,13 @@ class GymEnv(gym.Env[Observation, Action]):
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Observation, dict[str, Any]]:
         """Start an episode: draw a row (from `np_random`, or `options["index"]`)."""
-        if seed is not None:  # all that gym.Env.reset does
-            super().reset(seed=seed)
-        index = self._row_index(options)
-        if not self._inline:
-            return self._drive(self._reset(index), "reset")
-        self._claim("reset")
+        self._claim("reset")  # before the seed changes anything
         try:
+            if seed is not None:  # all that gym.Env.reset does
+                super().reset(seed=seed)
+            index = self._row_index(options)
+            if not self._inline:
+                return self._drive_loop(self._reset(index))
             return self._reset_sync(index)
         finally:
             self._busy = False
@@ -236,10 +272,10 @@ class GymEnv(gym.Env[Observation, Action]):
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Observation, dict[str, Any]]:
         """`reset` for asyncio code: the environment's hooks run on the caller's loop."""
-        super().reset(seed=seed)
-        index = self._row_index(options)
-        self._claim("areset")
+        self._claim("areset")  # before the seed changes anything
         try:
+            super().reset(seed=seed)
+            index = self._row_index(options)
             return await self._reset(index)
         finally:
             self._busy = False
@@ -263,10 +299,12 @@ class GymEnv(gym.Env[Observation, Action]):
         self._busy = True
         try:
             try:
+                if self.count_tokens is not None:
+                    self._count_turn(state, move)
                 env_messages, stop = turn(state, move)
                 reward = 0.0
                 if self._step_reward is not None:
-                    reward = float(call_inline(self._step_reward, state))
+                    reward = self._step_reward_value(call_inline(self._step_reward, state))
             except BaseException as exc:
                 self._failed(state, exc)
                 self._cleanup_sync(state)
@@ -359,17 +397,7 @@ class GymEnv(gym.Env[Observation, Action]):
 
     def _close_loop(self) -> None:
         loop, self._loop = self._loop, None
-        if loop is None or loop.is_closed():
-            return
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            try:
-                loop.run_until_complete(loop.shutdown_default_executor())
-            finally:
-                loop.close()
-        else:  # (aclose) no loop can run inside a running one: close without waiting
-            loop.close()
+        close_loop(loop)
 
     # ------------------------------------------------------------ episode
     #
@@ -428,12 +456,19 @@ class GymEnv(gym.Env[Observation, Action]):
     ) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
         state = self._require_running()
         env = self.environment
+        try:
+            if self.count_tokens is not None:
+                self._count_turn(state, message)
+        except BaseException as exc:
+            self._failed(state, exc)
+            await self._cleanup(state)
+            raise
         env.record_model_turn(state, message)
         try:
             env_messages, stop = await env.advance(state)
             reward = 0.0
             if self._step_reward is not None:
-                reward = float(await maybe_await(self._step_reward, state))
+                reward = self._step_reward_value(await maybe_await(self._step_reward, state))
         except BaseException as exc:
             self._failed(state, exc)
             await self._cleanup(state)
@@ -549,6 +584,31 @@ class GymEnv(gym.Env[Observation, Action]):
         state["cleanup_error"] = error_record(exc)
         self.environment.logger.warning("cleanup of a Gym episode failed: %s", exc)
 
+    def _count_turn(self, state: State, turn: ChatMessage | str) -> None:
+        """Add the model's turn to `state["completion_tokens"]`, as a rollout adds the
+        server's count: its text and, for tool calls, each call's name and arguments."""
+        if isinstance(turn, str):
+            text = turn
+        else:
+            parts = [turn.get("content") or ""]
+            for call in turn.get("tool_calls") or ():
+                function = call.get("function") or {}
+                parts += [function.get("name") or "", function.get("arguments") or ""]
+            text = "".join(parts)
+        count = self.count_tokens(text)  # type: ignore[misc]
+        if isinstance(count, bool) or not isinstance(count, int | np.integer) or count < 0:
+            raise TypeError(f"count_tokens must return a token count (an int >= 0), not {count!r}")
+        state["completion_tokens"] += int(count)
+
+    def _step_reward_value(self, value: Any) -> float:
+        """`step_reward`'s result as the step's reward; anything but a number is refused."""
+        if not isinstance(value, int | float | np.number):  # (bool is an int)
+            raise TypeError(
+                f"{type(self.environment).__name__}.step_reward(state) must return a "
+                f"number (the reward of the step just made), not {value!r}"
+            )
+        return float(value)
+
     def _last_step(
         self,
         observation: Observation,
@@ -576,13 +636,12 @@ class GymEnv(gym.Env[Observation, Action]):
             self._busy = False
 
     def _drive_loop(self, coro: Coroutine[Any, Any, T]) -> T:
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            if self._loop is None or self._loop.is_closed():
-                self._loop = asyncio.new_event_loop()
-            return self._loop.run_until_complete(coro)
-        return run_sync(coro)
+        """Run `coro` on this env's private loop, the same one for every call of an
+        episode (from a helper thread inside a running loop, as in a notebook), so
+        what the hooks opened on it stays usable from step to step."""
+        if self._loop is None or self._loop.is_closed():
+            self._loop = asyncio.new_event_loop()
+        return run_on(self._loop, coro)
 
     def _claim(self, what: str) -> None:
         """Refuse a second reset/step on this env while one is running."""
@@ -595,6 +654,11 @@ class GymEnv(gym.Env[Observation, Action]):
         self._busy = True
 
     def _row_index(self, options: Mapping[str, Any] | None) -> int:
+        if options is not None and not isinstance(options, Mapping):
+            raise TypeError(
+                f"reset() options must be a dict such as {{'index': 3}} (or None), not "
+                f"{type(options).__name__}"
+            )
         if options:
             unknown = set(options) - RESET_OPTIONS
             if unknown:
@@ -622,6 +686,10 @@ class GymEnv(gym.Env[Observation, Action]):
     def _require_running(self) -> State:
         if self._state is None:
             raise gym.error.ResetNeeded("call reset() before step()")
+        if self._closed:
+            raise gym.error.ResetNeeded(
+                "this env was closed; call reset() to start a new episode (or make a new env)"
+            )
         if self._done:
             raise gym.error.ResetNeeded(
                 f"the episode has ended (stop reason: {self._state.get('stop_reason')}); "
@@ -643,8 +711,8 @@ class GymEnv(gym.Env[Observation, Action]):
         for message in messages:
             copied = dict(message)
             content = copied.get("content")
-            if isinstance(content, str):
-                copied["content"] = fit_text(clean_text(content), limit)
+            if content is not None:  # content parts become their text, as in text mode
+                copied["content"] = fit_text(clean_text(content_text(content)), limit)
             out.append(copied)
         return out
 
@@ -678,6 +746,27 @@ class GymEnv(gym.Env[Observation, Action]):
     def __repr__(self) -> str:
         name = self.environment.env_id or type(self.environment).__name__
         return f"<GymEnv {name} ({self.observation_mode})>"
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> GymEnv:
+        """A copy of the env and its episode, for a policy that searches ahead from the
+        current position. The private event loop is not copied (no loop can be): the
+        copy makes its own when it needs one."""
+        copied = type(self).__new__(type(self))
+        memo[id(self)] = copied
+        for key, value in self.__dict__.items():
+            if key != "_loop":
+                copied.__dict__[key] = copy.deepcopy(value, memo)
+        copied._loop = None
+        copied._busy = False
+        return copied
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        raise TypeError(
+            "a GymEnv cannot be pickled: its environment holds functions and live "
+            "resources. To build envs in other processes, send a function that makes one, "
+            "e.g. functools.partial(gym.make, 'vfgym/Wordle-v0'); copy.deepcopy(env) "
+            "copies one in this process"
+        )
 
 
 class _Row:

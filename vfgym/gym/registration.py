@@ -9,7 +9,7 @@ Wordle-v0")`, which imports it for you).
 
 Keyword arguments of `gym.make` go to the environment's loader, except the
 adapter's own (`observation_mode`, `per_step_reward`, `render_mode`, `dataset`,
-`max_text_length`), which go to `GymEnv`.
+`max_text_length`, `count_tokens`), which go to `GymEnv`.
 
 Every id also has a `vector_entry_point`, so `gym.make_vec(id, num_envs=8)` gives a
 `GymVectorEnv` (Gymnasium uses a spec's vector entry point unless
@@ -43,7 +43,14 @@ ENTRY_POINT = "vfgym.gym.registration:make_env"
 VECTOR_ENTRY_POINT = "vfgym.gym.registration:make_vector_env"
 
 #: Keyword arguments that configure the adapter rather than the environment.
-ADAPTER_ARGS = ("observation_mode", "per_step_reward", "render_mode", "dataset", "max_text_length")
+ADAPTER_ARGS = (
+    "observation_mode",
+    "per_step_reward",
+    "render_mode",
+    "dataset",
+    "max_text_length",
+    "count_tokens",
+)
 
 #: Keyword arguments of `gym.make_vec` that configure the `GymVectorEnv`.
 VECTOR_ARGS = ("mode", "autoreset_mode", "max_episode_steps")
@@ -57,6 +64,7 @@ def make_env(
     render_mode: str | None = None,
     dataset: str = "eval",
     max_text_length: int = DEFAULT_MAX_TEXT_LENGTH,
+    count_tokens: Callable[[str], int] | None = None,
     **env_args: Any,
 ) -> GymEnv:
     """Build the environment (a registry name or a factory) and wrap it in a `GymEnv`.
@@ -64,15 +72,19 @@ def make_env(
     This is the entry point of every id registered through `vfgym.gym`; `env_args`
     go to the environment's loader.
     """
-    if isinstance(environment, str):
-        env = load_environment(environment, **env_args)
-    elif callable(environment):
-        env = environment(**env_args)
-    else:
+    if not isinstance(environment, str) and not callable(environment):
         raise TypeError(
             "environment must be a registered name or a function returning a vfgym "
             f"environment, not {type(environment).__name__}"
         )
+    try:
+        if isinstance(environment, str):
+            env = load_environment(environment, **env_args)
+        else:
+            env = environment(**env_args)
+    except TypeError as exc:  # most often a misspelt keyword
+        adapter = ", ".join(ADAPTER_ARGS)
+        raise TypeError(f"{exc} (the Gym adapter's own keywords are: {adapter})") from exc
     if not isinstance(env, MultiTurnEnv):
         raise TypeError(
             f"{environment!r} built a {type(env).__name__}, not a vfgym MultiTurnEnv; "
@@ -85,6 +97,7 @@ def make_env(
         render_mode=render_mode,
         dataset=dataset,  # type: ignore[arg-type]
         max_text_length=max_text_length,
+        count_tokens=count_tokens,
         owns_environment=True,
     )
 

@@ -42,7 +42,6 @@ an episode's end among them — goes unreported. The failed sub-envs need a rese
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
@@ -51,6 +50,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
+from vfgym._async import close_loop, run_on
 from vfgym.errors import SubEnvError
 from vfgym.gym.batching import batch_infos
 from vfgym.gym.env import GymEnv
@@ -520,17 +520,11 @@ class GymVectorEnv(VectorEnv):
             self._failed.setdefault(i, "interrupted")
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Run `coro` on the private loop: here, or from a helper thread when this thread
-        already runs a loop (which cannot be re-entered). Always the same loop, so what
-        the sub-envs open on it stays usable."""
+        """Run `coro` on the private loop (see `vfgym._async.run_on`): always the same
+        loop, so what the sub-envs open on it stays usable."""
         if self._loop is None or self._loop.is_closed():
             self._loop = asyncio.new_event_loop()
-        loop = self._loop
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return loop.run_until_complete(coro)
-        return _in_helper_thread(lambda: loop.run_until_complete(coro))
+        return run_on(self._loop, coro)
 
     async def _aclose_envs(self) -> None:
         errors = await asyncio.gather(*(env.aclose() for env in self.envs), return_exceptions=True)
@@ -547,21 +541,7 @@ class GymVectorEnv(VectorEnv):
 
     def _close_loop(self) -> None:
         loop, self._loop = self._loop, None
-        if loop is None or loop.is_closed():
-            return
-
-        def shut_down() -> None:
-            try:
-                loop.run_until_complete(loop.shutdown_default_executor())
-            finally:
-                loop.close()
-
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            shut_down()
-        else:
-            _in_helper_thread(shut_down)
+        close_loop(loop)
 
 
 class _Failure:
@@ -654,24 +634,6 @@ def _raise_first(errors: Sequence[Any]) -> None:
     for error in errors:
         if isinstance(error, BaseException):
             raise error
-
-
-def _in_helper_thread(func: Callable[[], T]) -> T:
-    """`func()` in a short-lived thread, for sync calls made inside a running event loop."""
-    outcome: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            outcome["value"] = func()
-        except BaseException as exc:  # re-raised in the caller's thread
-            outcome["error"] = exc
-
-    thread = threading.Thread(target=run, name="vfgym-vector-loop", daemon=True)
-    thread.start()
-    thread.join()
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["value"]
 
 
 __all__ = ["MODES", "GymVectorEnv", "VectorMode"]

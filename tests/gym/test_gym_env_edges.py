@@ -1,0 +1,222 @@
+"""GymEnv at its edges: notebooks, copies, token budgets, hooks and inputs that misbehave."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import pickle
+from typing import Any
+
+import gymnasium as gym
+import pytest
+from gym_test_envs import GuessEnv
+
+from vfgym.gym import GymEnv, MessagesSpace
+from vfgym.types import Messages, State
+
+
+class LoopBoundGuessEnv(GuessEnv):
+    """Opens a future on the event loop at setup and awaits it every turn, as a
+    sandbox session or an HTTP client would use what it opened on its loop."""
+
+    async def setup_state(self, state: State, **kwargs: Any) -> State:
+        GuessEnv.setup_state(self, state)
+        self.ready = asyncio.get_running_loop().create_future()
+        self.ready.set_result("open")
+        state["loops"] = [id(asyncio.get_running_loop())]
+        return state
+
+    async def env_response(
+        self, messages: Messages, state: State, **kwargs: Any
+    ) -> tuple[Any, State]:
+        await self.ready  # raises when awaited from another loop
+        state["loops"].append(id(asyncio.get_running_loop()))
+        return GuessEnv.env_response(self, messages, state)
+
+
+def test_sync_steps_in_a_notebook_keep_using_the_loop_their_episode_opened():
+    async def notebook_cell() -> State:
+        env = GymEnv(LoopBoundGuessEnv())
+        try:
+            env.reset(seed=0)
+            for guess in ("3", "4", "5"):
+                env.step(guess)
+            return env.state
+        finally:
+            env.close()
+
+    state = asyncio.run(notebook_cell())
+    assert state.get("error") is None and state["turn"] == 3
+    assert len(set(state["loops"])) == 1
+
+
+class AsyncStepReward(GuessEnv):
+    async def step_reward(self, state: State) -> float:
+        await asyncio.sleep(0)
+        return -0.25
+
+
+def test_an_async_step_reward_works_in_sync_step_when_the_other_hooks_are_sync():
+    env = GymEnv(AsyncStepReward(), per_step_reward=True)
+    try:
+        assert env.needs_loop
+        env.reset(seed=0)
+        _, reward, terminated, truncated, _ = env.step("1")
+        assert (reward, terminated, truncated) == (-0.25, False, False)
+    finally:
+        env.close()
+
+
+class NoneStepReward(GuessEnv):
+    def step_reward(self, state: State) -> Any:
+        return None
+
+
+def test_a_step_reward_that_is_not_a_number_is_named_in_the_error():
+    env = GymEnv(NoneStepReward(), per_step_reward=True)
+    try:
+        env.reset(seed=0)
+        with pytest.raises(TypeError, match=r"NoneStepReward.step_reward\(state\) must return a"):
+            env.step("1")
+        assert env.episode_over and env.state["stop_reason"] == "error"
+    finally:
+        env.close()
+
+
+def test_reset_options_must_be_a_dict():
+    env = GymEnv(GuessEnv())
+    try:
+        with pytest.raises(TypeError, match=r"options must be a dict such as \{'index': 3\}"):
+            env.reset(options="index")  # type: ignore[arg-type]
+    finally:
+        env.close()
+
+
+class SlowSetupGuessEnv(GuessEnv):
+    async def setup_state(self, state: State, **kwargs: Any) -> State:
+        await asyncio.sleep(0.01)
+        return GuessEnv.setup_state(self, state)
+
+
+async def test_a_refused_areset_leaves_the_seed_alone():
+    env = GymEnv(SlowSetupGuessEnv())
+    try:
+        first = asyncio.create_task(env.areset(seed=1))
+        await asyncio.sleep(0)  # the first reset is under way
+        with pytest.raises(RuntimeError, match="still running"):
+            await env.areset(seed=2)
+        await first
+        assert env.np_random_seed == 1
+    finally:
+        await env.aclose()
+
+
+def test_a_step_after_close_says_the_env_was_closed():
+    env = GymEnv(GuessEnv())
+    env.reset(seed=0)
+    env.close()
+    with pytest.raises(gym.error.ResetNeeded, match="this env was closed; call reset"):
+        env.step("1")
+    env.reset(seed=0)  # and a reset starts over, as the message says
+    assert env.step("1")[4]["turn"] == 1
+    env.close()
+
+
+class PartsGuessEnv(GuessEnv):
+    """Answers in content parts (the OpenAI list form), with a control character."""
+
+    def env_response(self, messages: Messages, state: State, **kwargs: Any) -> tuple[Any, State]:
+        reply = [{"type": "text", "text": "again"}, {"type": "text", "text": " \x00!"}]
+        return [{"role": "user", "content": reply}], state
+
+
+def test_content_parts_become_clean_text_in_messages_observations():
+    env = GymEnv(PartsGuessEnv(), observation_mode="messages")
+    try:
+        env.reset(seed=0)
+        observation, *_, info = env.step("1")
+        assert observation == [{"role": "user", "content": "again ␀!"}]
+        assert MessagesSpace().contains(observation)
+        assert info["messages"][-1]["content"][1]["text"] == " \x00!"  # kept as it was
+    finally:
+        env.close()
+
+
+class WaitingGuessEnv(GuessEnv):
+    async def env_response(
+        self, messages: Messages, state: State, **kwargs: Any
+    ) -> tuple[Any, State]:
+        await asyncio.sleep(0)
+        return GuessEnv.env_response(self, messages, state)
+
+
+@pytest.mark.parametrize("factory", [GuessEnv, WaitingGuessEnv])
+def test_deepcopy_copies_an_episode_in_play_and_the_copies_go_their_own_ways(factory):
+    env = GymEnv(factory())
+    try:
+        env.reset(options={"index": 0})  # the number is 1
+        env.step("5")
+        twin = copy.deepcopy(env)
+        try:
+            assert twin.step("1")[2] is True  # the copy wins...
+            assert env.step("2")[2] is False  # ...the original plays on
+            assert env.state["turn"] == twin.state["turn"] == 2
+            assert env.state["completion"][-2]["content"] == "2"
+            assert twin.state["completion"][-2]["content"] == "1"
+        finally:
+            twin.close()
+    finally:
+        env.close()
+
+
+def test_pickling_a_gym_env_says_what_to_send_instead():
+    env = GymEnv(GuessEnv())
+    try:
+        with pytest.raises(TypeError, match=r"send a function that makes one"):
+            pickle.dumps(env)
+    finally:
+        env.close()
+
+
+class BudgetGuessEnv(GuessEnv):
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(max_turns=20, rollout_token_budget=10, **kwargs)
+
+
+def test_count_tokens_lets_the_token_budget_end_an_episode():
+    env = GymEnv(BudgetGuessEnv(), count_tokens=lambda text: len(text.split()))
+    try:
+        env.reset(options={"index": 0})
+        steps = 0
+        truncated = False
+        while not truncated:
+            _, _, terminated, truncated, info = env.step("maybe it is 7")  # 4 tokens
+            steps += 1
+            assert not terminated
+        assert steps == 3 and info["stop_reason"] == "token_budget"
+        assert env.state["completion_tokens"] == 12
+    finally:
+        env.close()
+
+
+def test_a_token_budget_without_count_tokens_is_warned_about():
+    with pytest.warns(UserWarning, match="rollout_token_budget=10.*count_tokens="):
+        env = GymEnv(BudgetGuessEnv())
+    env.close()
+
+
+def test_count_tokens_must_count():
+    env = GymEnv(BudgetGuessEnv(), count_tokens=lambda text: "many")
+    try:
+        env.reset(seed=0)
+        with pytest.raises(TypeError, match="count_tokens must return a token count"):
+            env.step("7")
+    finally:
+        env.close()
+    with pytest.raises(TypeError, match="count_tokens must be a function"):
+        GymEnv(BudgetGuessEnv(), count_tokens=5)  # type: ignore[arg-type]
+
+
+def test_a_misspelt_adapter_keyword_of_gym_make_lists_the_adapters_keywords():
+    with pytest.raises(TypeError, match=r"\['per_step_rewards'\].*adapter's own keywords are: "):
+        gym.make("vfgym-test/Guess-v0", per_step_rewards=True)
