@@ -7,13 +7,17 @@ for a tool task with long outputs, most of what crosses the pipe.
 
 Inside such a worker (and only there, see `in_vector_worker`) a `StateView` crosses the
 pipe as a delta: the conversation logs (`LOG_KEYS`: prompt, completion, responses), which
-the turn loop only ever appends to, go as the part not sent yet; every other State entry
-goes whole (they are small, and environments change them in place, so only a full copy
-is sure to be right). `info["messages"]` goes as a reference to that view and is rebuilt
-from it. The main process keeps one rebuilt State per episode in flight and applies each
-delta in order: a worker's replies reach the main process through one ordered pipe, and
-the vector env reads every one, so a delta always finds its base. A view received this
-way is, like a local one, a live view of the episode's (rebuilt) State.
+the turn loop appends to, go as the part not sent yet; every other State entry goes whole
+(they are small, and environments change them in place, so only a full copy is sure to
+be right). An environment may still rewrite a log's history (elide an old reply in
+place, pop one message and push another, swap in a new list): so the sender keeps a
+snapshot of what it sent and compares the log's sent part with it before sending only
+the new part; on any difference the whole log goes again (see `Outbox`).
+`info["messages"]` goes as a reference to that view and is rebuilt from it. The main
+process keeps one rebuilt State per episode in flight and applies each delta in order: a
+worker's replies reach the main process through one ordered pipe, and the vector env
+reads every one, so a delta always finds its base. A view received this way is, like a
+local one, a live view of the episode's (rebuilt) State.
 
 Plain `pickle`, `copy` and every other channel still ship the whole State: only
 multiprocessing's own pickler, in a vector env's worker, learns the delta form. The main
@@ -32,10 +36,13 @@ from typing import Any
 from vfgym.gym.state_view import StateView
 from vfgym.types import State
 
-#: State entries the turn loop only appends to: sent as the part not sent before.
+#: State entries the turn loop appends to: sent as the part not sent before, as long as
+#: the part already sent is unchanged (else whole).
 LOG_KEYS = frozenset({"prompt", "completion", "responses"})
 
 _SET, _SAME, _TAIL = 0, 1, 2
+#: Immutable types a snapshot keeps as they are (the common leaves of a message).
+_LEAVES = frozenset({str, int, float, bool, type(None), bytes})
 _STREAMS = itertools.count()
 
 
@@ -52,6 +59,19 @@ class Outbox:
 
     One per episode, so a view of a finished episode pickled after the next one began
     (Gymnasium's same-step autoreset sends both in one reply) still sends its own part.
+
+    For each log it keeps what was sent: a text log as the (immutable) string, a list
+    log as a structural snapshot of its items (`_snapshot`), taken once per item when the
+    item is first sent. Before sending only the new part, the log's sent part must still
+    equal that snapshot, so an edit anywhere in the history sends the whole log again.
+    The check is one C-level list comparison whose equal leaves are mostly the very same
+    objects (identity short-circuits): about 80 ns a message, so some 4 µs a step for a
+    50-message conversation, against the whole log pickled and piped on every step.
+
+    Not detected: a change that leaves the sent part equal (`1` becoming `1.0`), and an
+    in-place change inside an object other than a plain dict, list, tuple or set (a
+    pydantic model in `responses`, a dict subclass): the snapshot holds that object
+    itself. Replacing such an object by an unequal one is detected.
     """
 
     __slots__ = ("episode", "sent", "stream", "version")
@@ -60,34 +80,72 @@ class Outbox:
         self.stream = stream
         self.episode = episode
         self.version = -1
-        self.sent: dict[str, tuple[Any, int]] = {}  # log key -> (the log, length sent)
+        self.sent: dict[str, Any] = {}  # log key -> what was sent: str, or list snapshot
 
     def pack(self, state: State) -> tuple[Any, ...]:
         """The arguments of `_rebuild_view` for the State as it is now."""
         self.version += 1
-        entries = []
-        for key, value in state.items():
-            if key in LOG_KEYS and type(value) in (list, str):
-                before = self.sent.get(key)
-                self.sent[key] = (value, len(value))
-                if before is not None and _extends(value, before):
-                    length = before[1]
-                    if len(value) == length:
-                        entries.append((key, _SAME, None))
-                    else:
-                        entries.append((key, _TAIL, value[length:]))
-                    continue
-            entries.append((key, _SET, value))
+        for gone in [key for key in self.sent if key not in state]:
+            del self.sent[gone]  # the receiver drops it too: it must come whole again
+        entries = [
+            self._log_entry(key, value) if key in LOG_KEYS else (key, _SET, value)
+            for key, value in state.items()
+        ]
         final = state.get("stop_reason") is not None
         return (self.stream, self.episode, self.version, entries, final)
 
+    def _log_entry(self, key: str, value: Any) -> tuple[str, int, Any]:
+        """A log as sent: whole, or when it only grew since last sent, its new part."""
+        if type(value) not in (list, str):
+            self.sent.pop(key, None)  # a log replaced by something else: no base left
+            return (key, _SET, value)
+        before = self.sent.get(key)
+        if before is None or not _extends(value, before):
+            self.sent[key] = value if type(value) is str else _snapshot(value)
+            return (key, _SET, value)
+        length = len(before)
+        if len(value) == length:
+            return (key, _SAME, None)
+        tail = value[length:]
+        if type(value) is str:
+            self.sent[key] = value
+        else:
+            before.extend(_snapshot(tail))  # only the new items are copied
+        return (key, _TAIL, tail)
 
-def _extends(value: Any, before: tuple[Any, int]) -> bool:
-    """True when `value` is what was sent before, with items added at the end only."""
-    sent, length = before
+
+def _extends(value: list[Any] | str, sent: list[Any] | str) -> bool:
+    """True when `value` is what was sent (`sent`, a snapshot) with items added at the end.
+
+    Equality, not identity: a log rebuilt as a new list with the same history still
+    sends only its new items, and a log edited in place no longer matches its snapshot.
+    """
+    if type(value) is not type(sent) or len(value) < len(sent):
+        return False
     if type(value) is str:
-        return len(value) >= length and value.startswith(sent)
-    return value is sent and len(value) >= length
+        return value.startswith(sent)
+    if len(value) == len(sent):
+        return value == sent
+    return value[: len(sent)] == sent
+
+
+def _snapshot(value: Any) -> Any:
+    """A copy of `value` that later in-place edits of it cannot reach.
+
+    Containers are copied down to their leaves; the leaves (and objects of other types)
+    are kept by reference, so comparing a log with its snapshot mostly meets the very
+    same objects and stays cheap.
+    """
+    kind = type(value)
+    if kind is dict:  # a message: mostly str leaves, kept without a call each
+        return {k: v if type(v) in _LEAVES else _snapshot(v) for k, v in value.items()}
+    if kind is list:
+        return [v if type(v) in _LEAVES else _snapshot(v) for v in value]
+    if kind is tuple:
+        return tuple(_snapshot(item) for item in value)
+    if kind is set:
+        return set(value)  # its items are hashable, so in practice immutable
+    return value
 
 
 def new_outbox(stream: str | None, episode: int) -> Outbox:
