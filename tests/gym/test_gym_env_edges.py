@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
 import pickle
 from typing import Any
 
@@ -220,3 +221,40 @@ def test_count_tokens_must_count():
 def test_a_misspelt_adapter_keyword_of_gym_make_lists_the_adapters_keywords():
     with pytest.raises(TypeError, match=r"\['per_step_rewards'\].*adapter's own keywords are: "):
         gym.make("vfgym-test/Guess-v0", per_step_rewards=True)
+
+
+class FloodEnv(GuessEnv):
+    """Answers with four replies, each as long as the text bound allows."""
+
+    def env_response(self, messages: Messages, state: State, **kwargs: Any) -> tuple[Any, State]:
+        reply = {"role": "user", "content": 'a "quoted"\nline ' * 400}
+        return [dict(reply) for _ in range(4)], state
+
+
+@pytest.mark.parametrize("vectorization_mode", ["sync", "async"])
+def test_a_messages_observation_fits_the_shared_memory_of_an_async_vector_env(
+    vectorization_mode,
+):
+    from vfgym.gym import register
+
+    register("vfgym-test/Flood-v0", FloodEnv)
+    try:
+        vec = gym.make_vec(
+            "vfgym-test/Flood-v0",
+            2,
+            vectorization_mode=vectorization_mode,
+            observation_mode="messages",
+            max_text_length=6000,
+        )
+        try:
+            vec.reset(seed=0)
+            observations, *_ = vec.step(["1", "2"])
+            space = vec.single_observation_space
+            for observation in observations:
+                assert len(observation) == 4 and space.contains(observation)
+                assert len(json.dumps(observation, ensure_ascii=False)) <= 4 * 6000 + 4096
+                assert "the full text is in info['messages']" in observation[0]["content"]
+        finally:
+            vec.close()
+    finally:
+        gym.registry.pop("vfgym-test/Flood-v0", None)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
 import sys
 from collections.abc import Callable, Coroutine, Mapping
 from operator import itemgetter
@@ -714,6 +715,7 @@ class GymEnv(gym.Env[Observation, Action]):
             if content is not None:  # content parts become their text, as in text mode
                 copied["content"] = fit_text(clean_text(content_text(content)), limit)
             out.append(copied)
+        _fit_json(out, self.observation_space.shared_memory_chars)  # type: ignore[union-attr]
         return out
 
     def _info(self, state: State) -> dict[str, Any]:
@@ -789,6 +791,25 @@ class _Row:
 
 #: Value types a flat `info` holds (immutable, so `dict(info)` copies it fully).
 _FLAT = frozenset({str, int, float, bool, type(None)})
+
+
+def _fit_json(messages: list[dict[str, Any]], capacity: int) -> None:
+    """Cut the longest contents of `messages` (a messages-mode observation) until its
+    JSON form, what an `AsyncVectorEnv`'s shared memory carries, fits `capacity`
+    characters; each content already fits the text bound, but their number does not."""
+    size = len(json.dumps(messages, ensure_ascii=False))
+    while size > capacity:
+        longest = max(messages, key=lambda m: len(m.get("content") or ""))
+        content = longest.get("content") or ""
+        if not content:
+            raise ValueError(
+                f"an observation of {len(messages)} messages needs {size} characters as "
+                f"JSON even with no content, more than the {capacity} its space allows; "
+                "make the env with a larger max_text_length"
+            )
+        # (8 more: the note that says where the cut is adds an escaped newline)
+        longest["content"] = fit_text(content, max(0, len(content) - (size - capacity) - 8))
+        size = len(json.dumps(messages, ensure_ascii=False))
 
 
 def _score_sync(rubric: Rubric, state: State) -> tuple[float, dict[str, float]] | None:
