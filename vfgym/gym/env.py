@@ -115,7 +115,8 @@ class GymEnv(gym.Env[Observation, Action]):
 
     `info` holds `state` (a read-only `StateView` of the episode's State, with
     `game_state` and `tools_called` when the environment keeps them), `messages`
-    (the whole conversation so far) and `turn`; the last step adds `stop_reason`,
+    (the whole conversation so far: a new list of the State's own message dicts, so
+    read them, do not modify them) and `turn`; the last step adds `stop_reason`,
     `episode_reward` and the rubric's `metrics`. The live State is `env.state`.
     In an async vector env the view reaches the main process as a delta each step
     (the new messages and the small entries, never the whole conversation again;

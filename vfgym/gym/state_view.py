@@ -4,7 +4,8 @@ Why not the State dict itself: Gymnasium's checker requires every `info` to be n
 data that shares no dict with an earlier one, and vector envs explode dict-valued
 info entries key by key into arrays. A view is a small object, one per episode
 (it reads the live State, so a new one per step would show nothing more), is stored
-whole by vector envs, and cannot be used to corrupt the running episode. After
+whole by vector envs, and has no way to set or delete a State entry (the nested values
+are the live objects, though: read them, do not modify them). After
 `reset()` the old view keeps showing the old episode, never the new one.
 """
 
