@@ -158,6 +158,43 @@ async def test_a_bad_call_becomes_a_message_and_the_rollout_goes_on(model_server
     assert explanation in server.requests[1]["messages"][-1]["content"]
 
 
+#: Calls of the wrong shape, which a chat server never sends but a hand-written or
+#: replayed conversation can hold, and what the model is told about each.
+WRONG_SHAPES = {
+    "function is a str": ({"id": "bad", "function": "add"}, "'function' must be an object"),
+    "arguments an int": (
+        {"id": "bad", "function": {"name": "add", "arguments": 5}},
+        "the arguments of add must be a JSON object written as a string",
+    ),
+    "arguments a list": (
+        {"id": "bad", "function": {"name": "add", "arguments": ["2", "3"]}},
+        "not list",
+    ),
+    "name a list": (
+        {"id": "bad", "function": {"name": ["add"], "arguments": "{}"}},
+        "a tool's name must be a string, not list",
+    ),
+    "name a dict": (
+        {"id": "bad", "function": {"name": {"n": 1}, "arguments": "{}"}},
+        "a tool's name must be a string, not dict",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(WRONG_SHAPES))
+async def test_a_call_of_the_wrong_shape_becomes_an_error_message(case) -> None:
+    bad, explanation = WRONG_SHAPES[case]
+    env = ToolEnv(tools=[add], dataset=ROWS)
+    good = call("add", {"a": 2, "b": 3}, "good")
+    turn = {"role": "assistant", "content": "", "tool_calls": [bad, good]}
+    replies, state = await env.env_response([*QUESTION, turn], {})
+    assert replies[0]["tool_call_id"] == "bad"
+    assert replies[0]["content"].startswith("Error: ") and explanation in replies[0]["content"]
+    assert replies[1] == {"role": "tool", "content": "5", "tool_call_id": "good"}
+    assert [entry["ok"] for entry in state["tool_call_log"]] == [False, True]
+    assert state["tools_called"] == ["add" if case.startswith("arguments") else "", "add"]
+
+
 async def test_custom_error_formatter(model_server) -> None:
     server = await model_server(scripted([call("divide", {"a": 1, "b": 0}, "x")], "ok"))
     env = ToolEnv(tools=[divide], dataset=ROWS, error_formatter=lambda exc: f"nope ({exc})")

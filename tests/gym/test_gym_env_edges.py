@@ -250,6 +250,7 @@ def test_a_messages_observation_fits_the_shared_memory_of_an_async_vector_env(
             vec.reset(seed=0)
             observations, *_ = vec.step(["1", "2"])
             space = vec.single_observation_space
+            assert not space.contains([{"role": "user", "content": "x" * 6000}] * 5)
             for observation in observations:
                 assert len(observation) == 4 and space.contains(observation)
                 assert len(json.dumps(observation, ensure_ascii=False)) <= 4 * 6000 + 4096

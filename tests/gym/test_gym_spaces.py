@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pytest
-from gym_test_envs import GuessEnv, guess_rows
+from gym_test_envs import CalculatorEnv, GuessEnv, guess_rows
 from gymnasium.spaces.utils import flatdim, flatten, flatten_space, unflatten
+from gymnasium.vector.utils.shared_memory import (
+    create_shared_memory,
+    read_from_shared_memory,
+    write_to_shared_memory,
+)
 
 from vfgym.envs import MultiTurnEnv
 from vfgym.gym import GymEnv, MessagesSpace, ModelTurnSpace, UnicodeText
@@ -35,10 +41,92 @@ def test_samples_are_members_and_follow_the_seed():
 
 def test_model_turn_space_takes_assistant_messages_with_tool_calls():
     space = ModelTurnSpace(10)
-    assert space.contains({"role": "assistant", "content": None, "tool_calls": []})
-    assert space.contains({"role": "assistant", "content": "x" * 50})
+    assert space.contains({"role": "assistant", "content": None, "tool_calls": [CALL]})
+    assert space.contains({"role": "assistant", "content": "x" * 50})  # no length bound
+    assert space.contains({"content": "ok", "usage": {"completion_tokens": 1}})
+    assert space.contains({"tool_calls": [{"function": {"name": "add", "arguments": {"a": 1}}}]})
     assert not space.contains({"role": "user", "content": "hi"})
     assert not space.contains({"role": "assistant", "tool_calls": "add"})
+
+
+CALL = {"id": "c", "type": "function", "function": {"name": "add", "arguments": "{}"}}
+
+#: Messages that the action space and `step` used to disagree on, and the answer.
+MESSAGES = [
+    ({}, False),
+    ({"role": "assistant", "content": None}, False),
+    ({"content": None, "tool_calls": []}, False),
+    ({"content": "x", "tool_calls": [5]}, False),
+    ({"content": "", "tool_calls": [{"id": "c", "function": "add"}]}, False),
+    ({"content": "", "tool_calls": [{"function": {"name": "add", "arguments": 5}}]}, False),
+    ({"content": "", "tool_calls": [{"function": {"name": ["add"]}}]}, False),
+    ({"content": None, "tool_calls": (CALL,)}, True),
+]
+
+
+@pytest.mark.parametrize(("message", "member"), MESSAGES)
+def test_a_message_is_in_the_action_space_exactly_when_step_takes_it(message, member):
+    space = ModelTurnSpace(10)
+    assert space.contains(message) is member
+    env = GymEnv(CalculatorEnv())
+    env.reset(options={"index": 0})
+    try:
+        env.step(message)
+        taken = True
+    except (TypeError, ValueError):
+        taken = False
+    finally:
+        env.close()
+    assert taken is member
+
+
+def test_message_text_follows_the_rule_of_text_actions():
+    space = ModelTurnSpace(10)
+    for text in ["a\x00b", "esc\x1b", "\ud800"]:
+        assert not space.contains(text)
+        assert not space.contains({"role": "assistant", "content": text}), repr(text)
+    assert space.contains({"role": "assistant", "content": "tab\tnewline\n" * 20})
+
+
+# ------------------------------------------------------- shared-memory batches
+
+
+def shared_batch(space: UnicodeText | MessagesSpace, values: list[Any]) -> Any:
+    """What AsyncVectorEnv(copy=False) hands out: a live view of `values` in shared memory."""
+    memory = create_shared_memory(space, n=len(values))
+    for index, value in enumerate(values):
+        write_to_shared_memory(space, index, value, memory)
+    return read_from_shared_memory(space, memory, n=len(values)), memory
+
+
+def test_a_shared_batch_is_a_read_only_sequence_like_a_tuple():
+    space = UnicodeText(16)
+    batch, _ = shared_batch(space, ["a", "bb", "ccc"])
+    assert isinstance(batch, Sequence)
+    assert batch[:1] == ("a",) and type(batch[:1]) is tuple
+    assert batch[::-1] == ("ccc", "bb", "a") and batch[5:] == ()
+    assert batch[np.int64(1)] == "bb" and batch[-1] == "ccc"
+    assert batch == ("a", "bb", "ccc") == batch and batch == ["a", "bb", "ccc"]
+    assert ("a", "bb", "ccc") == batch
+    assert batch != ("a", "bb") and batch != ("a", "bb", "x") and batch != "abbccc"
+    assert list(reversed(batch)) == ["ccc", "bb", "a"]
+    assert "bb" in batch and batch.index("ccc") == 2 and batch.count("a") == 1
+    with pytest.raises(TypeError, match="unhashable"):
+        hash(batch)
+    with pytest.raises(TypeError, match="an int or a slice, not str"):
+        batch["0"]
+    with pytest.raises(IndexError, match="sub-environment 3 of 3"):
+        batch[3]
+    assert not hasattr(batch, "__setitem__")
+
+
+def test_a_shared_batch_reads_the_memory_when_accessed():
+    space = MessagesSpace(16)
+    batch, memory = shared_batch(space, [[{"role": "user", "content": "hi"}]])
+    assert batch[:] == ([{"role": "user", "content": "hi"}],)
+    write_to_shared_memory(space, 0, [{"role": "tool", "content": "42"}], memory)
+    assert batch[:] == ([{"role": "tool", "content": "42"}],)
+    assert batch == [[{"role": "tool", "content": "42"}]]
 
 
 def test_messages_space_checks_structure_and_text():

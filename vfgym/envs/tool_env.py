@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from vfgym._async import maybe_await, never_suspends
@@ -124,33 +124,25 @@ class ToolEnv(MultiTurnEnv):
         return {"role": "tool", "content": content, "tool_call_id": tool_call_id}
 
     def _parse_call(self, call: Any) -> tuple[str, str, dict[str, Any]]:
-        """(id, name, arguments) of one tool call; ToolCallError says what is malformed."""
-        if not isinstance(call, dict):
-            call = call.model_dump() if hasattr(call, "model_dump") else {}
-        call_id = str(call.get("id") or "")
-        function = call.get("function") or {}
+        """(id, name, arguments) of one tool call; ToolCallError says what is malformed.
+
+        Every part is type-checked, since a call recorded by hand (or by a lax server)
+        can hold anything: a malformed call must become the model's error message,
+        not a raw exception that ends the rollout.
+        """
+        function = _call_function(call)
+        if not isinstance(function, Mapping):
+            raise ToolCallError(
+                "a tool call's 'function' must be an object with 'name' and 'arguments', "
+                f"not {type(function).__name__}"
+            )
         name = function.get("name") or ""
+        if not isinstance(name, str):
+            raise ToolCallError(f"a tool's name must be a string, not {type(name).__name__}")
         if name not in self._tool_specs:
             known = ", ".join(sorted(self._tool_specs)) or "none"
             raise ToolCallError(f"unknown tool {name!r}; the available tools are: {known}")
-        raw = function.get("arguments")
-        if raw is None or raw == "":
-            args: Any = {}
-        elif isinstance(raw, dict):
-            args = raw
-        else:
-            try:
-                args = json.loads(raw)
-            except json.JSONDecodeError as exc:
-                raise ToolCallError(
-                    f"the arguments of {name} are not valid JSON ({exc.msg} at position "
-                    f'{exc.pos}); send a JSON object such as {{"arg": value}}'
-                ) from None
-        if not isinstance(args, dict):
-            raise ToolCallError(
-                f"the arguments of {name} must be a JSON object, not {type(args).__name__}"
-            )
-        return call_id, name, args
+        return _call_id(call), name, _call_arguments(name, function.get("arguments"))
 
     async def env_response(
         self, messages: Messages, state: State, **kwargs: Any
@@ -163,7 +155,7 @@ class ToolEnv(MultiTurnEnv):
         replies: list[ChatMessage] = []
         for index, call in enumerate(calls):
             started = time.perf_counter()
-            call_id = (call.get("id") if isinstance(call, dict) else getattr(call, "id", "")) or ""
+            call_id = _call_id(call)
             name = ""
             try:
                 call_id, name, args = self._parse_call(call)
@@ -173,8 +165,7 @@ class ToolEnv(MultiTurnEnv):
                         self.prepare_tool_args, name, args, messages, state, **kwargs
                     )
             except (ToolCallError, ValueError) as exc:
-                if not name and isinstance(call, dict):
-                    name = str((call.get("function") or {}).get("name") or "")
+                name = name or _call_name(call)
                 reply: ChatMessage = {
                     "role": "tool",
                     "content": f"Error: {exc}",
@@ -204,3 +195,55 @@ class ToolEnv(MultiTurnEnv):
             )
             replies.append(reply)
         return replies, state
+
+
+def _call_fields(call: Any) -> Mapping[str, Any]:
+    """A tool call as a mapping: a dict as it is, an openai object dumped, else empty."""
+    if isinstance(call, Mapping):
+        return call
+    dump = getattr(call, "model_dump", None)
+    return dump() if callable(dump) else {}
+
+
+def _call_function(call: Any) -> Any:
+    """The `function` part of a tool call, unchecked ({} when missing)."""
+    return _call_fields(call).get("function") or {}
+
+
+def _call_id(call: Any) -> str:
+    """The id of a tool call as a str ("" when missing), whatever it was sent as."""
+    call_id = _call_fields(call).get("id")
+    return "" if call_id is None else str(call_id)
+
+
+def _call_name(call: Any) -> str:
+    """The tool name of a call for the log, even when the call is malformed."""
+    function = _call_function(call)
+    name = function.get("name") if isinstance(function, Mapping) else None
+    return name if isinstance(name, str) else ""
+
+
+def _call_arguments(name: str, raw: Any) -> dict[str, Any]:
+    """The arguments of a call to `name`: a JSON object, sent as text (or a dict)."""
+    if raw is None or (isinstance(raw, str) and not raw):
+        return {}
+    if isinstance(raw, Mapping):
+        args: Any = dict(raw)
+    elif isinstance(raw, str):
+        try:
+            args = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise ToolCallError(
+                f"the arguments of {name} are not valid JSON ({exc.msg} at position "
+                f'{exc.pos}); send a JSON object such as {{"arg": value}}'
+            ) from None
+    else:
+        raise ToolCallError(
+            f"the arguments of {name} must be a JSON object written as a string, "
+            f"such as '{{\"arg\": value}}', not {type(raw).__name__}"
+        )
+    if not isinstance(args, dict):
+        raise ToolCallError(
+            f"the arguments of {name} must be a JSON object, not {type(args).__name__}"
+        )
+    return args

@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import json
 import multiprocessing as mp
-from collections.abc import Iterator, Mapping
+import operator
+from collections.abc import Iterator, Sequence
 from types import ModuleType
-from typing import Any
+from typing import Any, SupportsIndex, overload
 
 import numpy as np
 from gymnasium.spaces import Box, Space, Text
@@ -33,6 +34,7 @@ from gymnasium.vector.utils.shared_memory import (
     write_to_shared_memory,
 )
 
+from vfgym.gym.actions import checked_message
 from vfgym.gym.text import is_clean
 
 #: The default bound on observation text, in characters.
@@ -94,9 +96,11 @@ class UnicodeText(Text):
 class ModelTurnSpace(UnicodeText):
     """The model's turn: its text, or an assistant message dict (with `tool_calls`).
 
-    `sample()` gives text. A message dict is how a tool call reaches `step`; its
-    text length is not bounded by `max_length`, because the model's turn is taken
-    as the model wrote it.
+    `sample()` gives text. A message (a dict, or an openai `ChatCompletionMessage`)
+    is how a tool call reaches `step`; it is a member exactly when `step` would take
+    it (`vfgym.gym.actions.checked_message` decides both) and its text is clean like
+    a text member's. Its text length is not bounded by `max_length`, because the
+    model's turn is taken as the model wrote it.
     """
 
     def contains(self, x: Any) -> bool:
@@ -109,14 +113,15 @@ class ModelTurnSpace(UnicodeText):
 
 
 def is_assistant_message(x: Any) -> bool:
-    """True for a dict shaped like an assistant turn in the OpenAI wire format."""
-    if not isinstance(x, Mapping) or x.get("role", "assistant") != "assistant":
+    """True for an assistant turn `step` takes whose text has no control characters.
+
+    The shape check is `step`'s own, so the action space and `step` agree on messages.
+    """
+    try:
+        content = checked_message(x)["content"]
+    except (TypeError, ValueError):
         return False
-    content = x.get("content")
-    if content is not None and not isinstance(content, str):
-        return False
-    calls = x.get("tool_calls")
-    return calls is None or isinstance(calls, list)
+    return content is None or is_clean(content)
 
 
 class MessagesSpace(Space[list]):
@@ -124,9 +129,10 @@ class MessagesSpace(Space[list]):
 
     A member is a list of dicts, each with a known `role` and a `content` that is
     None or text in a `UnicodeText(max_length)`; other keys (`tool_calls`,
-    `tool_call_id`, `name`) may be present. `shared_memory_chars` bounds the JSON
-    form of one observation when an `AsyncVectorEnv` passes it through shared
-    memory (beyond it, that vector env must be made with `shared_memory=False`).
+    `tool_call_id`, `name`) may be present, and the whole list's JSON form is at
+    most `shared_memory_chars` characters: what an `AsyncVectorEnv` reserves per
+    sub-env in shared memory. A `GymEnv` cuts the longest contents of an
+    observation (with a note) until it fits.
     """
 
     def __init__(
@@ -154,7 +160,10 @@ class MessagesSpace(Space[list]):
             content = message.get("content")
             if content is not None and not self.text.contains(content):
                 return False
-        return True
+        try:
+            return len(json.dumps(x, ensure_ascii=False)) <= self.shared_memory_chars
+        except (TypeError, ValueError):  # not JSON data: shared memory could not carry it
+            return False
 
     def sample(self, mask: Any = None, probability: Any = None) -> list[dict[str, Any]]:
         """One to three user or tool messages with short random text."""
@@ -227,11 +236,16 @@ def _decode(space: UnicodeText | MessagesSpace, text: str) -> Any:
     return json.loads(text) if isinstance(space, MessagesSpace) else text
 
 
-class SharedTextBatch:
+class SharedTextBatch(Sequence[Any]):
     """The texts (or message lists) of all sub-environments, read from shared memory.
 
-    Indexing decodes what is in shared memory *now*; `copy.deepcopy` (what vector
-    envs do before returning observations) gives a plain tuple.
+    What an `AsyncVectorEnv` made with `copy=False` returns as observations. It is
+    live: every access decodes what is in shared memory *now*, so after the next
+    step the same object shows the new observations (take `tuple(batch)` to keep
+    them). Otherwise it is a read-only sequence like the tuple a `copy=True` vector
+    env returns: a slice gives a tuple, it equals any sequence with equal items, and
+    it is unhashable (its contents change). `copy.deepcopy` (what vector envs do
+    before returning observations by default) gives a plain tuple.
     """
 
     def __init__(self, space: UnicodeText | MessagesSpace, buffer: Any, n: int) -> None:
@@ -244,10 +258,27 @@ class SharedTextBatch:
     def __len__(self) -> int:
         return self._n
 
-    def __getitem__(self, index: int) -> Any:
-        if not -self._n <= index < self._n:
-            raise IndexError(f"sub-environment {index} of {self._n}")
-        index %= self._n
+    @overload
+    def __getitem__(self, index: SupportsIndex) -> Any: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[Any, ...]: ...
+
+    def __getitem__(self, index: SupportsIndex | slice) -> Any:
+        if isinstance(index, slice):
+            return tuple(self._read(i) for i in range(self._n)[index])
+        try:
+            position = operator.index(index)
+        except TypeError:
+            raise TypeError(
+                f"sub-environments are indexed by an int or a slice, not {type(index).__name__}"
+            ) from None
+        if not -self._n <= position < self._n:
+            raise IndexError(f"sub-environment {position} of {self._n} (0 to {self._n - 1})")
+        return self._read(position % self._n)
+
+    def _read(self, index: int) -> Any:
+        """The current observation of sub-environment `index` (0 <= index < n)."""
         data = self._data
         start = index * self._stride
         length = int(data[start])
@@ -255,7 +286,14 @@ class SharedTextBatch:
         return _decode(self._space, text)
 
     def __iter__(self) -> Iterator[Any]:
-        return (self[i] for i in range(self._n))
+        return (self._read(i) for i in range(self._n))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, str | bytes):
+            return NotImplemented
+        return len(other) == self._n and all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]  # the contents change under it
 
     def __deepcopy__(self, memo: dict[int, Any]) -> tuple[Any, ...]:
         return tuple(self)
