@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, NoReturn, TypeVar
 
 import gymnasium as gym
 import numpy as np
@@ -218,7 +218,7 @@ class GymVectorEnv(VectorEnv):
                 raise
             results[i] = result
         if failed:
-            return self._after_failed_step(results)
+            self._raise_failed_step(results)
         observations, rewards, terminations, truncations, infos = zip(*results, strict=True)
         self._observations[:] = observations
         return self._batch(rewards, terminations, truncations, infos)
@@ -235,7 +235,7 @@ class GymVectorEnv(VectorEnv):
             [self._astep_one(i, action) for i, action in enumerate(actions)]
         )
         if any(isinstance(result, Exception | _Failure) for result in results):
-            return self._after_failed_step(results)
+            self._raise_failed_step(results)
         observations, rewards, terminations, truncations, infos = (
             list(column) for column in zip(*results, strict=True)
         )
@@ -470,9 +470,7 @@ class GymVectorEnv(VectorEnv):
             raise _sub_env_error("reset", errors, batch)
         return batch
 
-    def _after_failed_step(
-        self, results: list[Any]
-    ) -> tuple[tuple[Any, ...], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+    def _raise_failed_step(self, results: list[Any]) -> NoReturn:
         """Raise `SubEnvError` for a step in which some sub-envs failed, with the batch
         of the others' results: each failed sub-env's episode ended with its error."""
         errors: dict[int, BaseException] = {}
