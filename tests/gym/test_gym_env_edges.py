@@ -6,6 +6,7 @@ import asyncio
 import copy
 import json
 import pickle
+import threading
 from typing import Any
 
 import gymnasium as gym
@@ -259,3 +260,22 @@ def test_a_messages_observation_fits_the_shared_memory_of_an_async_vector_env(
             vec.close()
     finally:
         gym.registry.pop("vfgym-test/Flood-v0", None)
+
+
+class ConnectedGuessEnv(GuessEnv):
+    """Holds a live resource, as a sandbox env holds its connection."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.connection = threading.Lock()
+
+
+def test_copying_an_env_with_live_resources_says_what_to_do_instead():
+    env = GymEnv(ConnectedGuessEnv())
+    try:
+        env.reset(seed=0)
+        with pytest.raises(TypeError, match="ConnectedGuessEnv holds something that cannot be"):
+            copy.deepcopy(env)
+        assert env.step("1")[4]["turn"] == 1  # the original plays on
+    finally:
+        env.close()

@@ -756,9 +756,17 @@ class GymEnv(gym.Env[Observation, Action]):
         copy makes its own when it needs one."""
         copied = type(self).__new__(type(self))
         memo[id(self)] = copied
-        for key, value in self.__dict__.items():
-            if key != "_loop":
-                copied.__dict__[key] = copy.deepcopy(value, memo)
+        try:
+            for key, value in self.__dict__.items():
+                if key != "_loop":
+                    copied.__dict__[key] = copy.deepcopy(value, memo)
+        except Exception as exc:  # e.g. a sandbox's connection: live resources do not copy
+            raise TypeError(
+                f"this env cannot be copied: its {type(self.environment).__name__} holds "
+                f"something that cannot be ({type(exc).__name__}: {exc}). Games copy; an "
+                "env with live resources (sandboxes, connections) does not — replay the "
+                "episode's actions on a new env instead"
+            ) from exc
         copied._loop = None
         copied._busy = False
         return copied
