@@ -8,6 +8,7 @@ thousands of rollouts share; cheap framework hooks can opt to run inline.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
 import inspect
@@ -111,20 +112,34 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     return outcome["value"]
 
 
-def in_helper_thread(func: Callable[[], T]) -> T:
+def in_helper_thread(func: Callable[[], T], *, on_interrupt: Callable[[], Any] | None = None) -> T:
     """`func()` in a short-lived thread, for sync calls made inside a running event loop
-    (which cannot be re-entered): the caller's thread waits for it."""
+    (which cannot be re-entered): the caller's thread waits for it.
+
+    A KeyboardInterrupt (or any exception) while waiting calls `on_interrupt` — which
+    should make `func` wind down — and waits for the thread before re-raising, so
+    nothing keeps running behind the caller's back."""
     outcome: dict[str, Any] = {}
+    # An event, not `thread.join()`: a join that Ctrl-C interrupted takes the thread for
+    # finished (CPython's bpo-45274 handling), so a second join would not wait.
+    finished = threading.Event()
 
     def run() -> None:
         try:
             outcome["value"] = func()
         except BaseException as exc:  # re-raised in the caller's thread below
             outcome["error"] = exc
+        finally:
+            finished.set()
 
-    thread = threading.Thread(target=run, name="vfgym-helper", daemon=True)
-    thread.start()
-    thread.join()
+    threading.Thread(target=run, name="vfgym-helper", daemon=True).start()
+    try:
+        finished.wait()
+    except BaseException:
+        if on_interrupt is not None:
+            on_interrupt()
+        finished.wait()
+        raise
     if "error" in outcome:
         raise outcome["error"]
     return outcome["value"]
@@ -133,12 +148,32 @@ def in_helper_thread(func: Callable[[], T]) -> T:
 def run_on(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T]) -> T:
     """Run `coro` on `loop` (not running) from sync code: in this thread, or in a helper
     thread when this thread already runs a loop, as in a notebook. Always the same
-    loop, so what earlier calls opened on it (connections, subprocesses) stays usable."""
+    loop, so what earlier calls opened on it (connections, subprocesses) stays usable.
+
+    Interrupted (Ctrl-C), the coroutine is cancelled and run until it has unwound —
+    its cleanup included — before the interrupt propagates: left pending, it would
+    resume inside the next call on this loop."""
+    task = loop.create_task(coro)
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return loop.run_until_complete(coro)
-    return in_helper_thread(lambda: loop.run_until_complete(coro))
+        return _run_to_the_end(loop, task)
+    return in_helper_thread(
+        lambda: _run_to_the_end(loop, task),
+        on_interrupt=lambda: loop.call_soon_threadsafe(task.cancel),
+    )
+
+
+def _run_to_the_end(loop: asyncio.AbstractEventLoop, task: asyncio.Task[T]) -> T:
+    """`loop.run_until_complete(task)`; interrupted, the task is cancelled and unwound."""
+    try:
+        return loop.run_until_complete(task)
+    except BaseException:
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                loop.run_until_complete(task)
+        raise
 
 
 def close_loop(loop: asyncio.AbstractEventLoop | None) -> None:

@@ -5,16 +5,24 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import os
 import pickle
+import signal
+import subprocess
+import sys
 import threading
+import time
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import pytest
-from gym_test_envs import GuessEnv
+from gym_test_envs import SYSTEM, GuessEnv
 
-from vfgym.gym import GymEnv, MessagesSpace
+from vfgym.gym import GymEnv, GymVectorEnv, MessagesSpace
 from vfgym.types import Messages, State
+
+HERE = Path(__file__).parent
 
 
 class LoopBoundGuessEnv(GuessEnv):
@@ -279,3 +287,167 @@ def test_copying_an_env_with_live_resources_says_what_to_do_instead():
         assert env.step("1")[4]["turn"] == 1  # the original plays on
     finally:
         env.close()
+
+
+class HangingGuessEnv(GuessEnv):
+    """Its answer waits far longer than any test: only an interrupt ends it."""
+
+    async def env_response(
+        self, messages: Messages, state: State, **kwargs: Any
+    ) -> tuple[Any, State]:
+        await asyncio.sleep(60)
+        return GuessEnv.env_response(self, messages, state)
+
+
+def _ctrl_c_soon() -> threading.Timer:
+    """A real SIGINT to the main thread shortly, as Ctrl-C sends one."""
+    timer = threading.Timer(
+        0.3, signal.pthread_kill, (threading.main_thread().ident, signal.SIGINT)
+    )
+    timer.start()
+    return timer
+
+
+def _as_in_a_notebook(play: Any) -> None:
+    """Run `play` inside a running event loop, with Python's own Ctrl-C handling (a
+    kernel's; `asyncio.run` would install a handler that cancels instead)."""
+
+    async def cell() -> None:
+        play()
+
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(cell())
+    finally:
+        loop.close()
+
+
+@pytest.mark.parametrize("where", ["script", "notebook"])
+def test_ctrl_c_during_a_waiting_step_unwinds_it_and_the_env_stays_usable(where):
+    env = GymEnv(HangingGuessEnv())
+
+    def play() -> None:
+        env.reset(seed=0)
+        timer = _ctrl_c_soon()
+        started = time.monotonic()
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                env.step("5")
+        finally:
+            timer.cancel()
+        assert time.monotonic() - started < 30
+        assert env.episode_over and env.state["stop_reason"] == "error"
+        assert env.environment.events[-1] == ("cleanup", env.state["example_id"])
+        with pytest.raises(gym.error.ResetNeeded):
+            env.step("6")
+        env.reset(seed=1)  # the env's loop is free again: nothing half-run resumes
+        assert env.state["turn"] == 0 and env.state["completion"] == []
+
+    try:
+        _as_in_a_notebook(play) if where == "notebook" else play()
+    finally:
+        env.close()
+
+
+def test_ctrl_c_during_an_async_vector_step_leaves_it_ready_for_a_reset():
+    vec = GymVectorEnv([GymEnv(HangingGuessEnv()) for _ in range(2)], mode="async")
+    try:
+        vec.reset(seed=0)
+        timer = _ctrl_c_soon()
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                vec.step(("5", "6"))
+        finally:
+            timer.cancel()
+        assert [state["stop_reason"] for state in vec.get_attr("state")] == ["error", "error"]
+        with pytest.raises(gym.error.ResetNeeded, match="interrupted"):
+            vec.step(("5", "6"))
+        observations, _ = vec.reset(seed=0)
+        assert all(observation.startswith(SYSTEM) for observation in observations)
+    finally:
+        vec.close()
+
+
+def test_an_episode_is_stepped_on_the_loop_it_started_on():
+    env = GymEnv(WaitingGuessEnv())
+    try:
+        env.reset(seed=0)
+
+        async def astep_it() -> None:
+            with pytest.raises(
+                RuntimeError, match=r"started with reset\(\).*step it with step\(\)"
+            ):
+                await env.astep("5")
+
+        asyncio.run(astep_it())
+        assert env.step("5")[4]["turn"] == 1  # refused before anything changed
+
+        async def start_here() -> None:
+            await env.areset(seed=0)
+
+        asyncio.run(start_here())
+        with pytest.raises(RuntimeError, match="started on another event loop"):
+            env.step("5")
+    finally:
+        env.close()
+
+
+class ReleaseFailsOnce(GuessEnv):
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.releases = 0
+
+    async def aclose(self) -> None:
+        self.releases += 1
+        if self.releases == 1:
+            raise OSError("the server did not answer")
+
+
+def test_a_close_that_failed_can_be_called_again():
+    env = GymEnv(ReleaseFailsOnce(), owns_environment=True)
+    env.reset(seed=0)
+    with pytest.raises(OSError, match="did not answer"):
+        env.close()
+    env.close()
+    assert env.environment.releases == 2
+    env.close()  # closed now: nothing more happens
+    assert env.environment.releases == 2
+
+
+def test_human_mode_prints_each_part_of_an_episode_once(capsys):
+    env = GymEnv(GuessEnv(), render_mode="human")
+    try:
+        env.reset(options={"index": 1})
+        opening = capsys.readouterr().out
+        assert "[system]" in opening and "board: guesses=[] won=False" in opening
+        env.step("3")
+        step = capsys.readouterr().out
+        assert "[system]" not in step and "[assistant]\n3" in step and "3: go higher." in step
+        assert "board: guesses=[3] won=False" in step
+        assert env.render() is None and capsys.readouterr().out == ""  # nothing new
+        for guess in ("4", "5", "6", "7", "8"):
+            env.step(guess)
+        ending = capsys.readouterr().out
+        assert ending.count("[assistant]") == 5 and "(episode over: completed)" in ending
+    finally:
+        env.close()
+
+
+def test_human_mode_prints_on_a_terminal_that_is_not_unicode():
+    script = (
+        "from gym_test_envs import GuessEnv\n"
+        "from vfgym.gym import GymEnv\n"
+        "env = GymEnv(GuessEnv(), render_mode='human')\n"
+        "env.reset(seed=0)\n"
+        "env.step('3\\x07')\n"
+        "env.close()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONIOENCODING": "ascii", "PYTHONPATH": str(HERE)},
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "[assistant]\n3?" in done.stdout  # the bell's stand-in, replaced

@@ -217,6 +217,9 @@ class GymEnv(gym.Env[Observation, Action]):
             and type(env).init_completion is Environment.init_completion
             and self._chat
         )
+        self._human = render_mode == "human"
+        self._episode_loop: asyncio.AbstractEventLoop | None = None
+        self._shown = 0  # how much of the episode's conversation human mode has printed
         self._state: State | None = None
         self._view: StateView | None = None
         self._done = True
@@ -332,8 +335,13 @@ class GymEnv(gym.Env[Observation, Action]):
             else:
                 info = self._info(state)
             if stop is None:
+                if self._human:
+                    self._show_new()
                 return observation, reward, False, False, info
-            return self._end_sync(state, stop, observation, reward, info)
+            result = self._end_sync(state, stop, observation, reward, info)
+            if self._human:
+                self._show_new()
+            return result
         finally:
             self._busy = False
 
@@ -347,24 +355,32 @@ class GymEnv(gym.Env[Observation, Action]):
             self._busy = False
 
     def render(self) -> str | None:
-        """The conversation so far and, for games with `render_state`, the board."""
+        """ "ansi": the conversation so far and, for games with `render_state`, the board.
+
+        "human": as Gymnasium's human mode does, `reset` and `step` already print what
+        is new (the messages since the last print, then the board), so an episode's
+        output grows with its length, not its square; `render()` prints only what
+        has not been printed yet, and returns None.
+        """
         if self.render_mode is None:
             gym.logger.warn(
                 "render() was called without a render_mode; make the env with "
                 "render_mode='ansi' (returns text) or 'human' (prints it)"
             )
             return None
-        text = self._render_text()
         if self.render_mode == "human":
-            print(text, file=sys.stdout, flush=True)
+            self._show_new()
             return None
-        return text
+        return self._render_text()
 
     def close(self) -> None:
-        """End the running episode (its cleanup runs) and release the private event loop."""
+        """End the running episode (its cleanup runs) and release the private event loop.
+
+        An episode driven with `areset`/`astep` should end with `aclose()`, on its own
+        loop, where its hooks opened what the cleanup releases. A close that raised
+        (interrupted, or the environment's release failed) can be called again."""
         if self._closed:
             return
-        self._closed = True
         try:
             if not self._cleaned and self._state is not None:
                 if self._inline:
@@ -377,6 +393,7 @@ class GymEnv(gym.Env[Observation, Action]):
         finally:
             self._done = True
             self._close_loop()
+        self._closed = True
 
     async def aclose(self) -> None:
         """`close` for asyncio code: the running episode's cleanup and the environment's
@@ -417,6 +434,8 @@ class GymEnv(gym.Env[Observation, Action]):
             await self._cleanup(self._state)
         env = self.environment
         prompt, answer, task, info, example_id = self._row_args(index)
+        # What the hooks open (a sandbox session, a client) belongs to this loop.
+        self._episode_loop = asyncio.get_running_loop()
         completion = await env.init_completion()
         state = await env.init_state(prompt, completion, answer, task, info, example_id)
         self._state, self._done, self._cleaned = state, False, False
@@ -457,6 +476,7 @@ class GymEnv(gym.Env[Observation, Action]):
         self, message: ChatMessage | str, *, sync_scoring: bool
     ) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
         state = self._require_running()
+        self._check_episode_loop()
         env = self.environment
         try:
             if self.count_tokens is not None:
@@ -478,6 +498,8 @@ class GymEnv(gym.Env[Observation, Action]):
         observation = self._observe(env_messages)
         info = self._info(state)
         if stop is None:
+            if self._human:
+                self._show_new()
             return observation, reward, False, False, info
         env.finish(state, stop)
         self._done = True
@@ -489,6 +511,8 @@ class GymEnv(gym.Env[Observation, Action]):
         if score is None:
             verdict = await rubric.score_rollout(*_score_args(state))
             score = verdict.reward, verdict.metrics
+        if self._human:
+            self._show_new()
         return self._last_step(observation, reward, info, stop, score)
 
     def _end_sync(
@@ -553,6 +577,9 @@ class GymEnv(gym.Env[Observation, Action]):
         # One view per episode: it reads the live State, so a new one per step would
         # show nothing more, while a new one per episode keeps showing its own.
         self._view = StateView(state)
+        self._shown = 0
+        if self._human:
+            self._show_new()
         if self._ship:
             self._episodes += 1
             stream = None if self._outbox is None else self._outbox.stream
@@ -685,6 +712,23 @@ class GymEnv(gym.Env[Observation, Action]):
             rng = self.np_random  # made (randomly seeded) on first use
         return int(rng.random() * len(self.rows))
 
+    def _check_episode_loop(self) -> None:
+        """Refuse to step an episode on another event loop than the one it started on:
+        its hooks may hold what they opened there, which no other loop can use."""
+        started_on = self._episode_loop
+        if started_on is None or started_on is asyncio.get_running_loop():
+            return
+        if started_on is self._loop:
+            raise RuntimeError(
+                "this episode started with reset(), so its hooks run on the env's own "
+                "event loop: step it with step(), not astep() (or start it with areset())"
+            )
+        raise RuntimeError(
+            "this episode started on another event loop (with areset() there, or with "
+            "reset()): step it with astep() on that loop or step() throughout, and call "
+            "areset() to start one on this loop"
+        )
+
     def _require_running(self) -> State:
         if self._state is None:
             raise gym.error.ResetNeeded("call reset() before step()")
@@ -729,22 +773,39 @@ class GymEnv(gym.Env[Observation, Action]):
         return {"state": view, "messages": messages, "turn": state["turn"]}
 
     def _render_text(self) -> str:
+        """The whole conversation, the board and the end, for "ansi" mode."""
         state = self._state
         if state is None:
             return ""
         prompt, completion = state["prompt"], state["completion"]
         if isinstance(prompt, list):
-            text = conversation_text(prompt + completion)
-        else:
-            text = clean_text(prompt + completion)
+            return self._framed(conversation_text(prompt + completion))
+        return self._framed(clean_text(prompt + completion))
+
+    def _show_new(self) -> None:
+        """Human mode: print the conversation since the last print, then the board."""
+        state = self._state
+        if state is None:
+            return
+        conversation = state["prompt"] + state["completion"]
+        new, self._shown = conversation[self._shown :], len(conversation)
+        if not new and not self._done:
+            return
+        text = conversation_text(new) if isinstance(new, list) else clean_text(new)
+        _print_human(self._framed(text))
+
+    def _framed(self, text: str) -> str:
+        """`text` followed by the board (unless the text just showed it) and, once the
+        episode is over, how it ended."""
+        state = self._state
         render_state = getattr(self.environment, "render_state", None)
-        if callable(render_state):
-            board = render_state(state)
-            if board:
-                text += "\n\n" + clean_text(str(board))
-        if self._done and state.get("stop_reason"):
+        if state is not None and callable(render_state):
+            board = clean_text(str(render_state(state) or ""))
+            if board and board not in text:
+                text += "\n\n" + board
+        if self._done and state is not None and state.get("stop_reason"):
             text += f"\n\n(episode over: {state['stop_reason']})"
-        return text
+        return text.strip("\n")
 
     def __repr__(self) -> str:
         name = self.environment.env_id or type(self.environment).__name__
@@ -758,7 +819,7 @@ class GymEnv(gym.Env[Observation, Action]):
         memo[id(self)] = copied
         try:
             for key, value in self.__dict__.items():
-                if key != "_loop":
+                if key not in _LOOPS:
                     copied.__dict__[key] = copy.deepcopy(value, memo)
         except Exception as exc:  # e.g. a sandbox's connection: live resources do not copy
             raise TypeError(
@@ -767,7 +828,7 @@ class GymEnv(gym.Env[Observation, Action]):
                 "env with live resources (sandboxes, connections) does not — replay the "
                 "episode's actions on a new env instead"
             ) from exc
-        copied._loop = None
+        copied._loop = copied._episode_loop = None
         copied._busy = False
         return copied
 
@@ -800,6 +861,17 @@ class _Row:
 
 #: Value types a flat `info` holds (immutable, so `dict(info)` copies it fully).
 _FLAT = frozenset({str, int, float, bool, type(None)})
+
+
+#: GymEnv attributes holding event loops, which `copy.deepcopy` leaves out.
+_LOOPS = frozenset({"_loop", "_episode_loop"})
+
+
+def _print_human(text: str) -> None:
+    """Print for human mode, replacing what the terminal's encoding cannot show (the
+    visible stand-ins for control characters are not ASCII)."""
+    encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
+    print(text.encode(encoding, "replace").decode(encoding), file=sys.stdout, flush=True)
 
 
 def _fit_json(messages: list[dict[str, Any]], capacity: int) -> None:
