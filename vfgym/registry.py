@@ -104,6 +104,12 @@ def list_environments() -> list[EnvironmentInfo]:
     return found
 
 
+def find_entry_point(name: str) -> metadata.EntryPoint:
+    """The entry point registered as `name` (or an alias of it), found without
+    importing the environment; `UnknownEnvironmentError` lists the known names."""
+    return _lookup(name)
+
+
 def _lookup(name: str) -> metadata.EntryPoint:
     eps = _entry_points()
     if name in eps:
@@ -166,6 +172,7 @@ __all__ = [
     "UnknownEnvironmentError",
     "camel_case",
     "describe",
+    "find_entry_point",
     "list_environments",
     "load_environment",
     "registered_names",

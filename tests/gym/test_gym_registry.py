@@ -15,7 +15,7 @@ from gym_test_envs import GuessEnv
 from gymnasium.utils.env_checker import check_env
 
 import vfgym.gym as vgym
-from vfgym.registry import describe, registered_names
+from vfgym.registry import UnknownEnvironmentError, describe, registered_names
 
 
 def _docker_available() -> bool:
@@ -81,6 +81,46 @@ def test_register_user_environments_with_defaults():
         vgym.register("not a valid id!", GuessEnv)
     with pytest.raises(TypeError, match="registered name or a function"):
         vgym.register("my-games/Bad-v0", 42)
+
+
+@pytest.mark.parametrize("steps", [0, -3, "5", True, 2.5])
+def test_register_refuses_a_max_episode_steps_gym_make_would_refuse(steps):
+    with pytest.raises((TypeError, ValueError), match=r"max_episode_steps must be an int >= 1"):
+        vgym.register("my-games/Limited-v0", GuessEnv, max_episode_steps=steps)
+    assert "my-games/Limited-v0" not in gym.registry
+
+
+def test_register_refuses_an_unknown_name_and_lists_the_known_ones():
+    known = registered_names()
+    if not known:
+        pytest.skip("no environment is installed under the entry-point group")
+    with pytest.raises(UnknownEnvironmentError, match=rf"no-such-game.*{known[0]}"):
+        vgym.register("my-games/Nothing-v0", "no-such-game")
+    assert "my-games/Nothing-v0" not in gym.registry
+
+
+@pytest.mark.parametrize(
+    "option", [{"mode": "async"}, {"autoreset_mode": "same-step"}, {"num_envs": 2}]
+)
+def test_register_refuses_vector_options_as_defaults(option):
+    """As spec kwargs they would reach every gym.make, whose envs do not take them."""
+    with pytest.raises(TypeError, match=r"options of gym.make_vec.*gym.make_vec\(id, num_envs"):
+        vgym.register("my-games/Vector-v0", GuessEnv, **option)
+    assert "my-games/Vector-v0" not in gym.registry
+
+
+@pytest.mark.parametrize(
+    ("gym_id", "missing"),
+    [
+        ("Guess-v0", "a namespace"),
+        ("my-games/Guess", "a version"),
+        ("Guess", "a namespace and a version"),
+    ],
+)
+def test_register_refuses_ids_without_a_namespace_or_version(gym_id, missing):
+    with pytest.raises(ValueError, match=rf"lacks {missing}.*'namespace/Name-vN'"):
+        vgym.register(gym_id, GuessEnv)
+    assert gym_id not in gym.registry
 
 
 def test_make_refuses_a_render_mode_it_cannot_do():

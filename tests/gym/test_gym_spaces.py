@@ -14,6 +14,7 @@ from gymnasium.vector.utils.shared_memory import (
     read_from_shared_memory,
     write_to_shared_memory,
 )
+from gymnasium.wrappers import FlattenObservation
 
 from vfgym.envs import MultiTurnEnv
 from vfgym.gym import GymEnv, MessagesSpace, ModelTurnSpace, UnicodeText
@@ -145,6 +146,28 @@ def test_flatten_round_trips_every_code_point():
     assert flat.shape == (16,) and flat.dtype == np.int32
     assert unflatten(space, flat) == text
     assert flatdim(space) == 16 and flatten_space(space).contains(flat)
+
+
+def test_messages_observations_refuse_flattening_and_point_to_text_mode():
+    """FlattenObservation on a messages env says why it fails and what to use instead."""
+    space = MessagesSpace(16)
+    member = [{"role": "user", "content": "hi"}]
+    for attempt in (
+        lambda: flatten_space(space),
+        lambda: flatdim(space),
+        lambda: flatten(space, member),
+        lambda: unflatten(space, np.zeros(16, dtype=np.int32)),
+    ):
+        # Both the NotImplementedError of unknown spaces and flatdim's ValueError.
+        for kind in (NotImplementedError, ValueError):
+            with pytest.raises(kind, match=r'cannot be flattened.*observation_mode="text"'):
+                attempt()
+    env = GymEnv(GuessEnv(), observation_mode="messages")
+    try:
+        with pytest.raises(NotImplementedError, match='observation_mode="text"'):
+            FlattenObservation(env)
+    finally:
+        env.close()
 
 
 def test_control_characters_are_shown_not_dropped():

@@ -14,13 +14,16 @@ adapter's own (`observation_mode`, `per_step_reward`, `render_mode`, `dataset`,
 Every id also has a `vector_entry_point`, so `gym.make_vec(id, num_envs=8)` gives a
 `GymVectorEnv` (Gymnasium uses a spec's vector entry point unless
 `vectorization_mode="sync"` or `"async"` asks for its own vector envs); there the
-vector env's own options (`mode`, `autoreset_mode`) are keyword arguments too.
+vector env's own options (`mode`, `autoreset_mode`) are keyword arguments too, of
+`make_vec` only: `register` refuses them as an id's defaults, which `gym.make` also gets.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib.util
 import logging
+import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -32,7 +35,13 @@ from vfgym.envs.multiturn_env import MultiTurnEnv
 from vfgym.gym.env import GymEnv, ObservationMode
 from vfgym.gym.spaces import DEFAULT_MAX_TEXT_LENGTH
 from vfgym.gym.vector import GymVectorEnv, VectorMode
-from vfgym.registry import describe, load_environment, registered_names
+from vfgym.registry import (
+    UnknownEnvironmentError,
+    describe,
+    find_entry_point,
+    load_environment,
+    registered_names,
+)
 
 logger = logging.getLogger("vfgym.gym")
 
@@ -54,6 +63,9 @@ ADAPTER_ARGS = (
 
 #: Keyword arguments of `gym.make_vec` that configure the `GymVectorEnv`.
 VECTOR_ARGS = ("mode", "autoreset_mode", "max_episode_steps")
+
+#: Keyword arguments that Gymnasium's `make_vec` itself takes from a spec's kwargs.
+MAKE_VEC_ARGS = ("num_envs", "vectorization_mode", "vector_kwargs", "wrappers")
 
 
 def make_env(
@@ -149,18 +161,18 @@ def register(
     environment, such as a module's `load_environment`. `defaults` are keyword
     arguments for it (and for the adapter, see `make_env`); `gym.make(id, **kw)`
     overrides them.
+
+    Everything `gym.make` or `gym.make_vec` would refuse later is refused here, when
+    the mistake is still next to its cause: a malformed id, a `max_episode_steps`
+    that is not an int >= 1, a name the registry does not know, and vector-env
+    options (`mode`, `autoreset_mode`) as defaults. Those would go to every
+    `gym.make` too, whose environments do not take them; give them to
+    `gym.make_vec(id, num_envs, mode=...)` instead.
     """
-    if not isinstance(id, str):
-        raise TypeError(f"id must be a str like 'my-ns/MyGame-v0', not {type(id).__name__}")
-    try:
-        parse_env_id(id)
-    except gym.error.Error as exc:
-        raise ValueError(f"{id!r} is not a valid Gymnasium id ({exc})") from None
-    if not isinstance(environment, str) and not callable(environment):
-        raise TypeError(
-            "environment must be a registered name or a function that builds a vfgym "
-            f"environment (e.g. a load_environment), not {type(environment).__name__}"
-        )
+    _check_id(id)
+    max_episode_steps = _checked_max_episode_steps(max_episode_steps)
+    _check_environment(environment)
+    _check_defaults(defaults)
     gym.register(
         id=id,
         entry_point=ENTRY_POINT,
@@ -181,6 +193,92 @@ def register(
     return gym.spec(id)
 
 
+def _check_id(id: object) -> None:
+    """Refuse an id that is not `namespace/Name-vN`.
+
+    Gymnasium accepts ids with no namespace or version, but a vfgym id needs both:
+    the namespace keeps it apart from Gymnasium's own ids and vfgym's, and the
+    version is what lets `gym.make` suggest the right one when asked for another.
+    """
+    if not isinstance(id, str):
+        raise TypeError(f"id must be a str like 'my-ns/MyGame-v0', not {type(id).__name__}")
+    try:
+        namespace, _, version = parse_env_id(id)
+    except gym.error.Error as exc:
+        raise ValueError(f"{id!r} is not a valid Gymnasium id ({exc})") from None
+    if namespace is None or version is None:
+        missing = " and ".join(
+            part
+            for part, value in (("a namespace", namespace), ("a version", version))
+            if value is None
+        )
+        raise ValueError(
+            f"{id!r} lacks {missing}: vfgym ids have the form 'namespace/Name-vN', "
+            "e.g. 'my-games/Wordle-v0'"
+        )
+
+
+def _checked_max_episode_steps(max_episode_steps: object) -> int | None:
+    """`max_episode_steps` as an int >= 1 or None; `gym.make` would refuse others later."""
+    if max_episode_steps is None:
+        return None
+    try:  # int and numpy ints; not True, 2.5 or "5"
+        steps = None if isinstance(max_episode_steps, bool) else operator.index(max_episode_steps)
+    except TypeError:
+        steps = None
+    if steps is None:
+        raise TypeError(
+            "max_episode_steps must be an int >= 1 or None (no limit), not "
+            f"{max_episode_steps!r} ({type(max_episode_steps).__name__})"
+        )
+    if steps < 1:
+        raise ValueError(f"max_episode_steps must be an int >= 1 or None (no limit), not {steps}")
+    return steps
+
+
+def _check_environment(environment: object) -> None:
+    """Refuse what `make_env` could never build: neither a known name nor a function.
+
+    A name is looked up among the entry points only, so no environment module is
+    imported (nor any broken one's error raised) until the id is made.
+    """
+    if not isinstance(environment, str):
+        if not callable(environment):
+            raise TypeError(
+                "environment must be a registered name or a function that builds a vfgym "
+                f"environment (e.g. a load_environment), not {type(environment).__name__}"
+            )
+        return
+    try:
+        find_entry_point(environment)  # the registry's own name rules (aliases, suggestions)
+    except UnknownEnvironmentError as exc:
+        # load_environment's verifiers-style fallback: a module named after it.
+        module = environment.replace("-", "_")
+        if module.isidentifier() and importlib.util.find_spec(module) is not None:
+            return
+        raise UnknownEnvironmentError(
+            f"{exc} To register an environment of your own, pass the function that "
+            "builds it instead of a name."
+        ) from None
+
+
+def _check_defaults(defaults: dict[str, Any]) -> None:
+    """Refuse defaults that would reach every `gym.make`, whose envs do not take them.
+
+    A spec's kwargs go to both `gym.make` and `gym.make_vec`; vector-env options
+    among them make `make_vec` work and every `gym.make` fail. They are refused
+    rather than kept for `make_vec` alone: `make_env` cannot tell a default from
+    `gym.make(id, mode=...)`, a mistake it should report, not drop.
+    """
+    refused = [name for name in (*VECTOR_ARGS, *MAKE_VEC_ARGS) if name in defaults]
+    if refused:
+        raise TypeError(
+            f"{refused} are options of gym.make_vec, not of the environment: as defaults "
+            "of an id every gym.make would get them too, and fail. Pass them when making "
+            "the vector env: gym.make_vec(id, num_envs, mode=..., autoreset_mode=...)"
+        )
+
+
 def register_registry() -> tuple[dict[str, str], dict[str, str]]:
     """Give every entry-point environment its Gym id.
 
@@ -193,15 +291,15 @@ def register_registry() -> tuple[dict[str, str], dict[str, str]]:
     for name in registered_names():
         try:
             gym_id = describe(name).gym_id
-        except Exception as exc:  # one broken package must not hide the others
+            if (
+                gym.registry.get(gym_id) is None
+                or gym.registry[gym_id].kwargs.get("environment") != name
+            ):
+                register(gym_id, name)
+        except Exception as exc:  # one broken package (or GYM_ID) must not hide the others
             skipped[name] = f"{type(exc).__name__}: {exc}"
             logger.debug("no Gym id for %s: %s", name, skipped[name])
             continue
-        if (
-            gym.registry.get(gym_id) is None
-            or gym.registry[gym_id].kwargs.get("environment") != name
-        ):
-            register(gym_id, name)
         registered[name] = gym_id
     return registered, skipped
 
@@ -209,6 +307,7 @@ def register_registry() -> tuple[dict[str, str], dict[str, str]]:
 __all__ = [
     "ADAPTER_ARGS",
     "ENTRY_POINT",
+    "MAKE_VEC_ARGS",
     "VECTOR_ARGS",
     "VECTOR_ENTRY_POINT",
     "make_env",

@@ -214,6 +214,42 @@ def _flatdim_unicode(space: UnicodeText) -> int:
     return space.max_length
 
 
+class MessagesNotFlattenableError(NotImplementedError, ValueError):
+    """A message list has no fixed-size numeric form: `flatten` and the like refuse it.
+
+    A `NotImplementedError`, as Gymnasium raises for spaces it cannot flatten, and a
+    `ValueError`, as its `flatdim` raises for spaces that are not numpy-flattenable,
+    so code catching either keeps working.
+    """
+
+    def __init__(self, space: MessagesSpace) -> None:
+        super().__init__(
+            f"{space!r} holds lists of chat messages, which cannot be flattened to a "
+            'numpy array; make the env with observation_mode="text" (the default), '
+            "whose text flattens to a Box of code points"
+        )
+
+
+@flatten.register(MessagesSpace)
+def _flatten_messages(space: MessagesSpace, x: Any) -> np.ndarray:
+    raise MessagesNotFlattenableError(space)
+
+
+@unflatten.register(MessagesSpace)
+def _unflatten_messages(space: MessagesSpace, x: Any) -> list:
+    raise MessagesNotFlattenableError(space)
+
+
+@flatten_space.register(MessagesSpace)
+def _flatten_messages_space(space: MessagesSpace) -> Box:
+    raise MessagesNotFlattenableError(space)
+
+
+@flatdim.register(MessagesSpace)
+def _flatdim_messages(space: MessagesSpace) -> int:
+    raise MessagesNotFlattenableError(space)
+
+
 # --------------------------------------------------------------- shared memory
 #
 # Layout per sub-environment: one int32 length, then the text's code points. The
@@ -339,6 +375,7 @@ def _write_text_memory(
 
 __all__ = [
     "DEFAULT_MAX_TEXT_LENGTH",
+    "MessagesNotFlattenableError",
     "MessagesSpace",
     "ModelTurnSpace",
     "SharedTextBatch",
