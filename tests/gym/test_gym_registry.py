@@ -181,3 +181,16 @@ def test_made_envs_skip_the_passive_checker_unless_asked():
     finally:
         env.close()
         checked.close()
+
+
+def test_a_made_sandbox_env_runs_one_sandbox_unless_told_otherwise():
+    """One episode at a time needs one sandbox, not the pool a batch of rollouts shares."""
+    if "python-math" not in vgym.REGISTERED_IDS:
+        pytest.skip("the python-math environment is not installed")
+    gym_id = vgym.REGISTERED_IDS["python-math"]
+    for kwargs, expected in (({}, 1), ({"pool_size": 3}, 3)):
+        env = gym.make(gym_id, **kwargs)
+        try:
+            assert env.unwrapped.environment.pool_size == expected
+        finally:
+            env.close()

@@ -42,6 +42,7 @@ from vfgym.registry import (
     load_environment,
     registered_names,
 )
+from vfgym.sandbox.env import SandboxEnv
 
 logger = logging.getLogger("vfgym.gym")
 
@@ -102,6 +103,10 @@ def make_env(
             f"{environment!r} built a {type(env).__name__}, not a vfgym MultiTurnEnv; "
             "a Gym environment needs a turn loop to step through"
         )
+    if isinstance(env, SandboxEnv) and "pool_size" not in env_args:
+        # A Gym env plays one episode at a time: one sandbox, not the pool a batch of
+        # rollouts shares (a vector env of n sub-envs then runs n, not 4n).
+        env.pool_size = 1
     return GymEnv(
         env,
         observation_mode=observation_mode,
