@@ -1,4 +1,14 @@
-"""Playing whole episodes with a policy `(observation) -> action`, sync or async.
+"""Playing whole episodes with a policy, sync or async.
+
+A policy is `policy(observation) -> action` or `policy(observation, info) -> action`;
+which one is read from its signature (`inspect.signature`): two required positional
+parameters get `info` as well, anything else — including a callable whose signature
+cannot be read — gets the observation alone. `info` is the info dict that came with
+the observation, for a vector env the sub-env's own (unbatched) one:
+`info["messages"]` is the whole conversation so far and `info["state"]` the State
+view. A text observation is only the env's newest reply, so a policy that needs the
+conversation (an LLM) takes `info`; over a vector env that is the only way, as calls
+for different sub-envs interleave and a new episode is not otherwise signalled.
 
 `play_episode` drives one env; `play_vector` drives a Gymnasium vector env until
 the wanted number of episodes has finished, following the vector env's autoreset
@@ -10,6 +20,8 @@ is awaited, and over a vector env its calls for all sub-envs run concurrently.
 from __future__ import annotations
 
 import asyncio
+import inspect
+import numbers
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,12 +34,26 @@ from vfgym._async import is_async_callable, maybe_await, run_sync
 from vfgym.gym.env import GymEnv
 from vfgym.gym.vector import GymVectorEnv
 
-Policy = Callable[[Any], Any] | Callable[[Any], Awaitable[Any]]
+Policy = (
+    Callable[[Any], Any]
+    | Callable[[Any], Awaitable[Any]]
+    | Callable[[Any, dict[str, Any]], Any]
+    | Callable[[Any, dict[str, Any]], Awaitable[Any]]
+)
+# The policy as the helpers call it, whichever of the two forms the user wrote.
+_PolicyCall = Callable[[Any, dict[str, Any]], Any]
 
 
 @dataclass
 class Trajectory:
-    """One episode: `observations[0]` is the reset observation, then one per step."""
+    """One episode: `observations[0]` is the reset observation, then one per step.
+
+    `infos[k]` is the info that came with `observations[k]`. Its `"turn"` and
+    `"messages"` are that step's, but `"state"` is one live view of the episode's
+    State, the same object in every `infos[k]`: it shows the State as it is now
+    (at the end of the trajectory), not as it was at step k. Copy `infos[k]["turn"]`
+    and `infos[k]["messages"]`, not the view, to look back at a step.
+    """
 
     observations: list[Any] = field(default_factory=list)
     actions: list[Any] = field(default_factory=list)
@@ -60,10 +86,85 @@ class Trajectory:
         return self.final_info.get("state")
 
 
-def _check_policy(policy: Any) -> None:
+_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+
+
+def _required_positional(policy: Callable[..., Any]) -> int:
+    """How many positional arguments `policy` requires; 1 if its signature cannot be read
+    (some builtins and C callables), since `policy(observation)` is the documented form."""
+    try:
+        parameters = inspect.signature(policy).parameters.values()
+    except (TypeError, ValueError):
+        return 1
+    return sum(1 for p in parameters if p.kind in _POSITIONAL and p.default is p.empty)
+
+
+def _policy_call(policy: Any) -> _PolicyCall:
+    """Check `policy` and return it as `(observation, info) -> action`, so the loops
+    below need not care which of the two documented forms the user wrote."""
     if not callable(policy):
         raise TypeError(
-            f"policy must be a callable (observation) -> action, not {type(policy).__name__}"
+            "policy must be a callable (observation) -> action or (observation, info) -> "
+            f"action, not {type(policy).__name__}"
+        )
+    required = _required_positional(policy)
+    if required > 2:
+        raise TypeError(
+            f"policy {policy!r} requires {required} positional arguments, but it is called "
+            "as policy(observation) or policy(observation, info); give the others defaults"
+        )
+    if required == 2:
+        return policy
+    return lambda observation, info: policy(observation)
+
+
+def _sync_action(call: _PolicyCall, observation: Any, info: dict[str, Any]) -> Any:
+    """The action of a policy called from the sync loops.
+
+    A plain function that returns an awaitable (`lambda o: client.achat(o)`) is
+    refused rather than awaited: awaiting each call on its own `run_sync` loop would
+    run a vector env's calls one after another and break clients bound to one event
+    loop, and the episode has already begun, so it cannot move to `aplay_*` cleanly.
+    """
+    action = call(observation, info)
+    if hasattr(action, "__await__"):
+        close = getattr(action, "close", None)
+        if close is not None:
+            close()  # a coroutine that is never run would warn "never awaited"
+        raise TypeError(
+            f"the policy returned an awaitable ({type(action).__name__}), which the sync "
+            "helpers do not await; define the policy with `async def` (it is then awaited "
+            "for you), or call aplay_episode/aplay_vector from async code"
+        )
+    return action
+
+
+def _check_count(name: str, value: Any) -> int | None:
+    """`value` as an int >= 1, or None; a typo here would otherwise play silently wrong."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int >= 1 or None, not {type(value).__name__}")
+    if value < 1:
+        raise ValueError(f"{name} must be an int >= 1 or None, got {value}")
+    return int(value)
+
+
+def _check_single(env: Any) -> None:
+    """`play_episode` drives one env; a vector env would fail deep inside the loop."""
+    if isinstance(env, gym.vector.VectorEnv):
+        raise TypeError(
+            f"play_episode plays one env, but got a vector env ({type(env).__name__}); "
+            "use play_vector (or aplay_vector) for a vector env"
+        )
+
+
+def _check_vector(vec_env: Any) -> None:
+    """`play_vector` needs the vector API; a single env would fail on `num_envs`."""
+    if not isinstance(vec_env, gym.vector.VectorEnv):
+        raise TypeError(
+            f"play_vector plays a Gymnasium vector env (gym.make_vec), but got "
+            f"{type(vec_env).__name__}; use play_episode (or aplay_episode) for a single env"
         )
 
 
@@ -77,16 +178,22 @@ def play_episode(
 ) -> Trajectory:
     """Reset `env` and play one episode with `policy`; returns the trajectory.
 
-    An async policy is awaited (on a helper loop when called from sync code).
-    `max_steps` stops early, leaving the episode running (`Trajectory.done` False).
+    The policy is called as `policy(observation)`, or as `policy(observation, info)`
+    when it requires two positional parameters (see the module docstring); `info`
+    holds the whole conversation in `info["messages"]`. An `async def` policy is
+    awaited (on a helper loop when called from sync code); a plain function that
+    returns an awaitable is refused with a TypeError. `max_steps` (an int >= 1 or
+    None) stops early, leaving the episode running (`Trajectory.done` False).
     """
-    _check_policy(policy)
+    call = _policy_call(policy)
+    max_steps = _check_count("max_steps", max_steps)
+    _check_single(env)
     if is_async_callable(policy):
         return run_sync(aplay_episode(env, policy, seed=seed, options=options, max_steps=max_steps))
     observation, info = env.reset(seed=seed, options=options)
     trajectory = Trajectory(observations=[observation], infos=[info])
     while max_steps is None or trajectory.length < max_steps:
-        action = policy(observation)
+        action = _sync_action(call, observation, info)
         observation, reward, terminated, truncated, info = env.step(action)
         _record(trajectory, action, observation, reward, terminated, truncated, info)
         if terminated or truncated:
@@ -102,8 +209,14 @@ async def aplay_episode(
     options: dict[str, Any] | None = None,
     max_steps: int | None = None,
 ) -> Trajectory:
-    """`play_episode` for asyncio code; a bare `GymEnv` is driven with `areset`/`astep`."""
-    _check_policy(policy)
+    """`play_episode` for asyncio code; a bare `GymEnv` is driven with `areset`/`astep`.
+
+    The policy takes `(observation)` or `(observation, info)`, as in `play_episode`;
+    whatever it returns that is awaitable is awaited.
+    """
+    call = _policy_call(policy)
+    max_steps = _check_count("max_steps", max_steps)
+    _check_single(env)
     direct = isinstance(env, GymEnv)
     if direct:
         observation, info = await env.areset(seed=seed, options=options)
@@ -111,7 +224,7 @@ async def aplay_episode(
         observation, info = env.reset(seed=seed, options=options)
     trajectory = Trajectory(observations=[observation], infos=[info])
     while max_steps is None or trajectory.length < max_steps:
-        action = await maybe_await(policy, observation)
+        action = await maybe_await(call, observation, info)
         if direct:
             result = await env.astep(action)
         else:
@@ -143,8 +256,11 @@ def _record(
 # ------------------------------------------------------------------ vector envs
 
 
-def unbatch_info(infos: dict[str, Any], index: int) -> dict[str, Any]:
-    """The info of sub-env `index` out of a vector env's batched info dict."""
+def unbatch_info(infos: dict[str, Any] | list[dict[str, Any]], index: int) -> dict[str, Any]:
+    """The info of sub-env `index` out of a vector env's batched info dict, or out of
+    the list of per-sub-env dicts that `gymnasium.wrappers.vector.DictInfoToList` gives."""
+    if isinstance(infos, list):
+        return infos[index]
     out: dict[str, Any] = {}
     for key, value in infos.items():
         if key.startswith("_"):
@@ -187,6 +303,13 @@ class _VectorEpisodes:
         for i in range(self.num_envs):
             self.start(i, observations[i], unbatch_info(infos, i))
 
+    def info(self, index: int) -> dict[str, Any]:
+        """The info that came with the observation an active sub-env's policy sees next
+        (the last one its trajectory recorded)."""
+        trajectory = self.current[index]
+        assert trajectory is not None, "only active sub-envs have an info to hand out"
+        return trajectory.infos[-1]
+
     def active(self) -> list[int]:
         return [
             i for i in range(self.num_envs) if self.current[i] is not None and not self.resetting[i]
@@ -214,9 +337,11 @@ class _VectorEpisodes:
             observation = observations[i]
             if done and self.mode == AutoresetMode.SAME_STEP:
                 # The batch already holds the next episode's start; the end is in final_*.
+                # Copies: under DictInfoToList `info` is the wrapper's own dict.
                 next_observation, next_info = observation, dict(info)
                 next_info.pop("final_obs", None)
                 next_info.pop("final_info", None)
+                info = dict(info)
                 observation = info.pop("final_obs", observation)
                 final_info = info.pop("final_info", None)
                 info = final_info if isinstance(final_info, dict) else info
@@ -249,6 +374,12 @@ def _autoreset_mode(vec_env: gym.vector.VectorEnv) -> AutoresetMode:
     return mode if isinstance(mode, AutoresetMode) else AutoresetMode(mode)
 
 
+def _new_book(vec_env: gym.vector.VectorEnv, episodes: int | None) -> _VectorEpisodes:
+    """The bookkeeping of one `play_vector` run; `episodes` is already checked (>= 1)."""
+    wanted = vec_env.num_envs if episodes is None else episodes
+    return _VectorEpisodes(vec_env.num_envs, _autoreset_mode(vec_env), wanted)
+
+
 def _vector_actions(book: _VectorEpisodes, chosen: dict[int, Any]) -> list[Any]:
     # Sub-envs that are resetting or not being recorded get an empty turn: an
     # autoreset step ignores it, and an unrecorded episode's moves do not matter.
@@ -262,20 +393,27 @@ def play_vector(
     seed: int | None = None,
     episodes: int | None = None,
 ) -> list[Trajectory]:
-    """Play `episodes` episodes (default: one per sub-env) over a vector env.
+    """Play `episodes` episodes (an int >= 1; default: one per sub-env) over a vector env.
 
-    The policy sees one sub-env's observation at a time; an async policy's calls
-    for all sub-envs of a step run concurrently. Trajectories are returned in
-    the order they finished.
+    The policy sees one sub-env's observation at a time, called as
+    `policy(observation)` or, when it requires two positional parameters,
+    `policy(observation, info)` with that sub-env's own unbatched info — whose
+    `info["messages"]` is the sub-env's whole conversation, which is what a policy
+    that keeps history needs, as calls for different sub-envs interleave. An
+    `async def` policy's calls for all sub-envs of a step run concurrently; a plain
+    function that returns an awaitable is refused with a TypeError. Trajectories
+    are returned in the order they finished.
     """
-    _check_policy(policy)
+    call = _policy_call(policy)
+    episodes = _check_count("episodes", episodes)
+    _check_vector(vec_env)
     if is_async_callable(policy):
         return run_sync(aplay_vector(vec_env, policy, seed=seed, episodes=episodes))
-    book = _VectorEpisodes(vec_env.num_envs, _autoreset_mode(vec_env), episodes or vec_env.num_envs)
+    book = _new_book(vec_env, episodes)
     observations, infos = vec_env.reset(seed=seed)
     book.on_reset(observations, infos)
     while not book.complete:
-        chosen = {i: policy(observations[i]) for i in book.active()}
+        chosen = {i: _sync_action(call, observations[i], book.info(i)) for i in book.active()}
         actions = _vector_actions(book, chosen)
         observations, *rest = vec_env.step(tuple(actions))
         observations = _after_step(vec_env, book, actions, observations, *rest)
@@ -290,9 +428,15 @@ async def aplay_vector(
     episodes: int | None = None,
 ) -> list[Trajectory]:
     """`play_vector` for asyncio code: the policy's calls of one step run concurrently,
-    and a `GymVectorEnv` is driven with `areset`/`astep` on the caller's loop."""
-    _check_policy(policy)
-    book = _VectorEpisodes(vec_env.num_envs, _autoreset_mode(vec_env), episodes or vec_env.num_envs)
+    and a `GymVectorEnv` is driven with `areset`/`astep` on the caller's loop.
+
+    The policy takes `(observation)` or `(observation, info)`, as in `play_vector`;
+    whatever it returns that is awaitable is awaited.
+    """
+    call = _policy_call(policy)
+    episodes = _check_count("episodes", episodes)
+    _check_vector(vec_env)
+    book = _new_book(vec_env, episodes)
     direct = isinstance(vec_env, GymVectorEnv)
     if direct:
         observations, infos = await vec_env.areset(seed=seed)
@@ -301,7 +445,9 @@ async def aplay_vector(
     book.on_reset(observations, infos)
     while not book.complete:
         active = book.active()
-        decided = await asyncio.gather(*(maybe_await(policy, observations[i]) for i in active))
+        decided = await asyncio.gather(
+            *(maybe_await(call, observations[i], book.info(i)) for i in active)
+        )
         actions = _vector_actions(book, dict(zip(active, decided, strict=True)))
         if direct:
             observations, *rest = await vec_env.astep(tuple(actions))
