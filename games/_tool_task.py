@@ -5,8 +5,11 @@ A tool task is a `ToolEnv` whose model calls tools and then answers once, in
 the bases) makes the catalogue's promises hold for tool tasks as they do for games:
 a reply that holds no readable answer is an invalid move with feedback that says
 what to do, so is a tool call that fails (malformed JSON, an unknown tool, bad
-arguments); `max_invalid_moves` of them end the episode with reward 0. It also
-gives the shared metrics and the helpers policies use to call tools and answer.
+arguments); `max_invalid_moves` of them end the episode with reward 0. A failure
+of the infrastructure (the ToolEnv's `infrastructure_errors`, such as a sandbox
+that died and could not be replaced) is never an invalid move: it ends the
+episode as an error. It also gives the shared metrics and the helpers policies
+use to call tools and answer.
 """
 
 from __future__ import annotations

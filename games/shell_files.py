@@ -37,6 +37,7 @@ from vfgym.games._tool_task import (
 
 from vfgym.sandbox.config import SandboxConfig
 from vfgym.sandbox.env import SandboxEnv
+from vfgym.sandbox.sandbox import DockerSandbox
 from vfgym.types import ChatMessage, Messages, State
 
 GYM_ID = "vfgym/ShellFiles-v0"
@@ -367,13 +368,11 @@ class ShellFilesEnv(ToolTask, SandboxEnv):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(python_tool=False, bash_tool=True, **kwargs)
 
-    async def setup_state(self, state: State, **kwargs: Any) -> State:
-        """Acquire the rollout's sandbox, then write the tree into its workspace."""
-        state = await super().setup_state(state, **kwargs)
-        sandbox = self.sandbox_for(state)
+    async def prepare_sandbox(self, sandbox: DockerSandbox, state: State) -> None:
+        """Write the tree into the workspace: at setup, and again into a sandbox that
+        replaces a crashed one (the question must stay answerable)."""
         for path, content in state["info"]["files"].items():
             await sandbox.write_file(path, content)
-        return state
 
     def answers_match(self, given: str | None, expected: str) -> bool:
         return answers_match(given, expected)

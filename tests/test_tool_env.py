@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from vfgym.envs import StatefulToolEnv, ToolEnv
+from vfgym.envs.environment import new_state
 from vfgym.rubrics import Rubric
 from vfgym.types import Messages, State
 
@@ -338,3 +339,50 @@ async def test_update_tool_args_may_be_async(model_server) -> None:
     completion, state = await LazyWorkspace(dataset=ROWS).rollout(server.client(), "m", QUESTION)
     assert tool_messages(completion)[0]["content"] == "made lazily"
     assert state["tool_call_log"][0]["ok"] is True
+
+
+def lookup(key: str) -> str:
+    """Look a key up in a remote store."""
+    if key == "missing":
+        raise KeyError(key)  # the model asked for something that is not there
+    raise ConnectionError("the store's host is unreachable")  # the environment broke
+
+
+class StoreEnv(ToolEnv):
+    """A tool env whose store can fail: ConnectionError is the environment's fault."""
+
+    infrastructure_errors = (ConnectionError,)
+
+
+async def test_an_infrastructure_error_ends_the_rollout_as_an_error(model_server) -> None:
+    server = await model_server(
+        scripted(
+            [call("lookup", {"key": "missing"}, "c1")],
+            [call("lookup", {"key": "k"}, "c2")],
+            "done",
+        )
+    )
+    env = StoreEnv(tools=[lookup], dataset=ROWS)
+    completion, state = await env.rollout(server.client(), "m", QUESTION)
+    # The model's own bad request is its error message, and the episode went on ...
+    assert tool_messages(completion)[0]["content"] == "Error: KeyError: 'missing'"
+    # ... but the broken store ended it as an error, never shown to the model.
+    assert len(tool_messages(completion)) == 1
+    assert state["stop_reason"] == "error"
+    assert state["error"]["type"] == "ConnectionError"
+    assert "unreachable" in state["error"]["message"]
+
+
+async def test_tool_call_records_exist_from_setup_on() -> None:
+    class Counting(ToolEnv):
+        """A subclass that chains setup_state, as the docs ask."""
+
+        async def setup_state(self, state: State, **kwargs: Any) -> State:
+            state = await super().setup_state(state, **kwargs)
+            state["counted"] = True
+            return state
+
+    for env in (ToolEnv(tools=[add], dataset=ROWS), Counting(tools=[add], dataset=ROWS)):
+        state = await env.setup_state(new_state(QUESTION, [], "5", "default", {}, 0))
+        assert state["tools_called"] == [] and state["tool_call_log"] == []
+    assert state["counted"] is True

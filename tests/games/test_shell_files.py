@@ -8,9 +8,12 @@ import pytest
 from helpers import evaluate_over_http, reference_in_sandbox
 from vfgym.games import shell_files as sf
 from vfgym.games._base import item_rng
+from vfgym.games._tool_task import tool_call_message
 
 import vfgym
+from vfgym.envs.environment import new_state
 from vfgym.sandbox import DockerSandbox, SandboxConfig
+from vfgym.sandbox.docker_client import make_client
 
 HAND_TREE = {
     "src/app.py": "def main():\n    return 1\n",  # 2 lines
@@ -146,3 +149,40 @@ async def test_reference_and_random_policies_over_http(sandbox_config: SandboxCo
     assert [s["tools_called"] for s in ref.state] == [["bash"]] * 6
     assert ref.metrics["invalid_moves"] == [0.0] * 6
     assert sum(rnd.reward) < sum(ref.reward)
+
+
+async def test_a_crashed_sandbox_is_replaced_with_the_tree_written_again(
+    sandbox_config: SandboxConfig,
+) -> None:
+    env = sf.load_environment(num_examples=1, seed=3, sandbox_config=sandbox_config, pool_size=1)
+    row = env.dataset[0]
+    files = row["info"]["files"]
+    state = new_state(row["prompt"], [], row["answer"], row["task"], row["info"], 0)
+    messages = list(row["prompt"])
+
+    async def bash(command: str, call_id: str) -> str:
+        messages.append(tool_call_message("bash", {"command": command}, call_id))
+        replies, _ = await env.env_response(messages, state)
+        messages.extend(replies)
+        return replies[0]["content"]
+
+    count = "find . -type f | wc -l"
+    async with env:
+        await env.setup_state(state)
+        try:
+            assert await bash(count, "c1") == str(len(files))
+            await bash("touch mine.txt", "c2")
+            client = make_client(sandbox_config.docker_host)
+            try:  # the host kills the container: no fault of the model's
+                client.api.kill(env.sandbox_for(state).container_id)
+            finally:
+                client.close()
+            crashed = await bash("ls", "c3")
+            assert "crashed" in crashed and "replaced" in crashed, crashed
+            # The fresh sandbox holds the task's tree again (the question is still
+            # answerable) and none of what the model did before.
+            assert await bash(count, "c4") == str(len(files))
+            assert "No such file" in await bash("ls mine.txt", "c5")
+            assert state["invalid_moves"] == 0 and "error" not in state
+        finally:
+            await env.cleanup_state(state)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 from typing import Any
@@ -124,3 +125,75 @@ def test_tools_without_a_sandbox_parameter_stay_plain() -> None:
     assert env.skipped_args == {"add": []}
     with pytest.raises(ValueError, match="pool_size"):
         SandboxEnv(pool_size=0, dataset=[])
+
+
+def killer(client: docker.DockerClient) -> Callable[..., Any]:
+    """A tool that kills its own sandbox's container, as a crashed host would."""
+
+    async def kill_sandbox(sandbox: DockerSandbox) -> str:
+        """Kill the sandbox."""
+        await asyncio.to_thread(client.api.kill, sandbox.container_id)
+        return "killed"
+
+    return kill_sandbox
+
+
+async def test_a_sandbox_killed_mid_episode_is_replaced_and_the_model_told(
+    model_server: Any, make_config: Any, docker_client: docker.DockerClient
+) -> None:
+    rows = [{"prompt": [{"role": "user", "content": "go"}], "answer": "done"}]
+    policy = scripted(
+        [call("python", {"code": "x = 41"}, "c1")],
+        [call("kill_sandbox", {}, "c2")],
+        [call("python", {"code": "x"}, "c3")],  # the call that finds it dead
+        [call("python", {"code": "'x' in globals(), 1 + 1"}, "c4")],
+        [call("bash", {"command": "echo still here"}, "c5")],
+        "done",
+    )
+    server = await model_server(policy)
+    env = SandboxEnv(
+        sandbox_config=make_config(),
+        pool_size=1,
+        tools=[killer(docker_client)],
+        dataset=rows,
+        rubric=Rubric(funcs=[answered]),
+    )
+    async with env:
+        out = await env.evaluate(server.client(), "m")
+        state, completion = out.state[0], out.completion[0]
+        pool = next(iter(env._pools.values()))
+        tools = [m["content"] for m in completion if m["role"] == "tool"]
+        assert "error" not in state and state["stop_reason"] == "completed"
+        assert out.reward == [1.0]
+        assert "crashed" in tools[2] and "replaced the crashed sandbox" in tools[2], tools[2]
+        assert tools[3] == "(False, 2)"  # a fresh sandbox: the old state really is gone
+        assert tools[4] == "still here"
+        assert [entry["ok"] for entry in state["tool_call_log"]] == [True] * 5
+        assert pool.idle == 1  # the replacement went back to the pool
+    assert not sandbox_containers(docker_client, f"vfgym.sandbox.pool={pool.pool_id}")
+
+
+async def test_a_sandbox_that_cannot_be_replaced_ends_the_rollout_as_an_error(
+    model_server: Any, make_config: Any, docker_client: docker.DockerClient
+) -> None:
+    rows = [{"prompt": [{"role": "user", "content": "go"}], "answer": "done"}]
+    env: SandboxEnv
+
+    async def close_the_pool(sandbox: DockerSandbox) -> str:
+        """Shut the sandbox pool down (its sandboxes die with it)."""
+        await next(iter(env._pools.values())).close()
+        return "closed"
+
+    policy = scripted([call("close_the_pool", {}, "c1")], "done")
+    server = await model_server(policy)
+    env = SandboxEnv(
+        sandbox_config=make_config(), pool_size=1, tools=[close_the_pool], dataset=rows
+    )
+    async with env:
+        completion, state = await env.rollout(server.client(), "m", rows[0]["prompt"])
+    # The sandbox died under the call and no replacement could be had: the
+    # infrastructure failed, not the model, so the episode is an error and the
+    # failure was never shown to the model as its tool call's result.
+    assert state["stop_reason"] == "error"
+    assert state["error"]["type"] == "SandboxClosedError"
+    assert [m["role"] for m in completion] == ["assistant"]

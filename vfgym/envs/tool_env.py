@@ -31,8 +31,18 @@ class ToolEnv(MultiTurnEnv):
     of the wrong type and a tool that raises each become a tool message telling
     the model what went wrong, and the episode goes on. Every call is recorded in
     `state["tools_called"]` (names, in order) and `state["tool_call_log"]`
-    (arguments, outcome, duration).
+    (arguments, outcome, duration), both empty from `setup_state` on.
+
+    The exception: a tool that raises one of `infrastructure_errors` failed through
+    no fault of the model's (its sandbox's Docker Engine went away, say), so the
+    error ends the rollout as an error (`state["error"]`, stop reason "error") the
+    way a failed model server does, instead of being fed to the model as its failed
+    call.
     """
+
+    #: Exceptions a tool may raise that are the environment's failure, not the model's.
+    #: They propagate out of `env_response` rather than becoming a tool message.
+    infrastructure_errors: tuple[type[BaseException], ...] = ()
 
     def __init__(
         self,
@@ -87,6 +97,14 @@ class ToolEnv(MultiTurnEnv):
     # ------------------------------------------------------------- hooks
 
     @never_suspends
+    async def setup_state(self, state: State, **kwargs: Any) -> State:
+        """Start the tool-call records empty, so they can be read from the reset on."""
+        state = await super().setup_state(state, **kwargs)
+        state.setdefault("tools_called", [])
+        state.setdefault("tool_call_log", [])
+        return state
+
+    @never_suspends
     async def is_completed(self, messages: Messages, state: State, **kwargs: Any) -> bool:
         """Done when the model answers without calling a tool."""
         if state.get("prompt_too_long"):
@@ -117,7 +135,8 @@ class ToolEnv(MultiTurnEnv):
 
         A slow sync tool runs in a worker thread, so it never stalls the other
         rollouts (see `offload_sync`). An exception propagates to `env_response`,
-        which turns it into the model's error message with `error_formatter`.
+        which turns it into the model's error message with `error_formatter`
+        (unless it is one of `infrastructure_errors`).
         """
         result = await self.offloader.call(self.tool_map[tool_name], **tool_args)
         content = "" if result is None else str(result)
@@ -178,6 +197,8 @@ class ToolEnv(MultiTurnEnv):
                     reply = await self.call_tool(name, args, call_id, **extra)
                     ok = True
                 except Exception as exc:
+                    if isinstance(exc, self.infrastructure_errors):
+                        raise  # the rollout ends as an error: not the model's failure
                     reply = {
                         "role": "tool",
                         "content": self.error_formatter(exc),

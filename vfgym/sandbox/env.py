@@ -12,12 +12,23 @@ from typing import Any
 
 from vfgym.envs.stateful_tool_env import StatefulToolEnv
 from vfgym.sandbox.config import SandboxConfig
+from vfgym.sandbox.errors import INFRASTRUCTURE_ERRORS, SandboxStartError
 from vfgym.sandbox.pool import SandboxPool
 from vfgym.sandbox.sandbox import DockerSandbox
-from vfgym.types import Messages, State
+from vfgym.types import ChatMessage, Messages, State
 
 #: The parameter name through which a tool receives its rollout's sandbox.
 SANDBOX_ARG = "sandbox"
+#: What the model reads when its sandbox died during its call and was replaced.
+REPLACED_AFTER_NOTE = (
+    "the environment replaced the crashed sandbox with a fresh one, set up as at the "
+    "start of the task; earlier files, processes and Python variables are gone"
+)
+#: What the model reads when its sandbox was found dead before its call and replaced.
+REPLACED_BEFORE_NOTE = (
+    "the sandbox had crashed since your last call; this call ran in a fresh one, set up "
+    "as at the start of the task; earlier files, processes and Python variables are gone"
+)
 
 _Lease = tuple[AbstractAsyncContextManager[DockerSandbox], DockerSandbox]
 
@@ -34,7 +45,17 @@ class SandboxEnv(StatefulToolEnv):
     `state["tools_called"]` like any ToolEnv call. The pool belongs to this
     environment and to the event loop that first used it; release it with
     `await env.aclose()` or `async with env:`.
+
+    A sandbox that dies in mid-episode (its code took it down, or its container
+    was killed) is replaced by a fresh one, prepared again by `prepare_sandbox`,
+    and the tool reply tells the model that everything from before is gone. When
+    no replacement can be had, or a tool raises one of `INFRASTRUCTURE_ERRORS`
+    (Docker unreachable, a sandbox that would not start, a lost sandbox), the
+    rollout ends as an error (`state["error"]`): it is the infrastructure's
+    failure, so it is never fed to the model or counted against it.
     """
+
+    infrastructure_errors = INFRASTRUCTURE_ERRORS
 
     def __init__(
         self,
@@ -55,9 +76,9 @@ class SandboxEnv(StatefulToolEnv):
         # Keyed by the identity of the rollout's State dict, which lives exactly as
         # long as the episode: nothing run-specific is written into the State, so
         # two replays of one seed have equal States (Gymnasium's check_env).
-        self._leases: dict[
-            int, tuple[AbstractAsyncContextManager[DockerSandbox], DockerSandbox]
-        ] = {}
+        self._leases: dict[int, _Lease] = {}
+        # Rollouts whose sandbox was replaced before a call: that call's reply says so.
+        self._replaced: set[int] = set()
         super().__init__(tools=None, max_turns=max_turns, **kwargs)
         if python_tool:
             self.add_tool(self.python)
@@ -92,7 +113,7 @@ class SandboxEnv(StatefulToolEnv):
             skip.add(SANDBOX_ARG)
         super().add_tool(tool, args_to_skip=sorted(skip))
 
-    def update_tool_args(
+    async def update_tool_args(
         self,
         tool_name: str,
         tool_args: dict[str, Any],
@@ -100,9 +121,42 @@ class SandboxEnv(StatefulToolEnv):
         state: State,
         **kwargs: Any,
     ) -> dict[str, Any]:
+        """Hand the tool the rollout's sandbox, replaced first if it died since the last call."""
         if SANDBOX_ARG not in self.skipped_args.get(tool_name, []):
             return tool_args
-        return {**tool_args, SANDBOX_ARG: self.sandbox_for(state)}
+        sandbox = self.sandbox_for(state)
+        if not sandbox.alive:
+            sandbox = await self._replace_sandbox(state)
+            self._replaced.add(id(state))
+        return {**tool_args, SANDBOX_ARG: sandbox}
+
+    async def call_tool(
+        self, tool_name: str, tool_args: dict[str, Any], tool_call_id: str, **kwargs: Any
+    ) -> ChatMessage:
+        """Run the tool; if its sandbox died under the call, replace the sandbox now.
+
+        The model then reads in this reply (or, for a replacement made before the
+        call, at its head) that a fresh sandbox took over, so "all state is gone"
+        is true when it is told so, and its next call runs in a working sandbox.
+        """
+        reply = await super().call_tool(tool_name, tool_args, tool_call_id, **kwargs)
+        state = kwargs.get("state")
+        if state is None:  # an override that passed no state: the next call replaces it
+            return reply
+        content = str(reply.get("content") or "")
+        if id(state) in self._replaced:
+            self._replaced.discard(id(state))
+            content = f"[{REPLACED_BEFORE_NOTE}]\n{content}"
+        sandbox = tool_args.get(SANDBOX_ARG)
+        if isinstance(sandbox, DockerSandbox) and not sandbox.alive and self._holds(state, sandbox):
+            await self._replace_sandbox(state)
+            content = f"{content}\n[{REPLACED_AFTER_NOTE}]"
+        return {**reply, "content": content}
+
+    def _holds(self, state: State, sandbox: DockerSandbox) -> bool:
+        """True when `sandbox` is the one the rollout of `state` holds now."""
+        entry = self._leases.get(id(state))
+        return entry is not None and entry[1] is sandbox
 
     def sandbox_for(self, state: State) -> DockerSandbox:
         """The sandbox of the rollout that `state` belongs to."""
@@ -118,19 +172,58 @@ class SandboxEnv(StatefulToolEnv):
 
     async def setup_state(self, state: State, **kwargs: Any) -> State:
         state = await super().setup_state(state, **kwargs)
+        await self._lease_for(state)
+        return state
+
+    async def prepare_sandbox(self, sandbox: DockerSandbox, state: State) -> None:
+        """Make a fresh sandbox ready for the rollout of `state` (write its files, say).
+
+        Runs on the sandbox acquired at setup and again on any replacement after a
+        crash, so a replacement starts as the episode did. The default does nothing.
+        """
+
+    async def cleanup_state(self, state: State, **kwargs: Any) -> None:
+        try:
+            self._replaced.discard(id(state))
+            await self._release(state)  # wipes it for the next rollout
+        finally:
+            await super().cleanup_state(state, **kwargs)
+
+    async def _lease_for(self, state: State) -> DockerSandbox:
+        """Lease a sandbox for the rollout of `state` and prepare it.
+
+        The lease is recorded before `prepare_sandbox` runs, so cleanup_state
+        returns the sandbox even when preparing it fails.
+        """
         pool = await self._pool()
         lease = pool.acquire()
         sandbox = await lease.__aenter__()
         self._leases[id(state)] = (lease, sandbox)
-        return state
+        await self.prepare_sandbox(sandbox, state)
+        return sandbox
 
-    async def cleanup_state(self, state: State, **kwargs: Any) -> None:
+    async def _release(self, state: State) -> None:
+        """Give the rollout's sandbox back to the pool (wiped, or replaced if dead)."""
+        entry = self._leases.pop(id(state), None)
+        if entry is not None:
+            await entry[0].__aexit__(None, None, None)
+
+    async def _replace_sandbox(self, state: State) -> DockerSandbox:
+        """Swap the rollout's dead sandbox for a fresh, prepared one.
+
+        Any failure here is the infrastructure's, whatever its type, so it is
+        raised as one of `INFRASTRUCTURE_ERRORS`: the rollout ends as an error.
+        """
         try:
-            entry = self._leases.pop(id(state), None)
-            if entry is not None:
-                await entry[0].__aexit__(None, None, None)  # wipes it for the next rollout
-        finally:
-            await super().cleanup_state(state, **kwargs)
+            await self._release(state)
+            return await self._lease_for(state)
+        except INFRASTRUCTURE_ERRORS:
+            raise
+        except Exception as exc:
+            raise SandboxStartError(
+                f"the rollout's sandbox died and no replacement could be made ready: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
 
     # ------------------------------------------------------------- the pool
 

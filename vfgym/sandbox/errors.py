@@ -40,3 +40,20 @@ class SandboxFileError(SandboxError, OSError):
 
 class SandboxFileNotFoundError(SandboxFileError, FileNotFoundError):
     """The file asked for does not exist in the workspace."""
+
+
+#: Failures of the sandbox machinery, never of the code the model ran. A tool that
+#: raises one of these does not answer the model with an error message (which would
+#: count as the model's failed call): `SandboxEnv` lets it end the rollout as an
+#: error (`state["error"]`, stop reason "error"), as a failed model server does.
+#: What the model's own code causes is a result, not one of these: a timeout, an
+#: exception in its program, an out-of-memory kill, even a crash that takes the
+#: sandbox down (the env replaces the sandbox and tells the model). Path and file
+#: errors (`SandboxPathError`, `SandboxFileError`) are the model's arguments at fault.
+INFRASTRUCTURE_ERRORS: tuple[type[SandboxError], ...] = (
+    DockerUnavailableError,
+    SandboxImageError,
+    SandboxStartError,
+    SandboxLostError,
+    SandboxClosedError,
+)

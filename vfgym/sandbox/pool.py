@@ -15,7 +15,7 @@ import docker
 from vfgym.sandbox.config import SandboxConfig
 from vfgym.sandbox.docker_client import make_client
 from vfgym.sandbox.errors import SandboxClosedError, SandboxError, SandboxImageError
-from vfgym.sandbox.gc import remove_orphans
+from vfgym.sandbox.gc import remove_orphans, sandbox_containers
 from vfgym.sandbox.image import default_image, image_exists
 from vfgym.sandbox.labels import POOL_LABEL
 from vfgym.sandbox.sandbox import DockerSandbox, remove_container
@@ -125,8 +125,29 @@ class SandboxPool:
         async with self._changed:
             self._changed.notify_all()
         if self._client is not None:
+            await self._remove_strays(self._client)
             with contextlib.suppress(Exception):
                 self._client.close()
+
+    async def _remove_strays(self, client: docker.DockerClient) -> None:
+        """Remove every container with this pool's label that it no longer tracks.
+
+        A start cut short (by cancellation, or a broken daemon connection) can
+        leave a container the pool never learned of; one never started is never
+        auto-removed, so without this sweep it would outlive the process.
+        """
+        try:
+            removed = await asyncio.to_thread(_remove_pool_containers, client, self.pool_id)
+        except Exception as exc:  # closing must not fail on a sweep: say what to run instead
+            logger.warning(
+                "could not check for leftover containers of sandbox pool %s: %s; "
+                "`python -m vfgym.sandbox gc` removes them once this process has exited",
+                self.pool_id,
+                exc,
+            )
+            return
+        if removed:
+            logger.info("removed %d untracked containers of sandbox pool %s", removed, self.pool_id)
 
     def destroy_now(self) -> int:
         """Force-remove this pool's containers without an event loop; returns how many.
@@ -134,19 +155,15 @@ class SandboxPool:
         For the case `close()` cannot be awaited: the loop that ran the pool is gone
         (a notebook restart, a finished `asyncio.run`). Blocking; call it from sync code.
         """
-        from vfgym.sandbox.gc import sandbox_containers
-
         self._closed = True
         client = make_client(self.config.docker_host)
         try:
-            doomed = sandbox_containers(client, f"{POOL_LABEL}={self.pool_id}")
-            for container_id in doomed:
-                remove_container(client, container_id)
+            removed = _remove_pool_containers(client, self.pool_id)
         finally:
             client.close()
         self._idle.clear()
         self._leased.clear()
-        return len(doomed)
+        return removed
 
     @property
     def idle(self) -> int:
@@ -253,3 +270,11 @@ class SandboxPool:
         self._idle.append(sandbox)
         async with self._changed:
             self._changed.notify()
+
+
+def _remove_pool_containers(client: docker.DockerClient, pool_id: str) -> int:
+    """Force-remove every container labelled as pool `pool_id`'s; returns how many."""
+    doomed = sandbox_containers(client, f"{POOL_LABEL}={pool_id}")
+    for container_id in doomed:
+        remove_container(client, container_id)
+    return len(doomed)

@@ -13,7 +13,8 @@ class ExecResult:
     is the signal that killed the process. `oom_killed` is None when the runtime
     cannot tell. `sandbox_lost` marks a call that took the whole sandbox down
     (its runner died): that is the code's doing or an infrastructure failure, and
-    either way the result does not describe a normal run.
+    either way the result does not describe a normal run. The sandbox is unusable
+    after it; whoever holds it must get a new one (`SandboxEnv` does, and says so).
     """
 
     stdout: str
@@ -40,7 +41,7 @@ class ExecResult:
         """
         notes = []
         if self.sandbox_lost:
-            notes.append("the sandbox crashed and was replaced; all state is gone")
+            notes.append("the sandbox crashed; all its state is gone")
         elif self.timed_out:
             notes.append(f"timed out after {self.duration_s:.1f}s and was killed")
         if self.oom_killed:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import logging
+import threading
 import time
 import uuid
 from types import TracebackType
@@ -31,6 +33,8 @@ from vfgym.sandbox.image import default_image
 from vfgym.sandbox.labels import sandbox_labels
 from vfgym.sandbox.paths import workspace_relative
 from vfgym.sandbox.result import ExecResult
+
+logger = logging.getLogger(__name__)
 
 PROTOCOL_VERSION = 1
 # Time the runner gets beyond a call's own timeout to kill, clean up and answer.
@@ -117,7 +121,7 @@ class DockerSandbox:
         image = config.image or default_image()
         kwargs = create_kwargs(client, config, image, sandbox_labels(self._pool_id, config.labels))
         try:
-            created = await asyncio.to_thread(client.api.create_container, **kwargs)
+            self.container_id = await self._create_container(client, kwargs)
         except ImageNotFound as exc:
             raise SandboxImageError(
                 f"sandbox image {image!r} is not on this Docker Engine; build it with "
@@ -125,7 +129,6 @@ class DockerSandbox:
             ) from exc
         except APIError as exc:
             raise SandboxStartError(f"could not create a sandbox container: {exc}") from exc
-        self.container_id = created["Id"]
         endpoint = stream_endpoint(config.docker_host, client.api.api_version)
         self._channel = await RunnerChannel.attach(
             endpoint, self.container_id, _max_frame(config), config.start_timeout
@@ -153,6 +156,22 @@ class DockerSandbox:
                 f"{PROTOCOL_VERSION}; rebuild it with `python -m vfgym.sandbox build`"
             )
         self.runner_info = info
+
+    async def _create_container(self, client: docker.DockerClient, kwargs: dict[str, Any]) -> str:
+        """Create the container and return its id; a cancellation never loses it.
+
+        The create call runs in a worker thread, which a cancellation cannot stop,
+        and a container that is never started is never auto-removed: it would stay
+        in Docker's "Created" state after this process ends. So on cancellation a
+        container made already is recorded for `close()` (which `start()` runs),
+        and one still being made is removed by the thread itself.
+        """
+        handoff = _CreateHandoff(client, kwargs)
+        try:
+            return await asyncio.to_thread(handoff.create)
+        except asyncio.CancelledError:
+            self.container_id = handoff.abandon()
+            raise
 
     async def close(self) -> None:
         """Stop and remove the container. Safe to call more than once."""
@@ -298,6 +317,43 @@ class DockerSandbox:
         if not reply.get("ok") or not reply.get("clean"):
             self._lost = f"reset left it dirty: {reply.get('problems') or reply.get('message')}"
             raise SandboxLostError(f"could not wipe the sandbox: {self._lost}")
+
+
+class _CreateHandoff:
+    """Hands a new container's id from Docker's worker thread to the event loop, or,
+    when the loop side has given up on it (cancelled), removes the container."""
+
+    def __init__(self, client: docker.DockerClient, kwargs: dict[str, Any]) -> None:
+        self._client = client
+        self._kwargs = kwargs
+        self._lock = threading.Lock()
+        self._abandoned = False
+        self._container_id: str | None = None
+
+    def create(self) -> str:
+        """Create the container (in a worker thread); remove it if it was abandoned."""
+        container_id: str = self._client.api.create_container(**self._kwargs)["Id"]
+        with self._lock:
+            if not self._abandoned:
+                self._container_id = container_id
+                return container_id
+        try:
+            remove_container(self._client, container_id)
+        except Exception as exc:  # nobody waits for this thread: say what is left behind
+            logger.warning(
+                "could not remove sandbox container %s after its start was cancelled: %s; "
+                "`python -m vfgym.sandbox gc` removes it",
+                container_id[:12],
+                exc,
+            )
+        return container_id
+
+    def abandon(self) -> str | None:
+        """Give the container up: its id if it exists already (the caller removes it);
+        otherwise None, and the thread removes it once it is made."""
+        with self._lock:
+            self._abandoned = True
+            return self._container_id
 
 
 def remove_container(client: docker.DockerClient, container_id: str) -> None:
