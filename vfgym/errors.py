@@ -44,9 +44,17 @@ class SubEnvError(VFGymError, RuntimeError):
     vector env steps again: `reset(options={"reset_mask": mask})` for them alone.
     """
 
-    def __init__(self, message: str, *, errors: dict[int, BaseException], results: tuple[Any, ...]):
+    def __init__(
+        self,
+        message: str,
+        *,
+        errors: dict[int, BaseException] | None = None,
+        results: tuple[Any, ...] = (),
+    ):
+        # (Defaults so that pickle and copy, which call the class with the message
+        # alone and then restore the attributes, can rebuild it.)
         super().__init__(message)
-        self.errors = errors
+        self.errors = {} if errors is None else errors
         self.results = results
 
 

@@ -382,14 +382,77 @@ def test_an_episode_is_stepped_on_the_loop_it_started_on():
         asyncio.run(astep_it())
         assert env.step("5")[4]["turn"] == 1  # refused before anything changed
 
-        async def start_here() -> None:
-            await env.areset(seed=0)
-
-        asyncio.run(start_here())
-        with pytest.raises(RuntimeError, match="started on another event loop"):
-            env.step("5")
+        loop = asyncio.new_event_loop()  # still open, and holding the episode
+        try:
+            loop.run_until_complete(env.areset(seed=0))
+            with pytest.raises(RuntimeError, match="started on another event loop"):
+                env.step("5")
+            assert loop.run_until_complete(env.astep("5"))[4]["turn"] == 1
+        finally:
+            loop.close()
+        # Its loop closed, nothing of the episode is held anywhere: step() goes on.
+        assert env.step("6")[4]["turn"] == 2
     finally:
         env.close()
+
+
+def test_an_episode_left_by_an_async_policy_can_be_stepped_on():
+    from vfgym.gym import play_episode
+
+    async def policy(observation: str) -> str:
+        return "5"
+
+    for factory in (GuessEnv, WaitingGuessEnv):  # stepped without a loop, and with one
+        env = GymEnv(factory())
+        try:
+            trajectory = play_episode(env, policy, seed=0, max_steps=1)  # on a loop now gone
+            assert trajectory.length == 1 and not trajectory.done
+            assert env.step("6")[4]["turn"] == 2
+            asyncio.run(env.astep("7"))
+            assert env.state["turn"] == 3
+        finally:
+            env.close()
+
+
+def test_close_and_deepcopy_wait_for_a_running_step():
+    env = GymEnv(HangingGuessEnv())
+
+    async def mid_step() -> None:
+        await env.areset(seed=0)
+        step = asyncio.create_task(env.astep("5"))
+        await asyncio.sleep(0.01)  # the step waits inside env_response
+        with pytest.raises(RuntimeError, match="cannot copy an env while a reset/step"):
+            copy.deepcopy(env)
+        with pytest.raises(RuntimeError, match=r"close\(\) was called while a reset/step"):
+            env.close()
+        assert not env.episode_over  # nothing changed under the running step
+        step.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await step
+        await env.aclose()
+
+    asyncio.run(mid_step())
+    assert env.state["stop_reason"] == "error"
+
+
+class CleanupInterruptedOnce(GuessEnv):
+    def cleanup_state(self, state: State, **kwargs: Any) -> None:
+        if not any(event == "cleanup" for event, _ in self.events):
+            self.events.append(("cleanup", -1))
+            raise KeyboardInterrupt  # Ctrl-C during the cleanup
+        super().cleanup_state(state)
+
+
+def test_a_cleanup_interrupted_by_ctrl_c_runs_again_on_the_next_close():
+    env = GymEnv(CleanupInterruptedOnce())
+    env.reset(seed=0)
+    with pytest.raises(KeyboardInterrupt):
+        env.close()
+    env.close()
+    assert [event for event in env.environment.events if event[0] == "cleanup"] == [
+        ("cleanup", -1),
+        ("cleanup", env.state["example_id"]),
+    ]
 
 
 class ReleaseFailsOnce(GuessEnv):
@@ -451,3 +514,54 @@ def test_human_mode_prints_on_a_terminal_that_is_not_unicode():
     )
     assert done.returncode == 0, done.stderr
     assert "[assistant]\n3?" in done.stdout  # the bell's stand-in, replaced
+
+
+class WindowGuessEnv(GuessEnv):
+    """Keeps only the last exchange of its history, as a context-trimming env does."""
+
+    def env_response(self, messages: Messages, state: State, **kwargs: Any) -> tuple[Any, State]:
+        replies, state = GuessEnv.env_response(self, messages, state)
+        del state["completion"][:-1]  # (the reply is appended after this returns)
+        return replies, state
+
+
+def test_human_mode_prints_every_turn_of_an_env_that_trims_its_history(capsys):
+    env = GymEnv(WindowGuessEnv(), render_mode="human")
+    try:
+        env.reset(options={"index": 1})
+        capsys.readouterr()
+        for guess in ("3", "4"):
+            env.step(guess)
+            printed = capsys.readouterr().out
+            assert f"[assistant]\n{guess}" in printed and f"{guess}: go higher." in printed
+    finally:
+        env.close()
+
+
+def test_sub_env_errors_survive_pickle_and_copy():
+    from vfgym.errors import SubEnvError
+
+    error = SubEnvError("step() failed in sub-env 1", errors={1: ValueError("x")}, results=(1,))
+    for twin in (pickle.loads(pickle.dumps(error)), copy.deepcopy(error), copy.copy(error)):
+        assert str(twin) == str(error) and twin.results == (1,)
+        assert list(twin.errors) == [1] and isinstance(twin.errors[1], ValueError)
+
+
+def test_a_completion_envs_action_space_holds_text_alone():
+    from vfgym.envs import SingleTurnEnv
+    from vfgym.rubrics import Rubric
+
+    completion_env = SingleTurnEnv(
+        dataset=[{"prompt": "2 + 2 =", "answer": "4"}],
+        message_type="completion",
+        rubric=Rubric(funcs=[lambda completion, answer: float(completion.strip() == answer)]),
+    )
+    env = GymEnv(completion_env)
+    try:
+        message = {"role": "assistant", "content": "5"}
+        assert env.action_space.contains("5") and not env.action_space.contains(message)
+        env.reset(seed=0)
+        with pytest.raises(TypeError, match="completion-style"):
+            env.step(message)
+    finally:
+        env.close()

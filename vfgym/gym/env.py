@@ -199,13 +199,15 @@ class GymEnv(gym.Env[Observation, Action]):
             if observation_mode == "text"
             else MessagesSpace(max_text_length)
         )
-        self.action_space = ModelTurnSpace(max_text_length)
+        self.action_space = ModelTurnSpace(max_text_length, chat=env.message_type == "chat")
 
         self._chat = env.message_type == "chat"
         self._step_reward: Callable[[State], Any] | None = step_reward if per_step_reward else None
         # Plain sync steps need every hook they call to be sync, `step_reward` included.
         self._inline = env.hooks_are_sync and not (
-            self._step_reward is not None and is_async_callable(self._step_reward)
+            self._step_reward is not None
+            and is_async_callable(self._step_reward)
+            and not getattr(self._step_reward, "__vfgym_inline__", False)
         )
         self._text_turn = env.text_turn_sync
         self._text_observations = observation_mode == "text"
@@ -219,7 +221,6 @@ class GymEnv(gym.Env[Observation, Action]):
         )
         self._human = render_mode == "human"
         self._episode_loop: asyncio.AbstractEventLoop | None = None
-        self._shown = 0  # how much of the episode's conversation human mode has printed
         self._state: State | None = None
         self._view: StateView | None = None
         self._done = True
@@ -336,11 +337,11 @@ class GymEnv(gym.Env[Observation, Action]):
                 info = self._info(state)
             if stop is None:
                 if self._human:
-                    self._show_new()
+                    self._show_turn(move, env_messages)
                 return observation, reward, False, False, info
             result = self._end_sync(state, stop, observation, reward, info)
             if self._human:
-                self._show_new()
+                self._show_turn(move, env_messages)
             return result
         finally:
             self._busy = False
@@ -357,10 +358,10 @@ class GymEnv(gym.Env[Observation, Action]):
     def render(self) -> str | None:
         """ "ansi": the conversation so far and, for games with `render_state`, the board.
 
-        "human": as Gymnasium's human mode does, `reset` and `step` already print what
-        is new (the messages since the last print, then the board), so an episode's
-        output grows with its length, not its square; `render()` prints only what
-        has not been printed yet, and returns None.
+        "human": as Gymnasium's human mode does, `reset` and `step` already print as
+        they go (the prompt; then each turn: the model's move, the environment's reply,
+        the board), so an episode's output grows with its length, not its square, and
+        `render()` has nothing left to print: it returns None.
         """
         if self.render_mode is None:
             gym.logger.warn(
@@ -369,7 +370,6 @@ class GymEnv(gym.Env[Observation, Action]):
             )
             return None
         if self.render_mode == "human":
-            self._show_new()
             return None
         return self._render_text()
 
@@ -381,6 +381,11 @@ class GymEnv(gym.Env[Observation, Action]):
         (interrupted, or the environment's release failed) can be called again."""
         if self._closed:
             return
+        if self._busy:
+            raise RuntimeError(
+                "close() was called while a reset/step of this env is still running; "
+                "let it finish (await it) first, then close"
+            )
         try:
             if not self._cleaned and self._state is not None:
                 if self._inline:
@@ -454,6 +459,7 @@ class GymEnv(gym.Env[Observation, Action]):
             self._cleanup_sync(self._state)
         env = self.environment
         prompt, answer, task, info, example_id = self._row_args(index)
+        self._episode_loop = None  # plain sync hooks: no loop holds anything of it
         if self._default_init:
             state = new_state(prompt, [], answer, task, info, example_id)
         else:
@@ -499,7 +505,7 @@ class GymEnv(gym.Env[Observation, Action]):
         info = self._info(state)
         if stop is None:
             if self._human:
-                self._show_new()
+                self._show_turn(message, env_messages)
             return observation, reward, False, False, info
         env.finish(state, stop)
         self._done = True
@@ -512,7 +518,7 @@ class GymEnv(gym.Env[Observation, Action]):
             verdict = await rubric.score_rollout(*_score_args(state))
             score = verdict.reward, verdict.metrics
         if self._human:
-            self._show_new()
+            self._show_turn(message, env_messages)
         return self._last_step(observation, reward, info, stop, score)
 
     def _end_sync(
@@ -546,6 +552,9 @@ class GymEnv(gym.Env[Observation, Action]):
             await maybe_await(self.environment.cleanup_state, state)
         except Exception as exc:
             self._cleanup_failed(state, exc)
+        except BaseException:  # interrupted: a later close() runs it again
+            self._cleaned = False
+            raise
 
     def _cleanup_sync(self, state: State) -> None:
         if self._cleaned:
@@ -556,6 +565,9 @@ class GymEnv(gym.Env[Observation, Action]):
                 call_inline(self.environment.cleanup_state, state)
         except Exception as exc:
             self._cleanup_failed(state, exc)
+        except BaseException:  # interrupted: a later close() runs it again
+            self._cleaned = False
+            raise
 
     def _row_args(self, index: int) -> tuple[Messages, Any, str, dict[str, Any], int]:
         """A fresh copy of dataset row `index`'s prompt, answer, task, info and example id."""
@@ -577,9 +589,8 @@ class GymEnv(gym.Env[Observation, Action]):
         # One view per episode: it reads the live State, so a new one per step would
         # show nothing more, while a new one per episode keeps showing its own.
         self._view = StateView(state)
-        self._shown = 0
         if self._human:
-            self._show_new()
+            self._show_turn(None, state["prompt"])
         if self._ship:
             self._episodes += 1
             stream = None if self._outbox is None else self._outbox.stream
@@ -716,7 +727,9 @@ class GymEnv(gym.Env[Observation, Action]):
         """Refuse to step an episode on another event loop than the one it started on:
         its hooks may hold what they opened there, which no other loop can use."""
         started_on = self._episode_loop
-        if started_on is None or started_on is asyncio.get_running_loop():
+        if started_on is None or started_on.is_closed():  # nothing of it is held there
+            return
+        if started_on is asyncio.get_running_loop():
             return
         if started_on is self._loop:
             raise RuntimeError(
@@ -754,13 +767,23 @@ class GymEnv(gym.Env[Observation, Action]):
             return observation_text(messages, self.max_text_length)
         limit = self.max_text_length
         out = []
+        # One or two messages of a role and a content (a step's usual reply) fit the
+        # space's JSON bound by construction: 2 * (2 * limit + 64) < 4 * limit + 4096.
+        plain = len(messages) <= 2
         for message in messages:
             copied = dict(message)
             content = copied.get("content")
-            if content is not None:  # content parts become their text, as in text mode
-                copied["content"] = fit_text(clean_text(content_text(content)), limit)
+            if content is not None:
+                if type(content) is not str:  # content parts become their text, as in text mode
+                    content = content_text(content)
+                copied["content"] = fit_text(clean_text(content), limit)
+            if plain and len(copied) > 2:
+                plain = False
             out.append(copied)
-        _fit_json(out, self.observation_space.shared_memory_chars)  # type: ignore[union-attr]
+        if not plain:
+            capacity = self.observation_space.shared_memory_chars  # type: ignore[union-attr]
+            if _json_size_bound(out) > capacity:
+                _fit_json(out, capacity)
         return out
 
     def _info(self, state: State) -> dict[str, Any]:
@@ -782,16 +805,15 @@ class GymEnv(gym.Env[Observation, Action]):
             return self._framed(conversation_text(prompt + completion))
         return self._framed(clean_text(prompt + completion))
 
-    def _show_new(self) -> None:
-        """Human mode: print the conversation since the last print, then the board."""
-        state = self._state
-        if state is None:
-            return
-        conversation = state["prompt"] + state["completion"]
-        new, self._shown = conversation[self._shown :], len(conversation)
-        if not new and not self._done:
-            return
-        text = conversation_text(new) if isinstance(new, list) else clean_text(new)
+    def _show_turn(self, turn: ChatMessage | str | None, replies: Messages) -> None:
+        """Human mode: print the model's `turn` (None at reset) and the `replies` to it,
+        then the board: what the step added, whatever the env keeps of its history."""
+        if isinstance(replies, str):  # a completion-style env: the text as it is
+            text = clean_text((turn if isinstance(turn, str) else "") + replies)
+        else:
+            if isinstance(turn, str):
+                turn = {"role": "assistant", "content": turn}
+            text = conversation_text(([turn] if turn is not None else []) + list(replies))
         _print_human(self._framed(text))
 
     def _framed(self, text: str) -> str:
@@ -815,6 +837,11 @@ class GymEnv(gym.Env[Observation, Action]):
         """A copy of the env and its episode, for a policy that searches ahead from the
         current position. The private event loop is not copied (no loop can be): the
         copy makes its own when it needs one."""
+        if self._busy:
+            raise RuntimeError(
+                "cannot copy an env while a reset/step of it is running (the copy would "
+                "hold a half-played turn); copy it between steps"
+            )
         copied = type(self).__new__(type(self))
         memo[id(self)] = copied
         try:
@@ -891,6 +918,23 @@ def _fit_json(messages: list[dict[str, Any]], capacity: int) -> None:
         # (8 more: the note that says where the cut is adds an escaped newline)
         longest["content"] = fit_text(content, max(0, len(content) - (size - capacity) - 8))
         size = len(json.dumps(messages, ensure_ascii=False))
+
+
+def _json_size_bound(messages: list[dict[str, Any]]) -> int:
+    """An upper bound on the JSON length of a messages-mode observation, cheap to get.
+
+    Cleaned text escapes at most to twice its length (tab, newline, carriage return,
+    quote, backslash; no other control characters are left, and `ensure_ascii=False`
+    keeps the rest as it is). A message's role and keys take under 64 more; the
+    rarer other entries (`tool_call_id`, `tool_calls`) are measured."""
+    bound = 2
+    for message in messages:
+        content = message.get("content")
+        bound += 64 + (2 * len(content) if isinstance(content, str) else 0)
+        if len(message) > 2 or ("role" not in message or "content" not in message):
+            rest = {k: v for k, v in message.items() if k not in ("role", "content")}
+            bound += len(json.dumps(rest, ensure_ascii=False, default=str))
+    return bound
 
 
 def _score_sync(rubric: Rubric, state: State) -> tuple[float, dict[str, float]] | None:

@@ -97,19 +97,38 @@ class ModelTurnSpace(UnicodeText):
     """The model's turn: its text, or an assistant message dict (with `tool_calls`).
 
     `sample()` gives text. A message (a dict, or an openai `ChatCompletionMessage`)
-    is how a tool call reaches `step`; it is a member exactly when `step` would take
-    it (`vfgym.gym.actions.checked_message` decides both) and its text is clean like
-    a text member's. Its text length is not bounded by `max_length`, because the
+    is how a tool call reaches `step` of a chat env; it is a member exactly when
+    `step` would take it (`vfgym.gym.actions.checked_message` decides both) and its
+    text is clean like a text member's. A completion-style env (`chat=False`) takes
+    text alone. Its text length is not bounded by `max_length`, because the
     model's turn is taken as the model wrote it.
     """
+
+    def __init__(
+        self,
+        max_length: int = DEFAULT_MAX_TEXT_LENGTH,
+        *,
+        chat: bool = True,
+        min_length: int = 0,
+        seed: int | np.random.Generator | None = None,
+    ) -> None:
+        """`chat=False` for a completion-style env, whose turns are text only."""
+        super().__init__(max_length, min_length=min_length, seed=seed)
+        self.chat = chat
 
     def contains(self, x: Any) -> bool:
         if isinstance(x, str):
             return super().contains(x)
-        return is_assistant_message(x)
+        return self.chat and is_assistant_message(x)
 
     def __repr__(self) -> str:
-        return f"ModelTurnSpace({self.min_length}, {self.max_length})"
+        chat = "" if self.chat else ", chat=False"
+        return f"ModelTurnSpace({self.min_length}, {self.max_length}{chat})"
+
+    def __eq__(self, other: object, /) -> bool:
+        return super().__eq__(other) and self.chat == other.chat  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
 
 def is_assistant_message(x: Any) -> bool:
