@@ -17,7 +17,7 @@ from typing import Any
 
 import gymnasium as gym
 import pytest
-from gym_test_envs import SYSTEM, GuessEnv
+from gym_test_envs import SYSTEM, AsyncGuessEnv, GuessEnv
 
 from vfgym.gym import GymEnv, GymVectorEnv, MessagesSpace
 from vfgym.types import Messages, State
@@ -152,15 +152,7 @@ def test_content_parts_become_clean_text_in_messages_observations():
         env.close()
 
 
-class WaitingGuessEnv(GuessEnv):
-    async def env_response(
-        self, messages: Messages, state: State, **kwargs: Any
-    ) -> tuple[Any, State]:
-        await asyncio.sleep(0)
-        return GuessEnv.env_response(self, messages, state)
-
-
-@pytest.mark.parametrize("factory", [GuessEnv, WaitingGuessEnv])
+@pytest.mark.parametrize("factory", [GuessEnv, AsyncGuessEnv])
 def test_deepcopy_copies_an_episode_in_play_and_the_copies_go_their_own_ways(factory):
     env = GymEnv(factory())
     try:
@@ -369,7 +361,7 @@ def test_ctrl_c_during_an_async_vector_step_leaves_it_ready_for_a_reset():
 
 
 def test_an_episode_is_stepped_on_the_loop_it_started_on():
-    env = GymEnv(WaitingGuessEnv())
+    env = GymEnv(AsyncGuessEnv())
     try:
         env.reset(seed=0)
 
@@ -402,7 +394,7 @@ def test_an_episode_left_by_an_async_policy_can_be_stepped_on():
     async def policy(observation: str) -> str:
         return "5"
 
-    for factory in (GuessEnv, WaitingGuessEnv):  # stepped without a loop, and with one
+    for factory in (GuessEnv, AsyncGuessEnv):  # stepped without a loop, and with one
         env = GymEnv(factory())
         try:
             trajectory = play_episode(env, policy, seed=0, max_steps=1)  # on a loop now gone
