@@ -197,3 +197,131 @@ async def test_a_sandbox_that_cannot_be_replaced_ends_the_rollout_as_an_error(
     assert state["stop_reason"] == "error"
     assert state["error"]["type"] == "SandboxClosedError"
     assert [m["role"] for m in completion] == ["assistant"]
+
+
+async def test_a_tool_whose_own_sandbox_dies_under_it_is_answered_not_ended(
+    model_server: Any, make_config: Any, docker_client: docker.DockerClient
+) -> None:
+    """The model's program took the sandbox down, and the tool then touched it again:
+    the model's doing, so the sandbox is replaced and the model told."""
+
+    async def kill_then_read(sandbox: DockerSandbox) -> str:
+        """Kill the sandbox, then read a file from it."""
+        await asyncio.to_thread(docker_client.api.kill, sandbox.container_id)
+        return (await sandbox.read_file("out.txt")).decode()  # SandboxLostError
+
+    rows = [{"prompt": [{"role": "user", "content": "go"}], "answer": "done"}]
+    policy = scripted(
+        [call("kill_then_read", {}, "c1")], [call("bash", {"command": "echo alive"}, "c2")], "done"
+    )
+    server = await model_server(policy)
+    env = SandboxEnv(
+        sandbox_config=make_config(), pool_size=1, tools=[kill_then_read], dataset=rows
+    )
+    async with env:
+        out = await env.evaluate(server.client(), "m")
+        state, completion = out.state[0], out.completion[0]
+        tools = [m["content"] for m in completion if m["role"] == "tool"]
+        assert "error" not in state and state["stop_reason"] == "completed"
+        assert "SandboxLostError" in tools[0] and "replaced the crashed sandbox" in tools[0]
+        assert tools[1] == "alive"
+        pool = next(iter(env._pools.values()))
+    assert not sandbox_containers(docker_client, f"vfgym.sandbox.pool={pool.pool_id}")
+
+
+async def test_closing_the_env_mid_rollout_ends_it_without_starting_a_new_pool(
+    model_server: Any, make_config: Any, docker_client: docker.DockerClient
+) -> None:
+    rows = [{"prompt": [{"role": "user", "content": "go"}], "answer": "done"}]
+    policy = scripted(
+        [call("bash", {"command": "sleep 3; echo slept"}, "c1")],
+        [call("bash", {"command": "echo second"}, "c2")],
+        "done",
+    )
+    server = await model_server(policy)
+    env = SandboxEnv(sandbox_config=make_config(), pool_size=2, dataset=rows)
+    try:
+        rollout = asyncio.ensure_future(
+            env.rollout(server.client(), "m", [{"role": "user", "content": "go"}])
+        )
+        await asyncio.sleep(1.5)  # inside the `sleep 3` call
+        pool = next(iter(env._pools.values()))
+        await env.aclose()
+        _, state = await rollout
+        assert state["stop_reason"] == "error"
+        assert state["error"]["type"] == "SandboxClosedError"
+        assert env._pools == {}  # no new pool, which nothing would have closed
+    finally:
+        await env.aclose()
+    assert not sandbox_containers(docker_client, f"vfgym.sandbox.pool={pool.pool_id}")
+
+
+async def test_the_replaced_note_goes_with_the_call_that_ran_in_the_new_sandbox(
+    model_server: Any, make_config: Any, docker_client: docker.DockerClient
+) -> None:
+    def add(a: int, b: int) -> int:
+        """Add two whole numbers.
+
+        Args:
+            a: the first
+            b: the second
+        """
+        return a + b
+
+    async def peek(path: str, sandbox: DockerSandbox) -> str:
+        """Show a file of the workspace.
+
+        Args:
+            path: the file
+        """
+        return (await sandbox.read_file(path)).decode()
+
+    async def slow(seconds: int, sandbox: DockerSandbox) -> str:
+        """Sleep, with a 1 s deadline of the tool's own (which breaks the sandbox's stream).
+
+        Args:
+            seconds: how long
+        """
+        return (await asyncio.wait_for(sandbox.run_shell(f"sleep {seconds}"), 1)).summary()
+
+    rows = [{"prompt": [{"role": "user", "content": "go"}], "answer": "done"}]
+    policy = scripted(
+        [call("slow", {"seconds": 5}, "c1")],  # the tool's own timeout: the sandbox is lost
+        [call("peek", {"path": "nope.txt"}, "c2")],  # finds it dead; then fails on its own
+        [call("add", {"a": 1, "b": 2}, "c3")],
+        "done",
+    )
+    server = await model_server(policy)
+    env = SandboxEnv(
+        sandbox_config=make_config(), pool_size=1, tools=[slow, peek, add], dataset=rows
+    )
+    async with env:
+        out = await env.evaluate(server.client(), "m")
+        tools = [m["content"] for m in out.completion[0] if m["role"] == "tool"]
+        assert "crashed since your last call" in tools[1] and "nope.txt" in tools[1]
+        assert tools[2] == "3"  # no note: this call ran in no sandbox at all
+
+
+async def test_calls_of_one_turn_that_find_the_sandbox_dead_replace_it_once(
+    make_config: Any, docker_client: docker.DockerClient
+) -> None:
+    from vfgym.envs.environment import new_state
+
+    env = SandboxEnv(sandbox_config=make_config(), pool_size=2, dataset=[])
+    state = new_state([{"role": "user", "content": "go"}], [], "", "default", {}, 0)
+    async with env:
+        await env.setup_state(state)
+        try:
+            dead = env.sandbox_for(state)
+            await asyncio.to_thread(docker_client.api.kill, dead.container_id)
+            await dead.run_shell("true")  # the kill is noticed
+            assert not dead.alive
+            given = await asyncio.gather(
+                *(env.update_tool_args("bash", {"command": "true"}, [], state) for _ in range(2))
+            )
+            fresh = env.sandbox_for(state)
+            assert [args["sandbox"] for args in given] == [fresh, fresh] and fresh is not dead
+        finally:
+            await env.cleanup_state(state)
+        pool = next(iter(env._pools.values()))
+        assert not pool._leased  # the dead one and its replacement both went back

@@ -12,7 +12,7 @@ from typing import Any
 
 from vfgym.envs.stateful_tool_env import StatefulToolEnv
 from vfgym.sandbox.config import SandboxConfig
-from vfgym.sandbox.errors import INFRASTRUCTURE_ERRORS, SandboxStartError
+from vfgym.sandbox.errors import INFRASTRUCTURE_ERRORS, SandboxLostError, SandboxStartError
 from vfgym.sandbox.pool import SandboxPool
 from vfgym.sandbox.sandbox import DockerSandbox
 from vfgym.types import ChatMessage, Messages, State
@@ -30,7 +30,9 @@ REPLACED_BEFORE_NOTE = (
     "as at the start of the task; earlier files, processes and Python variables are gone"
 )
 
-_Lease = tuple[AbstractAsyncContextManager[DockerSandbox], DockerSandbox]
+#: A rollout's lease: the pool's context manager, the sandbox, and the pool it came
+#: from (a replacement comes from the same pool, never from a new one).
+_Lease = tuple[AbstractAsyncContextManager[DockerSandbox], DockerSandbox, SandboxPool]
 
 
 class SandboxEnv(StatefulToolEnv):
@@ -79,6 +81,8 @@ class SandboxEnv(StatefulToolEnv):
         self._leases: dict[int, _Lease] = {}
         # Rollouts whose sandbox was replaced before a call: that call's reply says so.
         self._replaced: set[int] = set()
+        # One lock per rollout replacing its sandbox, so two calls never both replace it.
+        self._replacing: dict[int, asyncio.Lock] = {}
         super().__init__(tools=None, max_turns=max_turns, **kwargs)
         if python_tool:
             self.add_tool(self.python)
@@ -124,6 +128,10 @@ class SandboxEnv(StatefulToolEnv):
         """Hand the tool the rollout's sandbox, replaced first if it died since the last call."""
         if SANDBOX_ARG not in self.skipped_args.get(tool_name, []):
             return tool_args
+        replacing = self._replacing.get(id(state))
+        if replacing is not None and replacing.locked():
+            async with replacing:  # another call of this turn is replacing it: take the new one
+                pass
         sandbox = self.sandbox_for(state)
         if not sandbox.alive:
             sandbox = await self._replace_sandbox(state)
@@ -137,21 +145,44 @@ class SandboxEnv(StatefulToolEnv):
 
         The model then reads in this reply (or, for a replacement made before the
         call, at its head) that a fresh sandbox took over, so "all state is gone"
-        is true when it is told so, and its next call runs in a working sandbox.
+        is true when it is told so, and its next call runs in a working sandbox. A
+        tool that raises because its own sandbox died under it (its program took the
+        sandbox down) gets the same: the crash is the model's doing, so it is
+        answered, not ended as an infrastructure failure.
         """
-        reply = await super().call_tool(tool_name, tool_args, tool_call_id, **kwargs)
         state = kwargs.get("state")
+        sandbox = tool_args.get(SANDBOX_ARG)
+        replaced_before = state is not None and id(state) in self._replaced
+        self._replaced.discard(id(state))  # this call is the one to tell, whatever happens
+        try:
+            reply = await super().call_tool(tool_name, tool_args, tool_call_id, **kwargs)
+        except Exception as exc:
+            dead = isinstance(exc, SandboxLostError) and self._died_under(state, sandbox)
+            if isinstance(exc, self.infrastructure_errors) and not dead:
+                raise  # not a crash of this rollout's sandbox: the infrastructure failed
+            if not (dead or replaced_before):
+                raise  # the tool's own error: ToolEnv answers it (and counts it)
+            # Answered here, so the reply can say the sandbox is new.
+            reply = {"role": "tool", "content": self.error_formatter(exc)}
+            reply["tool_call_id"] = tool_call_id
         if state is None:  # an override that passed no state: the next call replaces it
             return reply
         content = str(reply.get("content") or "")
-        if id(state) in self._replaced:
-            self._replaced.discard(id(state))
+        if replaced_before:
             content = f"[{REPLACED_BEFORE_NOTE}]\n{content}"
-        sandbox = tool_args.get(SANDBOX_ARG)
-        if isinstance(sandbox, DockerSandbox) and not sandbox.alive and self._holds(state, sandbox):
+        if self._died_under(state, sandbox):
             await self._replace_sandbox(state)
             content = f"{content}\n[{REPLACED_AFTER_NOTE}]"
         return {**reply, "content": content}
+
+    def _died_under(self, state: State | None, sandbox: Any) -> bool:
+        """True when `sandbox`, the one the rollout of `state` still holds, is dead."""
+        return (
+            state is not None
+            and isinstance(sandbox, DockerSandbox)
+            and not sandbox.alive
+            and self._holds(state, sandbox)
+        )
 
     def _holds(self, state: State, sandbox: DockerSandbox) -> bool:
         """True when `sandbox` is the one the rollout of `state` holds now."""
@@ -185,20 +216,23 @@ class SandboxEnv(StatefulToolEnv):
     async def cleanup_state(self, state: State, **kwargs: Any) -> None:
         try:
             self._replaced.discard(id(state))
+            self._replacing.pop(id(state), None)
             await self._release(state)  # wipes it for the next rollout
         finally:
             await super().cleanup_state(state, **kwargs)
 
-    async def _lease_for(self, state: State) -> DockerSandbox:
-        """Lease a sandbox for the rollout of `state` and prepare it.
+    async def _lease_for(self, state: State, pool: SandboxPool | None = None) -> DockerSandbox:
+        """Lease a sandbox for the rollout of `state` (from `pool`, else this loop's)
+        and prepare it.
 
         The lease is recorded before `prepare_sandbox` runs, so cleanup_state
         returns the sandbox even when preparing it fails.
         """
-        pool = await self._pool()
+        if pool is None:
+            pool = await self._pool()
         lease = pool.acquire()
         sandbox = await lease.__aenter__()
-        self._leases[id(state)] = (lease, sandbox)
+        self._leases[id(state)] = (lease, sandbox, pool)
         await self.prepare_sandbox(sandbox, state)
         return sandbox
 
@@ -214,9 +248,20 @@ class SandboxEnv(StatefulToolEnv):
         Any failure here is the infrastructure's, whatever its type, so it is
         raised as one of `INFRASTRUCTURE_ERRORS`: the rollout ends as an error.
         """
+        lock = self._replacing.setdefault(id(state), asyncio.Lock())
+        async with lock:  # calls run side by side replace once; the others take the new one
+            entry = self._leases.get(id(state))
+            if entry is not None and entry[1].alive:
+                return entry[1]
+            return await self._replace_dead(state, entry)
+
+    async def _replace_dead(self, state: State, entry: _Lease | None) -> DockerSandbox:
+        """`_replace_sandbox`'s work, from the pool the dead sandbox came from: one
+        closed meanwhile (`aclose`) raises SandboxClosedError rather than starting a
+        new pool that nothing would close."""
         try:
             await self._release(state)
-            return await self._lease_for(state)
+            return await self._lease_for(state, entry[2] if entry is not None else None)
         except INFRASTRUCTURE_ERRORS:
             raise
         except Exception as exc:
