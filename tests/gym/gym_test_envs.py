@@ -150,6 +150,15 @@ class QAEnv(SingleTurnEnv):
         super().__init__(dataset=rows, rubric=Rubric(funcs=[exact]), **kwargs)
 
 
+def completion_sum_env() -> SingleTurnEnv:
+    """A completion-style env (text in, text out): "2 + 2 =" answered " 4"."""
+    return SingleTurnEnv(
+        dataset=[{"prompt": "2 + 2 =", "answer": "4"}],
+        message_type="completion",
+        rubric=Rubric(funcs=[lambda completion, answer: float(completion.strip() == answer)]),
+    )
+
+
 def load_guess(**kwargs: Any) -> GuessEnv:
     return GuessEnv(**kwargs)
 

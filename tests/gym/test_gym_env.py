@@ -16,10 +16,10 @@ from gym_test_envs import (
     GuessEnv,
     QAEnv,
     bisect_policy,
+    completion_sum_env,
 )
 from gymnasium.utils.env_checker import check_env
 
-from vfgym.envs import SingleTurnEnv
 from vfgym.gym import GymEnv, StateView, Trajectory, aplay_episode, play_episode
 from vfgym.rubrics import REWARD_ERRORS, Rubric, RubricGroup
 from vfgym.types import RolloutScore
@@ -116,11 +116,7 @@ def test_step_after_the_end_and_before_reset_raise_reset_needed(qa):
 
 
 def test_completion_style_environment_plays_in_text_mode():
-    env = SingleTurnEnv(
-        dataset=[{"prompt": "2 + 2 =", "answer": "4"}],
-        message_type="completion",
-        rubric=Rubric(funcs=[lambda completion, answer: float(completion.strip() == answer)]),
-    )
+    env = completion_sum_env()
     gym_env = GymEnv(env)
     observation, _ = gym_env.reset(seed=0)
     assert observation == "2 + 2 ="

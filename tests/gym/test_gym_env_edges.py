@@ -17,7 +17,7 @@ from typing import Any
 
 import gymnasium as gym
 import pytest
-from gym_test_envs import SYSTEM, AsyncGuessEnv, GuessEnv
+from gym_test_envs import SYSTEM, AsyncGuessEnv, GuessEnv, completion_sum_env
 
 from vfgym.gym import GymEnv, GymVectorEnv, MessagesSpace
 from vfgym.types import Messages, State
@@ -540,15 +540,7 @@ def test_sub_env_errors_survive_pickle_and_copy():
 
 
 def test_a_completion_envs_action_space_holds_text_alone():
-    from vfgym.envs import SingleTurnEnv
-    from vfgym.rubrics import Rubric
-
-    completion_env = SingleTurnEnv(
-        dataset=[{"prompt": "2 + 2 =", "answer": "4"}],
-        message_type="completion",
-        rubric=Rubric(funcs=[lambda completion, answer: float(completion.strip() == answer)]),
-    )
-    env = GymEnv(completion_env)
+    env = GymEnv(completion_sum_env())
     try:
         message = {"role": "assistant", "content": "5"}
         assert env.action_space.contains("5") and not env.action_space.contains(message)
