@@ -45,6 +45,8 @@ MAX_REQUEST_BYTES = 512 * 1024 * 1024
 SHELLS = ("/bin/bash", "/bin/sh")
 PR_SET_DUMPABLE = 4
 KILL_PASSES = 200
+#: How long `kill_others` keeps looking for strays once it has found some.
+STRAY_CONFIRM_S = 2.0
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -390,21 +392,14 @@ class Runner:
         # everything but the kernel is then killed and the kernel continued.
         sweep = signal.SIGSTOP if len(keep) > 1 else signal.SIGKILL
         try:
-            for _ in range(KILL_PASSES):
-                pids = other_pids(keep)
-                if not pids:
-                    break
-                try:
-                    os.kill(-1, sweep)
-                except OSError:
-                    pass
-                for pid in pids:
-                    try:
-                        os.kill(pid, signal.SIGKILL)
-                    except OSError:
-                        pass
+            deadline = time.monotonic() + STRAY_CONFIRM_S
+            while self._sweep(keep, sweep):
+                # There were strays (a fork bomb, say): look again after a pause, since
+                # a process can be missed by a pass; the usual call (no strays) skips this.
+                time.sleep(0.01)
                 self.reap()
-                time.sleep(0.001)
+                if not other_pids(keep) or time.monotonic() > deadline:
+                    break
         finally:
             if sweep == signal.SIGSTOP:
                 try:
@@ -412,6 +407,27 @@ class Runner:
                 except OSError:
                     pass
         self.reap()
+
+    def _sweep(self, keep: set[int], sweep: int) -> bool:
+        """Up to KILL_PASSES passes of `kill_others`; True when there was anything to kill."""
+        found = False
+        for _ in range(KILL_PASSES):
+            pids = other_pids(keep)
+            if not pids:
+                break
+            found = True
+            try:
+                os.kill(-1, sweep)
+            except OSError:
+                pass
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            self.reap()
+            time.sleep(0.001)
+        return found
 
     # -- kernel
 
