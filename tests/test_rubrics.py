@@ -657,6 +657,52 @@ async def test_score_rollouts_checks_lengths_and_handles_empty_batches() -> None
     assert empty.metrics == {"f": [], REWARD_ERRORS: []}
 
 
+async def test_score_rollouts_gives_an_errored_rollout_nan_without_scoring_it() -> None:
+    calls: list[int] = []
+
+    def correct(completion, answer, example_id):
+        calls.append(example_id)
+        return float(completion[-1]["content"] == answer)
+
+    async def length(completion, example_id):
+        calls.append(example_id)
+        return float(len(completion[-1]["content"]))
+
+    seen: list[int] = []
+
+    class Grouped(Rubric):
+        async def score_group(self, states, **kwargs):
+            seen.extend(kwargs["example_ids"])
+
+        async def score_rollout(self, *args, **kwargs):
+            score = await super().score_rollout(*args, **kwargs)
+            score.metrics["extra"] = 5.0  # a metric only scored rollouts have
+            return score
+
+    errored = {"error": {"type": "APIError", "message": "server down"}}
+    scores = await Grouped([correct, length], weights=[1.0, 0.5]).score_rollouts(
+        [PROMPT] * 2,
+        [[], [{"role": "assistant", "content": "4"}]],
+        ["4", "4"],
+        [errored, {}],
+        ["t"] * 2,
+        [{}, {}],
+        example_ids=[10, 11],
+    )
+    assert sorted(calls) == [11, 11]  # nothing called for the errored rollout
+    assert seen == [10, 11]  # the score_group hook still sees the whole batch
+    assert set(scores.metrics) == {"correct", "length", "extra", REWARD_ERRORS}
+    assert math.isnan(scores.reward[0])
+    for name, column in scores.metrics.items():
+        assert math.isnan(column[0]), name
+    assert scores.reward[1] == 1.0 + 0.5
+    assert scores.metrics["correct"][1] == 1.0
+    assert scores.metrics["length"][1] == 1.0
+    assert scores.metrics[REWARD_ERRORS][1] == 0.0
+    assert scores.metrics["extra"][1] == 5.0
+    assert REWARD_ERRORS not in errored and "timing" not in errored
+
+
 # -- RubricGroup ------------------------------------------------------------------
 
 
@@ -693,6 +739,45 @@ async def test_rubric_group_sums_rewards_and_merges_metrics() -> None:
     assert scores.reward == [5.0, 5.0]
     assert scores.metrics["shared"] == [2.0, 2.0]
     assert scores.metrics[REWARD_ERRORS] == [1.0, 1.0]
+
+
+async def test_rubric_group_gives_an_errored_rollout_nan_in_every_column() -> None:
+    calls: list[int] = []
+
+    def in_a(example_id):
+        calls.append(example_id)
+        return 1.0
+
+    def in_b(example_id):
+        calls.append(example_id)
+        return 2.0
+
+    def also_in_b(example_id):
+        calls.append(example_id)
+        raise ValueError("b failed")
+
+    group = RubricGroup([Rubric([in_a]), Rubric([in_b, also_in_b], weights=[3.0, 1.0])])
+    errored = {"error": {"type": "HookError", "message": "setup_state failed"}}
+    scores = await group.score_rollouts(
+        [PROMPT] * 2,
+        [[], COMPLETION],
+        ["4"] * 2,
+        [errored, {}],
+        ["t"] * 2,
+        [{}, {}],
+        example_ids=[20, 21],
+    )
+    assert sorted(calls) == [21, 21, 21]  # no member called anything for the errored rollout
+    assert set(scores.metrics) == {"in_a", "in_b", "also_in_b", REWARD_ERRORS}
+    assert math.isnan(scores.reward[0])
+    for name, column in scores.metrics.items():
+        assert math.isnan(column[0]), name
+    assert scores.reward[1] == 1.0 + 3.0 * 2.0
+    assert scores.metrics["in_a"][1] == 1.0
+    assert scores.metrics["in_b"][1] == 2.0
+    assert math.isnan(scores.metrics["also_in_b"][1])
+    assert scores.metrics[REWARD_ERRORS][1] == 1.0
+    assert "timing" not in errored
 
 
 def test_rubric_group_needs_rubrics_and_adds_to_the_first() -> None:

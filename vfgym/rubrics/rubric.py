@@ -53,6 +53,20 @@ def add_scoring_time(state: State, elapsed_ms: float) -> None:
     timing["total_ms"] = timing.get("total_ms", 0.0) + elapsed_ms
 
 
+def errored_rows(states: list[State]) -> list[int]:
+    """Indices of the rollouts whose state records an `error` (generation or a hook failed)."""
+    return [i for i, s in enumerate(states) if isinstance(s, dict) and s.get("error")]
+
+
+def blank_rows(scores: RolloutScores, rows: list[int]) -> RolloutScores:
+    """Set the reward and every metric of `rows` to NaN, in place; returns `scores`."""
+    for i in rows:
+        scores.reward[i] = math.nan
+        for column in scores.metrics.values():
+            column[i] = math.nan
+    return scores
+
+
 def scores_to_columns(scores: list[RolloutScore], names: Iterable[str]) -> RolloutScores:
     """Turn per-rollout scores into columns; a metric one rollout lacks counts 0 there."""
     keys = list(dict.fromkeys(names))
@@ -568,7 +582,13 @@ class Rubric:
         apply_weights: bool = True,
         **kwargs: Any,
     ) -> RolloutScores:
-        """Score a batch of rollouts concurrently (at most `max_concurrent` at once if > 0)."""
+        """Score a batch of rollouts concurrently (at most `max_concurrent` at once if > 0).
+
+        A rollout whose state has an `error` is not scored: its reward and every
+        metric are NaN, as `generate` gives it, so re-scoring never turns a failed
+        rollout into a wrong answer. The `score_group` hook still receives the
+        whole batch, errored rollouts included.
+        """
         n = len(prompts)
         if tasks is None:
             tasks = ["default"] * n
@@ -615,11 +635,20 @@ class Rubric:
                     **extra,
                 )
 
-        jobs = [score_one(i) for i in range(n)]
+        errored = errored_rows(states)
+        skip = set(errored)
+        names = [*self.get_reward_func_names(), REWARD_ERRORS]
+        unscored = RolloutScore(reward=math.nan, metrics=dict.fromkeys(names, math.nan))
+        todo = [i for i in range(n) if i not in skip]
+        jobs = [score_one(i) for i in todo]
         if use_tqdm:
             from tqdm.asyncio import tqdm_asyncio
 
-            scores = await tqdm_asyncio.gather(*jobs, total=n, desc=f"Scoring {n} rollouts")
+            done = await tqdm_asyncio.gather(*jobs, total=len(jobs), desc=f"Scoring {n} rollouts")
         else:
-            scores = await asyncio.gather(*jobs)
-        return scores_to_columns(list(scores), [*self.get_reward_func_names(), REWARD_ERRORS])
+            done = await asyncio.gather(*jobs)
+        scores = [unscored] * n
+        for i, score in zip(todo, done, strict=True):
+            scores[i] = score
+        # NaN again after the columns are built: they fill a metric a row lacks with 0.
+        return blank_rows(scores_to_columns(scores, names), errored)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from vfgym.rubrics.rubric import Rubric, add_scoring_time
+from vfgym.rubrics.rubric import Rubric, add_scoring_time, blank_rows, errored_rows
 from vfgym.types import Info, Messages, RewardFunc, RolloutScore, RolloutScores, State
 
 
@@ -95,7 +95,11 @@ class RubricGroup(Rubric):
         apply_weights: bool = True,
         **kwargs: Any,
     ) -> RolloutScores:
-        """Each member scores the whole batch (so its `score_group` hook runs), then columns add."""
+        """Each member scores the whole batch (so its `score_group` hook runs), then columns add.
+
+        A rollout whose state has an `error` is not scored (see `Rubric.score_rollouts`):
+        its reward and every metric are NaN, whichever members have that metric.
+        """
         totals_before = [_total_ms(s) for s in states]
         if not apply_weights:
             kwargs["apply_weights"] = False
@@ -120,6 +124,11 @@ class RubricGroup(Rubric):
                     merged.metrics[key] = [a + b for a, b in zip(old, column, strict=True)]
                 else:
                     merged.metrics[key] = list(column)
-        for state, before in zip(states, totals_before, strict=True):
-            _settle_timing(state, before)
-        return merged
+        errored = errored_rows(states)
+        skip = set(errored)
+        for i, (state, before) in enumerate(zip(states, totals_before, strict=True)):
+            if i not in skip:  # an unscored rollout gets no scoring time
+                _settle_timing(state, before)
+        # Members already give those rows NaN; this also covers one that overrides
+        # score_rollouts its own way.
+        return blank_rows(merged, errored)
