@@ -367,7 +367,7 @@ def test_an_episode_is_stepped_on_the_loop_it_started_on():
 
         async def astep_it() -> None:
             with pytest.raises(
-                RuntimeError, match=r"started with reset\(\).*step it with step\(\)"
+                RuntimeError, match=r"started with reset\(\).*call step\(\), not astep\(\)"
             ):
                 await env.astep("5")
 
@@ -549,3 +549,60 @@ def test_a_completion_envs_action_space_holds_text_alone():
             env.step(message)
     finally:
         env.close()
+
+
+@pytest.mark.parametrize("factory", [GuessEnv, AsyncGuessEnv], ids=["sync-hooks", "async-hooks"])
+def test_truncate_scores_an_episode_a_step_limit_outside_the_env_cut_short(factory):
+    inner = factory()
+    env = GymEnv(inner)
+    with pytest.raises(gym.error.ResetNeeded):
+        env.truncate()
+    env.reset(seed=0, options={"index": 1})  # target 8
+    env.step("20")
+    env.step("8")
+    env.reset(options={"index": 2})  # target 15: two misses, then the limit
+    env.step("1")
+    env.step("2")
+    with pytest.raises(ValueError, match="completed"):
+        env.truncate("completed")  # not a truncation: refused before anything changes
+    assert not env.episode_over
+    episode_reward, metrics = env.truncate()
+    state = env.state
+    assert (episode_reward, metrics["guesses"], metrics["won"]) == (0.0, 2.0, 0.0)
+    assert state["stop_reason"] == "max_turns" and state["is_truncated"] is True
+    assert inner.events[-1] == ("cleanup", 2)
+    with pytest.raises(gym.error.ResetNeeded, match="max_turns"):
+        env.step("3")
+    with pytest.raises(gym.error.ResetNeeded):
+        env.truncate()
+    env.close()
+    assert inner.events.count(("cleanup", 2)) == 1
+
+
+async def test_atruncate_cleans_up_and_scores_on_the_callers_loop():
+    inner = LoopBoundGuessEnv()
+    env = GymEnv(inner)
+    await env.areset(seed=0, options={"index": 3})  # target 2
+    await env.astep("1")
+    assert await env.atruncate("token_budget") == (
+        0.0,
+        {"won": 0.0, "guesses": 1.0, "reward_errors": 0.0},
+    )
+    assert env.state["stop_reason"] == "token_budget"
+    assert inner.events[-1] == ("cleanup", 3)
+    await env.aclose()
+
+
+def test_truncate_of_an_episode_started_on_another_loop_says_which_call_to_use():
+    env = GymEnv(LoopBoundGuessEnv())
+
+    async def start() -> None:
+        await env.areset(seed=0)
+
+    asyncio.run(start())  # that loop is closed now: nothing of the episode is held
+    env.reset(seed=0)  # an episode on the env's own loop
+    with pytest.raises(RuntimeError, match=r"call truncate\(\), not atruncate\(\)"):
+        asyncio.run(env.atruncate())
+    assert not env.episode_over  # refused before anything changed
+    assert env.truncate()[1]["guesses"] == 0.0
+    env.close()

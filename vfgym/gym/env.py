@@ -118,6 +118,8 @@ class GymEnv(gym.Env[Observation, Action]):
     (the whole conversation so far: a new list of the State's own message dicts, so
     read them, do not modify them) and `turn`; the last step adds `stop_reason`,
     `episode_reward` and the rubric's `metrics`. The live State is `env.state`.
+    A step limit kept outside the env (a vector env's `max_episode_steps`, a wrapper)
+    ends the episode with `truncate()`, which scores it.
     In an async vector env the view reaches the main process as a delta each step
     (the new messages and the small entries, never the whole conversation again;
     see `vfgym.gym.shipping`), rebuilt there into the same State.
@@ -355,6 +357,34 @@ class GymEnv(gym.Env[Observation, Action]):
         finally:
             self._busy = False
 
+    def truncate(self, stop_reason: str = "max_turns") -> tuple[float, dict[str, float]]:
+        """End the running episode from outside, as a step limit kept by a wrapper or a
+        vector env does, and return its `(episode_reward, metrics)`.
+
+        Without this, an episode cut short by such a limit would never be scored: the
+        env only scores episodes that end within it. The State records `stop_reason`
+        (one of the truncating ones), the cleanup runs and the rubric scores the
+        episode as it stands; the caller adds the reward to the truncating step.
+        """
+        self._claim("truncate")
+        try:
+            if not self._inline:
+                return self._drive_loop(self._truncate(stop_reason, sync_scoring=True))
+            state = self._truncating(stop_reason)
+            self._cleanup_sync(state)
+            reward, metrics = self._score_here(state)
+            return reward, dict(metrics)
+        finally:
+            self._busy = False
+
+    async def atruncate(self, stop_reason: str = "max_turns") -> tuple[float, dict[str, float]]:
+        """`truncate` for asyncio code: the cleanup and the scoring run on the caller's loop."""
+        self._claim("atruncate")
+        try:
+            return await self._truncate(stop_reason, sync_scoring=False)
+        finally:
+            self._busy = False
+
     def render(self) -> str | None:
         """ "ansi": the conversation so far and, for games with `render_state`, the board.
 
@@ -418,6 +448,29 @@ class GymEnv(gym.Env[Observation, Action]):
             self._done = True
             self._busy = False
             self._close_loop()
+
+    def _truncating(self, stop_reason: str) -> State:
+        """The running episode, marked as ended by `stop_reason`; raises before anything
+        changes when there is no running episode or the reason is not a truncation."""
+        if stop_reason not in TRUNCATING:
+            raise ValueError(
+                f"truncate() ends an episode cut short; stop_reason must be one of "
+                f"{sorted(TRUNCATING)}, not {stop_reason!r}"
+            )
+        state = self._require_running()
+        self.environment.finish(state, stop_reason)
+        self._done = True
+        return state
+
+    async def _truncate(
+        self, stop_reason: str, *, sync_scoring: bool
+    ) -> tuple[float, dict[str, float]]:
+        if self._state is not None and not self._done:
+            self._check_episode_loop("truncate")
+        state = self._truncating(stop_reason)
+        await self._cleanup(state)
+        reward, metrics = await self._ascore(state, sync_scoring=sync_scoring)
+        return reward, dict(metrics)
 
     def _close_loop(self) -> None:
         loop, self._loop = self._loop, None
@@ -510,13 +563,7 @@ class GymEnv(gym.Env[Observation, Action]):
         env.finish(state, stop)
         self._done = True
         await self._cleanup(state)
-        rubric = env.rubric
-        score = None
-        if sync_scoring:
-            score = _score_sync(rubric, state)
-        if score is None:
-            verdict = await rubric.score_rollout(*_score_args(state))
-            score = verdict.reward, verdict.metrics
+        score = await self._ascore(state, sync_scoring=sync_scoring)
         if self._human:
             self._show_turn(message, env_messages)
         return self._last_step(observation, reward, info, stop, score)
@@ -529,12 +576,27 @@ class GymEnv(gym.Env[Observation, Action]):
         env.finish(state, stop)
         self._done = True
         self._cleanup_sync(state)
-        rubric = env.rubric
+        return self._last_step(observation, reward, info, stop, self._score_here(state))
+
+    def _score_here(self, state: State) -> tuple[float, dict[str, float]]:
+        """The finished episode's (reward, metrics), scored in this thread, or on the
+        private loop when the rubric has async reward functions."""
+        rubric = self.environment.rubric
         score = _score_sync(rubric, state)
-        if score is None:  # async reward functions: they get an event loop
+        if score is None:
             verdict = self._drive_loop(rubric.score_rollout(*_score_args(state)))
             score = verdict.reward, verdict.metrics
-        return self._last_step(observation, reward, info, stop, score)
+        return score
+
+    async def _ascore(self, state: State, *, sync_scoring: bool) -> tuple[float, dict[str, float]]:
+        """The finished episode's (reward, metrics) on the running loop; in this thread
+        first when `sync_scoring` (a sync caller, whose loop has nothing else to run)."""
+        rubric = self.environment.rubric
+        score = _score_sync(rubric, state) if sync_scoring else None
+        if score is None:
+            verdict = await rubric.score_rollout(*_score_args(state))
+            score = verdict.reward, verdict.metrics
+        return score
 
     def _record_and_advance(
         self, state: State, message: ChatMessage | str
@@ -723,7 +785,7 @@ class GymEnv(gym.Env[Observation, Action]):
             rng = self.np_random  # made (randomly seeded) on first use
         return int(rng.random() * len(self.rows))
 
-    def _check_episode_loop(self) -> None:
+    def _check_episode_loop(self, call: str = "step") -> None:
         """Refuse to step an episode on another event loop than the one it started on:
         its hooks may hold what they opened there, which no other loop can use."""
         started_on = self._episode_loop
@@ -734,11 +796,11 @@ class GymEnv(gym.Env[Observation, Action]):
         if started_on is self._loop:
             raise RuntimeError(
                 "this episode started with reset(), so its hooks run on the env's own "
-                "event loop: step it with step(), not astep() (or start it with areset())"
+                f"event loop: call {call}(), not a{call}() (or start it with areset())"
             )
         raise RuntimeError(
             "this episode started on another event loop (with areset() there, or with "
-            "reset()): step it with astep() on that loop or step() throughout, and call "
+            f"reset()): call a{call}() on that loop or {call}() throughout, and call "
             "areset() to start one on this loop"
         )
 
