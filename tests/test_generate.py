@@ -344,3 +344,24 @@ def test_sync_runs_never_format_their_result() -> None:
 
     result = run_sync(produce())
     assert isinstance(result, _CountedRepr) and _CountedRepr.reprs == 0
+
+
+async def test_rewards_see_the_info_and_prompt_that_setup_state_left(model_server) -> None:
+    class Hinted(SingleTurnEnv):
+        def setup_state(self, state: Any, **kwargs: Any) -> Any:
+            state["info"]["hint"] = state["answer"]  # drawn at setup, as a game draws a board
+            state["prompt"] = [*state["prompt"], {"role": "user", "content": "Shout it."}]
+            return state
+
+    def hinted(info: dict[str, Any], state: Any) -> float:
+        return 1.0 if info.get("hint") == state["info"].get("hint") == state["answer"] else 0.0
+
+    def prompt_turns(prompt: Messages) -> float:
+        return float(len(prompt))
+
+    rows = [{"question": q, "answer": q.upper()} for q in QUESTIONS[:2]]
+    env = Hinted(dataset=rows, rubric=Rubric(funcs=[hinted, prompt_turns], weights=[1.0, 0.0]))
+    server = await model_server(shout)
+    out = await env.evaluate(server.client(), "m")
+    assert out.reward == [1.0, 1.0]
+    assert out.metrics["prompt_turns"] == [2.0, 2.0]  # the question and the added turn

@@ -201,13 +201,16 @@ async def run_batch(
         reward, scores = NAN, {}
         if score_rollouts and not state.get("error"):
             try:
+                # What the State holds, as the Gym adapter scores: `setup_state` may have
+                # filled in the info or the prompt, and a reward function's `info` and
+                # `state["info"]` must agree.
                 score = await env.rubric.score_rollout(
-                    prompt,
+                    state.get("prompt", prompt),
                     completion,
-                    row["answer"],
+                    state.get("answer", row["answer"]),
                     state,
-                    task=row["task"],
-                    info=info,
+                    task=state.get("task", row["task"]),
+                    info=state.get("info", info),
                     example_id=row["example_id"],
                 )
                 reward, scores = score.reward, dict(score.metrics)
