@@ -606,3 +606,58 @@ def test_truncate_of_an_episode_started_on_another_loop_says_which_call_to_use()
     assert not env.episode_over  # refused before anything changed
     assert env.truncate()[1]["guesses"] == 0.0
     env.close()
+
+
+class SlowCleanupGuessEnv(GuessEnv):
+    """Its cleanup waits, as returning a sandbox to its pool does."""
+
+    async def cleanup_state(self, state: State, **kwargs: Any) -> None:
+        self.events.append(("cleanup started", state["example_id"]))
+        await asyncio.sleep(0.2)
+        self.events.append(("cleanup", state["example_id"]))
+
+
+@pytest.mark.parametrize("vector", [False, True], ids=["env", "vector-env"])
+async def test_an_aclose_cancelled_during_cleanup_runs_it_when_called_again(vector):
+    inner = SlowCleanupGuessEnv()
+    single = GymEnv(inner)
+    env: Any = GymVectorEnv([single], mode="async") if vector else single
+    await env.areset(seed=0)
+    closing = asyncio.ensure_future(env.aclose())
+    await asyncio.sleep(0.05)
+    closing.cancel()  # a shutdown timeout, say
+    with pytest.raises(asyncio.CancelledError):
+        await closing
+    assert "cleanup" not in [kind for kind, _ in inner.events]
+    await env.aclose()
+    assert [kind for kind, _ in inner.events].count("cleanup") == 1
+
+
+def test_step_reward_may_be_any_number_a_reward_function_may_return():
+    from fractions import Fraction
+
+    import numpy as np
+
+    class Judged(GuessEnv):
+        def step_reward(self, state: State) -> Any:
+            won = np.array([state["game_state"]["won"]])
+            return np.all(won == True) if state["turn"] == 1 else Fraction(1, 4)  # noqa: E712
+
+    env = GymEnv(Judged(), per_step_reward=True)
+    env.reset(seed=0, options={"index": 1})  # target 8
+    assert env.step("3")[1] == 0.0  # np.False_
+    assert env.step("8")[1:3] == (1.25, True)  # Fraction(1, 4) + the episodic 1.0
+    env.close()
+
+
+def test_a_rubric_that_cannot_score_raises_and_the_state_records_it():
+    inner = GuessEnv()
+    inner.rubric.reward_funcs.append(lambda state: 1.0)  # a function without a weight
+    env = GymEnv(inner)
+    env.reset(seed=0, options={"index": 1})  # target 8
+    with pytest.raises(ValueError, match="weight"):
+        env.step("8")
+    assert env.state["error"]["type"] == "ValueError"  # as generate records it
+    assert env.episode_over
+    env.reset(seed=0)  # and the env goes on
+    env.close()

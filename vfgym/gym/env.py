@@ -66,6 +66,7 @@ from vfgym.gym.text import (
     fit_text,
     observation_text,
 )
+from vfgym.rubrics.reward_call import to_reward
 from vfgym.rubrics.rubric import Rubric, SyncScoringUnavailable
 from vfgym.types import ChatMessage, Messages, State
 
@@ -118,8 +119,8 @@ class GymEnv(gym.Env[Observation, Action]):
     (the whole conversation so far: a new list of the State's own message dicts, so
     read them, do not modify them) and `turn`; the last step adds `stop_reason`,
     `episode_reward` and the rubric's `metrics`. The live State is `env.state`.
-    A step limit kept outside the env (a vector env's `max_episode_steps`, a wrapper)
-    ends the episode with `truncate()`, which scores it.
+    A training loop that cuts an episode short by a limit of its own can end it with
+    `truncate()`, which scores it (Gymnasium's `TimeLimit` does not tell the env).
     In an async vector env the view reaches the main process as a delta each step
     (the new messages and the small entries, never the whole conversation again;
     see `vfgym.gym.shipping`), rebuilt there into the same State.
@@ -358,8 +359,8 @@ class GymEnv(gym.Env[Observation, Action]):
             self._busy = False
 
     def truncate(self, stop_reason: str = "max_turns") -> tuple[float, dict[str, float]]:
-        """End the running episode from outside, as a step limit kept by a wrapper or a
-        vector env does, and return its `(episode_reward, metrics)`.
+        """End the running episode from outside, for a step limit kept outside the env,
+        and return its `(episode_reward, metrics)`.
 
         Without this, an episode cut short by such a limit would never be scored: the
         env only scores episodes that end within it. The State records `stop_reason`
@@ -437,7 +438,6 @@ class GymEnv(gym.Env[Observation, Action]):
         if self._closed:
             return
         self._claim("aclose")
-        self._closed = True
         try:
             if not self._cleaned and self._state is not None:
                 await self._cleanup(self._state)
@@ -448,6 +448,7 @@ class GymEnv(gym.Env[Observation, Action]):
             self._done = True
             self._busy = False
             self._close_loop()
+        self._closed = True  # only now: an interrupted close runs again when retried
 
     def _truncating(self, stop_reason: str) -> State:
         """The running episode, marked as ended by `stop_reason`; raises before anything
@@ -582,20 +583,28 @@ class GymEnv(gym.Env[Observation, Action]):
         """The finished episode's (reward, metrics), scored in this thread, or on the
         private loop when the rubric has async reward functions."""
         rubric = self.environment.rubric
-        score = _score_sync(rubric, state)
-        if score is None:
-            verdict = self._drive_loop(rubric.score_rollout(*_score_args(state)))
-            score = verdict.reward, verdict.metrics
+        try:
+            score = _score_sync(rubric, state)
+            if score is None:
+                verdict = self._drive_loop(rubric.score_rollout(*_score_args(state)))
+                score = verdict.reward, verdict.metrics
+        except Exception as exc:
+            _scoring_failed(state, exc)
+            raise
         return score
 
     async def _ascore(self, state: State, *, sync_scoring: bool) -> tuple[float, dict[str, float]]:
         """The finished episode's (reward, metrics) on the running loop; in this thread
         first when `sync_scoring` (a sync caller, whose loop has nothing else to run)."""
         rubric = self.environment.rubric
-        score = _score_sync(rubric, state) if sync_scoring else None
-        if score is None:
-            verdict = await rubric.score_rollout(*_score_args(state))
-            score = verdict.reward, verdict.metrics
+        try:
+            score = _score_sync(rubric, state) if sync_scoring else None
+            if score is None:
+                verdict = await rubric.score_rollout(*_score_args(state))
+                score = verdict.reward, verdict.metrics
+        except Exception as exc:
+            _scoring_failed(state, exc)
+            raise
         return score
 
     def _record_and_advance(
@@ -703,13 +712,15 @@ class GymEnv(gym.Env[Observation, Action]):
         state["completion_tokens"] += int(count)
 
     def _step_reward_value(self, value: Any) -> float:
-        """`step_reward`'s result as the step's reward; anything but a number is refused."""
-        if not isinstance(value, int | float | np.number):  # (bool is an int)
+        """`step_reward`'s result as the step's reward: what a reward function may
+        return (a number, a numpy scalar or bool, a Fraction...), anything else refused."""
+        try:
+            return to_reward("step_reward", value)
+        except TypeError:
             raise TypeError(
                 f"{type(self.environment).__name__}.step_reward(state) must return a "
                 f"number (the reward of the step just made), not {value!r}"
-            )
-        return float(value)
+            ) from None
 
     def _last_step(
         self,
@@ -1009,6 +1020,13 @@ def _score_sync(rubric: Rubric, state: State) -> tuple[float, dict[str, float]] 
     except SyncScoringUnavailable:
         return None
     return verdict.reward, verdict.metrics
+
+
+def _scoring_failed(state: State, exc: Exception) -> None:
+    """The rubric itself raised (a misconfigured rubric, a `score_rollout` of its own):
+    the State records it as `generate` does, and the exception goes to the caller,
+    since a made-up reward would mislead training."""
+    state["error"] = error_record(exc)
 
 
 def _score_args(state: State) -> tuple[Any, ...]:

@@ -276,7 +276,6 @@ class GymVectorEnv(VectorEnv):
         loop (concurrently, in async mode)."""
         if self.closed:
             return
-        self.closed = True
         try:
             if self._concurrent:
                 errors = await asyncio.gather(
@@ -287,6 +286,7 @@ class GymVectorEnv(VectorEnv):
                 self._close_all()
         finally:
             self._close_loop()
+        self.closed = True  # only now, as in close(): an interrupted close can be retried
 
     def close_extras(self, **kwargs: Any) -> None:
         """Close every sub-env: each running episode's cleanup runs."""
