@@ -637,8 +637,7 @@ class Rubric:
 
         errored = errored_rows(states)
         skip = set(errored)
-        names = [*self.get_reward_func_names(), REWARD_ERRORS]
-        unscored = RolloutScore(reward=math.nan, metrics=dict.fromkeys(names, math.nan))
+        unscored = RolloutScore(reward=math.nan, metrics={})  # `blank_rows` fills it in
         todo = [i for i in range(n) if i not in skip]
         jobs = [score_one(i) for i in todo]
         if use_tqdm:
@@ -650,5 +649,6 @@ class Rubric:
         scores = [unscored] * n
         for i, score in zip(todo, done, strict=True):
             scores[i] = score
-        # NaN again after the columns are built: they fill a metric a row lacks with 0.
+        # NaN once the columns are built: they fill a metric a row lacks with 0.
+        names = [*self.get_reward_func_names(), REWARD_ERRORS]
         return blank_rows(scores_to_columns(scores, names), errored)
