@@ -46,6 +46,26 @@ def extract_move(text: str) -> tuple[str, bool]:
     return (text or "").strip(), False
 
 
+#: The most digits a number in a move may have. Boards, heaps and guesses need far
+#: fewer, and `int()` refuses more than 4,300 (it raises ValueError, not InvalidMove).
+MOVE_NUMBER_DIGITS = 12
+
+
+def shown_number(digits: str) -> str:
+    """A number as feedback quotes it: a long one cut short, with its length."""
+    if len(digits) <= MOVE_NUMBER_DIGITS:
+        return digits
+    return f"{digits[:MOVE_NUMBER_DIGITS]}… ({len(digits)} digits)"
+
+
+def move_number(digits: str) -> int:
+    """The int of the digits a move's pattern matched; more digits than any game
+    needs is an invalid move, so a model's 5,000-digit number cannot crash the game."""
+    if len(digits) > MOVE_NUMBER_DIGITS:
+        raise InvalidMove(f"{shown_number(digits)} is far too large a number for this game.")
+    return int(digits)
+
+
 def move_message(move: str) -> ChatMessage:
     """An assistant turn that plays `move` in the catalogue's move format."""
     return {"role": "assistant", "content": f"<move>{move}</move>"}

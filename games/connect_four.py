@@ -275,7 +275,8 @@ class ConnectFourEnv(OpponentGame):
 
     def apply_move(self, game: dict[str, Any], move: str) -> str:
         text = move.strip().lower().removeprefix("column").strip().rstrip(".")
-        if not text.isdigit() or not 1 <= int(text) <= COLS:
+        # isdecimal, not isdigit: int() refuses digits such as "²"; two digits at most.
+        if not (text.isdecimal() and len(text) <= 2 and 1 <= int(text) <= COLS):
             raise InvalidMove(
                 f"{move[:40]!r} is not a column; give a number 1-7, like <move>4</move>."
             )

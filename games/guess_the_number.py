@@ -20,6 +20,7 @@ from vfgym.games._base import (
     game_rows,
     last_user_text,
     move_message,
+    shown_number,
 )
 
 from vfgym.types import ChatMessage, Messages
@@ -56,16 +57,23 @@ class GuessTheNumberEnv(TextGame):
         try:
             guess = int(move.strip().rstrip("."))
         except ValueError:
+            digits = move.strip().rstrip(".")
+            if digits.lstrip("+-").isdecimal():  # a whole number, too long for int()
+                raise InvalidMove(self._outside(game, digits)) from None
             raise InvalidMove(
                 f"{move[:40]!r} is not a whole number; guess like <move>42</move>."
             ) from None
         if not game["low"] <= guess <= game["high"]:
-            raise InvalidMove(f"{guess} is outside the range {game['low']} to {game['high']}.")
+            raise InvalidMove(self._outside(game, str(guess)))
         game["guesses"].append(guess)
         if guess == game["target"]:
             game["won"] = True
             return f"{guess} is correct! You found the number in {len(game['guesses'])} guesses."
         return f"{guess} is too {'low' if guess < game['target'] else 'high'}. Guess again."
+
+    @staticmethod
+    def _outside(game: dict[str, Any], digits: str) -> str:
+        return f"{shown_number(digits)} is outside the range {game['low']} to {game['high']}."
 
     def is_over(self, game: dict[str, Any]) -> bool:
         return game["won"]

@@ -34,6 +34,7 @@ from vfgym.games._base import (
     check_choice,
     game_rows,
     move_message,
+    move_number,
 )
 
 from vfgym.types import ChatMessage, Messages, State
@@ -136,7 +137,8 @@ def parse_actions(move: str) -> list[tuple[str, int, int]]:
             )
         verb = (match.group(1) or "reveal").lower()
         kind = {"open": "reveal", "r": "reveal", "f": "flag", "u": "unflag"}.get(verb, verb)
-        actions.append((kind, int(match.group(3)) - 1, ord(match.group(2).upper()) - ord("A")))
+        row, col = move_number(match.group(3)) - 1, ord(match.group(2).upper()) - ord("A")
+        actions.append((kind, row, col))
     if not actions:
         raise InvalidMove("the move holds no action; write one like <move>reveal B3</move>.")
     return actions

@@ -28,6 +28,7 @@ from vfgym.games._base import (
     check_choice,
     game_rows,
     move_message,
+    move_number,
 )
 
 from vfgym.types import ChatMessage, Messages
@@ -146,7 +147,7 @@ class NimEnv(TextGame):
                 f"{move[:40]!r} is not a move; give a heap number and a count, "
                 "like <move>1 2</move>."
             )
-        heap, count = int(match.group(1)), int(match.group(2))
+        heap, count = move_number(match.group(1)), move_number(match.group(2))
         if not 1 <= heap <= len(heaps):
             raise InvalidMove(f"there is no heap {heap}; heaps are numbered 1 to {len(heaps)}.")
         if heaps[heap - 1] == 0:

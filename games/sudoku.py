@@ -32,6 +32,7 @@ from vfgym.games._base import (
     check_choice,
     game_rows,
     move_message,
+    move_number,
 )
 from vfgym.games._boards import latest_shown
 
@@ -231,8 +232,8 @@ class SudokuEnv(TextGame):
         rows, cols, boxes = _units(n)
         made = []
         for r_text, c_text, d_text in placements:
-            r, c = int(r_text), int(c_text)
-            digit = 0 if d_text == "." else int(d_text)
+            r, c = move_number(r_text), move_number(c_text)
+            digit = 0 if d_text == "." else move_number(d_text)
             name = f"r{r}c{c}"
             if not (1 <= r <= n and 1 <= c <= n):
                 raise InvalidMove(f"{name} is off the grid; rows and columns go from 1 to {n}.")
