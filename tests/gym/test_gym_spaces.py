@@ -50,6 +50,26 @@ def test_model_turn_space_takes_assistant_messages_with_tool_calls():
     assert not space.contains({"role": "assistant", "tool_calls": "add"})
 
 
+def test_a_text_action_is_as_unbounded_as_a_message_and_as_step_takes_it():
+    env = GymEnv(GuessEnv(), max_text_length=16)  # observations cut to 16 characters
+    try:
+        env.reset(seed=0)
+        action = "my guess is 5, " * 10  # longer than the observations' bound
+        assert env.action_space.contains({"role": "assistant", "content": action})
+        assert env.action_space.contains(action)
+        assert env.step(action)[0] == "5: go higher."  # step takes it as it is
+        assert not env.action_space.contains(action + "\x00")  # still clean text only
+    finally:
+        env.close()
+
+
+def test_a_messages_space_answers_false_for_any_non_member_instead_of_raising():
+    space = MessagesSpace(100)
+    assert space.contains([{"role": "user", "content": "hi"}])
+    for bad in ([{"role": ["user"], "content": "hi"}], [{"role": {"r": 1}}], [{"role": None}]):
+        assert space.contains(bad) is False, bad
+
+
 CALL = {"id": "c", "type": "function", "function": {"name": "add", "arguments": "{}"}}
 
 #: Messages that the action space and `step` used to disagree on, and the answer.

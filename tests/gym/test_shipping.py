@@ -8,6 +8,7 @@ as exactly the State the worker holds, and as the sync vector env gives it.
 from __future__ import annotations
 
 import copy
+import gc
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,7 +17,7 @@ import pytest
 from gym_test_envs import GuessEnv, bisect_policy
 
 import vfgym.gym as vgym
-from vfgym.gym import StateView
+from vfgym.gym import StateView, shipping
 from vfgym.types import Messages, State
 
 ENVS = 2
@@ -120,3 +121,44 @@ def test_a_new_list_with_the_same_history_still_sends_only_the_new_messages():
         assert len(completion) == 4
     finally:
         env.close()
+
+
+def _inbox_states() -> int:
+    """How many rebuilt States the main process holds for episodes in flight."""
+    return sum(len(episodes) for episodes in shipping._INBOX.values())
+
+
+def _async_mid_episode(num_envs: int) -> gym.vector.VectorEnv:
+    """An async vector env whose sub-envs are all one step into an episode."""
+    env = gym.make_vec("vfgym-test/Guess-v0", num_envs=num_envs, vectorization_mode="async")
+    env.reset(seed=5)
+    env.step(("no guess",) * num_envs)  # not a number: no episode ends
+    return env
+
+
+def test_an_async_vector_env_closed_mid_episode_releases_its_states():
+    before, streams = _inbox_states(), set(shipping._INBOX)
+    env = _async_mid_episode(3)
+    assert _inbox_states() == before + 3
+    env.close()
+    del env
+    gc.collect()
+    assert _inbox_states() == before
+    assert set(shipping._INBOX) <= streams  # no stream of it left either
+
+
+def test_a_closed_vector_env_still_referenced_is_released_when_another_one_starts():
+    before = _inbox_states()
+    closed = _async_mid_episode(2)
+    closed.close()
+    live = _async_mid_episode(2)
+    try:
+        assert _inbox_states() == before + 2  # the closed env's two are gone
+        # the live env's States still update: its deltas find their base
+        _, _, _, _, infos = live.step(("10", "10"))
+        workers = live.get_attr("state")
+        assert all(infos["state"][i] == StateView(workers[i]) for i in range(2))
+        assert infos["state"][0]["turn"] == 2
+    finally:
+        live.close()
+    assert closed.closed

@@ -21,16 +21,23 @@ local one, a live view of the episode's (rebuilt) State.
 
 Plain `pickle`, `copy` and every other channel still ship the whole State: only
 multiprocessing's own pickler, in a vector env's worker, learns the delta form. The main
-process holds one rebuilt State per episode in flight (dropped when the episode ends or
-the same worker env starts another); a vector env closed mid-episode leaves one per env.
+process holds one rebuilt State per episode in flight, dropped when the episode ends or
+the same worker env starts another. A vector env closed mid-episode lets go of its own
+when it is garbage-collected (a finalizer on the pipe end that received them), or
+earlier, as soon as any async vector env starts a new worker env after it was closed.
+Views already handed out keep their State either way.
 """
 
 from __future__ import annotations
 
 import itertools
 import multiprocessing
+import multiprocessing.connection
 import os
+import sys
+import weakref
 from multiprocessing.reduction import ForkingPickler
+from types import FrameType
 from typing import Any
 
 from vfgym.gym.state_view import StateView
@@ -149,8 +156,13 @@ def _snapshot(value: Any) -> Any:
 
 
 def new_outbox(stream: str | None, episode: int) -> Outbox:
-    """An episode's outbox on `stream` (a new stream id when None)."""
-    return Outbox(stream or f"{os.getpid()}:{next(_STREAMS)}", episode)
+    """An episode's outbox on `stream` (a new stream id when None).
+
+    A stream id is never reused, even by a later worker that gets a recycled pid (and
+    the counter as it was at the fork): a stale inbox entry of a closed vector env must
+    not be taken for the base of a new stream, nor its release drop the new one.
+    """
+    return Outbox(stream or f"{os.getpid()}:{next(_STREAMS)}:{os.urandom(4).hex()}", episode)
 
 
 class Conversation(list):  # type: ignore[type-arg]
@@ -171,12 +183,51 @@ class Conversation(list):  # type: ignore[type-arg]
 
 #: stream -> episode -> [version, rebuilt State]; only episodes still in flight.
 _INBOX: dict[str, dict[int, list[Any]]] = {}
+#: stream -> (a weak reference to) the pipe end it arrives on, when it is one.
+_RECEIVERS: dict[str, weakref.ref[Any]] = {}
+_CONNECTIONS = tuple(
+    getattr(multiprocessing.connection, name)
+    for name in ("Connection", "PipeConnection")
+    if hasattr(multiprocessing.connection, name)
+)
+
+
+def _receiving_connection(frame: FrameType | None) -> Any:
+    """The pipe end whose `recv` is unpickling this reply (`frame` is the unpickler's
+    caller: `Connection.recv`), or None when the view came some other way."""
+    receiver = None if frame is None else frame.f_locals.get("self")
+    return receiver if isinstance(receiver, _CONNECTIONS) else None
+
+
+def _open_stream(stream: str, receiver: Any) -> dict[int, list[Any]]:
+    """The inbox of a stream seen for the first time, released with its receiver.
+
+    Once per worker env (not per step): also drops the streams of pipe ends closed since,
+    which can never receive again (a vector env closed but still referenced).
+    """
+    for other, ref in list(_RECEIVERS.items()):
+        connection = ref()
+        if connection is None or connection.closed:
+            _drop_stream(other)
+    episodes = _INBOX[stream] = {}
+    if receiver is not None:
+        _RECEIVERS[stream] = weakref.ref(receiver)
+        weakref.finalize(receiver, _drop_stream, stream).atexit = False
+    return episodes
+
+
+def _drop_stream(stream: str) -> None:
+    """Forget a stream whose receiver is gone or closed: no delta of it can come."""
+    _INBOX.pop(stream, None)
+    _RECEIVERS.pop(stream, None)
 
 
 def _rebuild_view(
     stream: str, episode: int, version: int, entries: list[Any], final: bool
 ) -> StateView:
-    episodes = _INBOX.setdefault(stream, {})
+    episodes = _INBOX.get(stream)
+    if episodes is None:
+        episodes = _open_stream(stream, _receiving_connection(sys._getframe(1)))
     if version == 0:
         for older in [e for e in episodes if e < episode]:  # abandoned by a reset
             del episodes[older]
@@ -205,7 +256,7 @@ def _rebuild_view(
     slot[0] = version
     if final:
         del episodes[episode]
-        if not episodes:
+        if not episodes and stream not in _RECEIVERS:  # else kept until its receiver goes
             del _INBOX[stream]
     return StateView(state)
 

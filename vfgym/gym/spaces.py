@@ -100,8 +100,9 @@ class ModelTurnSpace(UnicodeText):
     is how a tool call reaches `step` of a chat env; it is a member exactly when
     `step` would take it (`vfgym.gym.actions.checked_message` decides both) and its
     text is clean like a text member's. A completion-style env (`chat=False`) takes
-    text alone. Its text length is not bounded by `max_length`, because the
-    model's turn is taken as the model wrote it.
+    text alone. Its text length is not bounded by `max_length` (text or message
+    alike), because the model's turn is taken as the model wrote it: `max_length`
+    bounds only `sample()` and the flattened form.
     """
 
     def __init__(
@@ -117,8 +118,8 @@ class ModelTurnSpace(UnicodeText):
         self.chat = chat
 
     def contains(self, x: Any) -> bool:
-        if isinstance(x, str):
-            return super().contains(x)
+        if isinstance(x, str):  # any length from min_length up, as `step` takes it
+            return len(x) >= self.min_length and is_clean(x)
         return self.chat and is_assistant_message(x)
 
     def __repr__(self) -> str:
@@ -129,6 +130,11 @@ class ModelTurnSpace(UnicodeText):
         return super().__eq__(other) and self.chat == other.chat  # type: ignore[attr-defined]
 
     __hash__ = None  # type: ignore[assignment]
+
+
+def _is_role(role: Any) -> bool:
+    """True for a known role; any other value (an unhashable one too) is simply not one."""
+    return isinstance(role, str) and role in ROLES
 
 
 def is_assistant_message(x: Any) -> bool:
@@ -174,7 +180,7 @@ class MessagesSpace(Space[list]):
         if not isinstance(x, list):
             return False
         for message in x:
-            if not isinstance(message, dict) or message.get("role") not in ROLES:
+            if not isinstance(message, dict) or not _is_role(message.get("role")):
                 return False
             content = message.get("content")
             if content is not None and not self.text.contains(content):
