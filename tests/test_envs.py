@@ -507,6 +507,17 @@ def test_env_group_refuses_an_unknown_task_and_bad_names() -> None:
         EnvGroup([])
 
 
+def test_env_group_refuses_chat_and_completion_members_together() -> None:
+    from vfgym.envs import EnvGroup
+
+    chat, text = SingleTurnEnv(dataset=ROWS), SingleTurnEnv(dataset=ROWS, message_type="completion")
+    with pytest.raises(ValueError) as caught:
+        EnvGroup([chat, text, chat], env_names=["a", "b", "c"])
+    message = str(caught.value)
+    assert "['a', 'c'] use 'chat' and ['b'] use 'completion'" in message
+    assert "separately" in message
+
+
 async def test_completion_mode_multi_turn_concatenates_text(model_server) -> None:
     class Story(MultiTurnEnv):
         async def is_completed(self, messages, state, **kwargs):

@@ -71,15 +71,20 @@ def make_record(
     metrics: dict[str, float],
     state_columns: list[str] | None = None,
 ) -> dict[str, Any]:
-    """The JSON line of one finished rollout."""
+    """The JSON line of one finished rollout.
+
+    The prompt and info are the State's, as the episode was played: a
+    `setup_state` may have added to the prompt the model saw, or drawn a board
+    into the info.
+    """
     record: dict[str, Any] = {
         "index": index,
         "example_id": row.get("example_id", index),
         "task": row.get("task", "default"),
-        "prompt": row.get("prompt"),
+        "prompt": state.get("prompt", row.get("prompt")),
         "completion": completion,
         "answer": row.get("answer", ""),
-        "info": row.get("info", {}),
+        "info": state.get("info", row.get("info", {})),
         "reward": _finite(reward),
         "metrics": {k: _finite(v) for k, v in metrics.items()},
     }

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from openai import AsyncOpenAI, DefaultAsyncHttpxClient, OpenAI
 
 from vfgym.data import to_rows
-from vfgym.envs.environment import new_state
+from vfgym.envs.environment import errored_state
 from vfgym.errors import error_record
 from vfgym.gcpolicy import AUTO_FREEZE_ROLLOUTS, frozen_gc
 from vfgym.results import ResultsWriter, inputs_digest, make_record
@@ -150,6 +150,9 @@ async def run_batch(
         aclient = aclient.with_options(max_retries=0)
     started = time.perf_counter()
 
+    # The prompt and info as played (a `setup_state` may add to them), by rollout.
+    prompts: list[Any] = [row["prompt"] for row in rows]
+    infos: list[Any] = [row["info"] for row in rows]
     completions: list[Any] = [None] * n
     states: list[State] = [{}] * n
     rewards: list[float] = [NAN] * n
@@ -194,9 +197,15 @@ async def run_batch(
                     sampling_args=sampling_args,
                 )
             except Exception as exc:  # a custom rollout that raised: record, go on
-                state = new_state(prompt, [], row["answer"], row["task"], info, row["example_id"])
-                state["error"] = error_record(exc)
-                state["stop_reason"] = "error"
+                state = errored_state(
+                    env.message_type,
+                    prompt,
+                    row["answer"],
+                    row["task"],
+                    info,
+                    row["example_id"],
+                    exc,
+                )
                 completion = state["completion"]
         reward, scores = NAN, {}
         if score_rollouts and not state.get("error"):
@@ -219,6 +228,7 @@ async def run_batch(
         state["reward"] = reward
         state["metrics"] = scores
         completions[i], states[i], rewards[i], metrics[i] = completion, state, reward, scores
+        prompts[i], infos[i] = state.get("prompt", prompt), state.get("info", info)
         if writer is not None or on_result is not None:
             record = make_record(i, row, completion, state, reward, scores, state_columns)
             if writer is not None:
@@ -234,6 +244,7 @@ async def run_batch(
         state["prompt"], state["completion"] = record["prompt"], record["completion"]
         reward = record.get("reward")
         completions[i], states[i] = record["completion"], state
+        prompts[i], infos[i] = record["prompt"], record.get("info", infos[i])
         rewards[i] = NAN if reward is None else float(reward)
         metrics[i] = {k: NAN if v is None else float(v) for k, v in record["metrics"].items()}
 
@@ -264,11 +275,11 @@ async def run_batch(
     # The engine built every field itself: validating 10,000 conversations again
     # would hold the event loop for most of a second.
     return GenerateOutputs.model_construct(
-        prompt=[row["prompt"] for row in rows],
+        prompt=prompts,
         completion=completions,
         answer=[row["answer"] for row in rows],
         state=states,
-        info=[row["info"] for row in rows],
+        info=infos,
         task=[row["task"] for row in rows],
         reward=rewards,
         metrics=_metric_columns(metrics),

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from openai import AsyncOpenAI, OpenAI
 
 from vfgym.envs.environment import Environment
 from vfgym.rubrics import Rubric
 from vfgym.types import Info, Messages, ProcessedOutputs, RolloutScore, SamplingArgs, State
+
+if TYPE_CHECKING:
+    from vfgym.processing import Tokenizer
 
 
 class EnvGroupRubric(Rubric):
@@ -64,6 +67,16 @@ class EnvGroup(Environment):
             raise ValueError(f"{len(envs)} environments but {len(names)} env_names")
         if len(set(names)) != len(names):
             raise ValueError(f"env_names must be unique, got {names}")
+        kinds = {e.message_type for e in envs}
+        if len(kinds) > 1:
+            # One group's outputs are one kind of data: chat messages or text, never both.
+            members = list(zip(names, envs, strict=True))
+            by_kind = {k: [n for n, e in members if e.message_type == k] for k in kinds}
+            raise ValueError(
+                "EnvGroup members must share a message_type, but "
+                + " and ".join(f"{by_kind[k]} use {k!r}" for k in sorted(kinds))
+                + "; group the chat environments and the completion ones separately"
+            )
         self.envs = list(envs)
         self.env_names = names
         self.env_map = dict(zip(names, envs, strict=True))
@@ -121,21 +134,35 @@ class EnvGroup(Environment):
             **kwargs,
         )
 
-    def process_env_results(self, *args: Any, **kwargs: Any) -> ProcessedOutputs:
+    def process_env_results(
+        self,
+        prompts: list[Messages],
+        completions: list[Messages],
+        states: list[State],
+        rewards: list[float],
+        processing_class: Tokenizer,
+        max_seq_len: int = -1,
+        mask_env_responses: bool = False,
+        mask_truncated_completions: bool = False,
+        zero_truncated_completions: bool = False,
+        **kwargs: Any,
+    ) -> ProcessedOutputs:
         """Tokenize with the tools of each rollout's own environment."""
         from vfgym.processing import process_env_results
 
-        prompts, completions, states, rewards, tokenizer = args[:5]
         tools = [self.get_env_for_task(s.get("task", "default")).oai_tools for s in states]
         return process_env_results(
             prompts,
             completions,
             states,
             rewards,
-            tokenizer,
+            processing_class,
+            max_seq_len=max_seq_len,
+            mask_env_responses=mask_env_responses,
+            mask_truncated_completions=mask_truncated_completions,
+            zero_truncated_completions=zero_truncated_completions,
             message_type=self.message_type,
             oai_tools=tools,
-            **kwargs,
         )
 
 

@@ -16,6 +16,7 @@ from openai import AsyncOpenAI, OpenAI
 from vfgym._async import run_sync
 from vfgym.client import RetryPolicy, request_model_response
 from vfgym.data import DatasetLike, build_prompt, format_rows, to_rows
+from vfgym.errors import error_record
 from vfgym.parsers import Parser
 from vfgym.rubrics import Rubric
 from vfgym.types import (
@@ -281,7 +282,8 @@ class Environment(ABC):
         """Many rollouts at once, unscored, as `(completion, state)` in input order.
 
         Columns left out (or empty) take their defaults; `generate` is the usual
-        entry point, this is the lower-level call verifiers trainers make.
+        entry point, this is the lower-level call verifiers trainers make. A
+        rollout that raises ends with `state["error"]`; the others go on.
         """
         from vfgym.runner import _progress_bar
 
@@ -314,20 +316,27 @@ class Environment(ABC):
 
         async def one(row: tuple[Any, ...]) -> tuple[Messages, State]:
             prompt, completion, answer, state, task, info, example_id = row
-            result = await self.run_rollout(
-                limit,
-                client,
-                model,
-                prompt,
-                completion,
-                answer,
-                state,
-                task,
-                info,
-                example_id,
-                sampling_args,
-                **kwargs,
-            )
+            try:
+                result = await self.run_rollout(
+                    limit,
+                    client,
+                    model,
+                    prompt,
+                    completion,
+                    answer,
+                    state,
+                    task,
+                    info,
+                    example_id,
+                    sampling_args,
+                    **kwargs,
+                )
+            except Exception as exc:  # the others go on; this one is reported as errored
+                failed = errored_state(
+                    self.message_type, prompt, answer, task, info, example_id, exc
+                )
+                self.logger.warning("rollout %s failed: %s", example_id, exc)
+                result = (failed["completion"], failed)
             if progress is not None:
                 progress.update(1)
             return result
@@ -497,7 +506,37 @@ class Environment(ABC):
             oai_tools=self.oai_tools,
         )
 
-    process_env_results_vllm = process_env_results
+    def process_env_results_vllm(
+        self,
+        prompts: list[Messages],
+        completions: list[Messages],
+        states: list[State],
+        rewards: list[float],
+        processing_class: Tokenizer,
+        max_seq_len: int = -1,
+        mask_env_responses: bool = False,
+        mask_truncated_completions: bool = False,
+        zero_truncated_completions: bool = False,
+        **kwargs: Any,
+    ) -> ProcessedOutputs:
+        """`process_env_results` under its verifiers name, the one trainers call.
+
+        A method that calls `self.process_env_results`, not an alias of it, so a
+        subclass that overrides `process_env_results` (EnvGroup does) is used
+        whichever name the trainer calls.
+        """
+        return self.process_env_results(
+            prompts,
+            completions,
+            states,
+            rewards,
+            processing_class,
+            max_seq_len=max_seq_len,
+            mask_env_responses=mask_env_responses,
+            mask_truncated_completions=mask_truncated_completions,
+            zero_truncated_completions=zero_truncated_completions,
+            **kwargs,
+        )
 
 
 def new_state(
@@ -523,6 +562,35 @@ def new_state(
         "stop_reason": None,
         "timing": {"generation_ms": 0.0, "scoring_ms": 0.0, "total_ms": 0.0},
     }
+
+
+def errored_state(
+    message_type: MessageType,
+    prompt: Messages,
+    answer: str,
+    task: str,
+    info: Info,
+    example_id: int,
+    exc: BaseException,
+) -> State:
+    """The State of a rollout that raised before it had one to report (a custom
+    `rollout` or `init_state` that failed), so the batch goes on and says why."""
+    state = new_state(prompt, [] if message_type == "chat" else "", answer, task, info, example_id)
+    state["error"] = error_record(exc)
+    state["stop_reason"] = "error"
+    return state
+
+
+def fill_state_defaults(state: State, defaults: State) -> State:
+    """Add to a State built elsewhere (an `init_state` override, a caller's dict) the
+    keys the turn loop keeps (`completion_tokens`, `timing`, ...) that it lacks.
+
+    The type reference's own State example has none of them, and a loop that
+    met a missing one mid-episode would end the rollout as an error."""
+    for key, value in defaults.items():
+        if key not in state:
+            state[key] = value
+    return state
 
 
 def _renamed(row: dict[str, Any], index: int, question_key: str, answer_key: str) -> dict[str, Any]:
@@ -568,4 +636,4 @@ def _compat_generate_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in kwargs.items() if k in ("semaphore", "gc_freeze")}
 
 
-__all__ = ["Environment", "new_state"]
+__all__ = ["Environment", "errored_state", "fill_state_defaults", "new_state"]

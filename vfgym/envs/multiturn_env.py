@@ -10,7 +10,7 @@ from openai import AsyncOpenAI, OpenAI
 
 from vfgym._async import call_inline, is_async_callable, maybe_await, settle_inline
 from vfgym.client import ModelCaller
-from vfgym.envs.environment import Environment, new_state
+from vfgym.envs.environment import Environment, fill_state_defaults, new_state
 from vfgym.errors import ContextLengthExceeded, error_record
 from vfgym.messages import assistant_message, completion_text
 from vfgym.types import ChatMessage, Info, Messages, ModelResponse, SamplingArgs, State
@@ -282,8 +282,14 @@ class MultiTurnEnv(Environment):
 
     def _take_reply(self, state: State, reply: Any) -> Messages:
         """Check `env_response`'s `(messages, state)` and add the messages to the completion."""
-        env_messages, new_state = reply
+        try:
+            env_messages, new_state = reply
+        except (TypeError, ValueError):
+            raise self._bad_reply(reply) from None
         if new_state is not None and new_state is not state:
+            if not isinstance(new_state, dict) or _is_message(new_state):
+                # e.g. two messages returned without the State: the second is no State
+                raise self._bad_reply(reply)
             state.update(new_state)
         if self.message_type == "chat":
             if isinstance(env_messages, dict):
@@ -297,6 +303,14 @@ class MultiTurnEnv(Environment):
         else:
             state["completion"] += env_messages
         return env_messages
+
+    def _bad_reply(self, reply: Any) -> TypeError:
+        """The error for an `env_response` that did not return `(messages, state)`."""
+        return TypeError(
+            f"{type(self).__name__}.env_response must return (messages, state), a pair of "
+            f"the new messages and the State; it returned {_describe(reply)}. "
+            "End it with `return messages, state`."
+        )
 
     def finish(self, state: State, stop_reason: str) -> None:
         """Mark how the episode ended."""
@@ -346,6 +360,12 @@ class MultiTurnEnv(Environment):
                 state = new_state(prompt, completion, answer, task, info, example_id)
             else:
                 state = await self.init_state(prompt, completion, answer, task, info, example_id)
+                defaults = new_state(prompt, completion, answer, task, info, example_id)
+                state = fill_state_defaults(state, defaults)
+        else:  # the caller's State: whatever the loop keeps that it lacks is added
+            empty = self._no_messages() if completion is None else completion
+            defaults = new_state(prompt, empty, answer, task, info, example_id)
+            state = fill_state_defaults(state, defaults)
         start = time.perf_counter()
         args = self.merged_sampling_args(sampling_args)
         tools = info.get("oai_tools") or self.oai_tools
@@ -413,3 +433,17 @@ class MultiTurnEnv(Environment):
             state["timing"]["generation_ms"] = elapsed
             state["timing"]["total_ms"] = elapsed
         return state["completion"], state
+
+
+def _is_message(value: dict[str, Any]) -> bool:
+    """True for a chat message, which a State (it always has a prompt) never is."""
+    return "role" in value and "prompt" not in value
+
+
+def _describe(reply: Any) -> str:
+    """A short account of what `env_response` returned, for its error message."""
+    if isinstance(reply, list | tuple):
+        kinds = ", ".join(type(item).__name__ for item in reply[:4])
+        more = ", ..." if len(reply) > 4 else ""
+        return f"a {type(reply).__name__} of {len(reply)} ({kinds}{more})"
+    return f"a {type(reply).__name__}"
