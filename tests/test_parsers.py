@@ -328,3 +328,20 @@ def test_extract_boxed_answer(text: str, expected: str) -> None:
 )
 def test_extract_hash_answer(text: str, expected: str) -> None:
     assert extract_hash_answer(text) == expected
+
+
+def test_xml_parse_a_field_opened_again_before_it_closed_is_two_values() -> None:
+    parser = XMLParser(["think", "answer"])
+    text = "<answer>\nThe answer is <answer>42</answer>"
+    assert parser.parse(text).answer == "The answer is"
+    assert parser.parse_answer(text) == "42"
+    # the first one was left open: not well formed, and the field appears twice
+    assert parser.score_format("<answer>1<answer>2</answer>") == pytest.approx(0.4)
+
+
+def test_xml_parse_an_unclosed_field_stops_at_a_closing_tag_of_another() -> None:
+    parser = XMLParser(["think", "answer"])
+    assert parser.parse_answer("<answer>42</think>") == "42"
+    assert parser.parse("<think>plan</answer> <answer>7</answer>").think == "plan"
+    # the wrong closing tag is stray text: neither well formed nor clean
+    assert parser.score_format("<think>t</think><answer>42</think>") == pytest.approx(0.6)

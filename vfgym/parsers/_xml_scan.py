@@ -3,9 +3,11 @@
 Model output is not XML: a tag is often left open (a stop sequence cut the
 closing tag), content holds stray angle brackets (`a < b`, `vector<int>`), and
 one field can mention another's tag. The scanner only looks at the tags it was
-told about, matches each opening tag with the first closing tag of the same
-name after it, and lets an unclosed tag run to the next known opening tag or
-to the end of the text.
+told about and matches each opening tag with the first closing tag of the same
+name after it. A tag is unclosed when no such closing tag comes before the next
+opening tag of the same name (a model that opened the field again); an unclosed
+tag runs to the next known tag, opening or closing, or to the end of the text,
+so its content never holds a known tag.
 """
 
 from __future__ import annotations
@@ -49,13 +51,11 @@ class TagScanner:
     def scan(self, text: str) -> Scan:
         """Split `text` into elements; see the module docstring for the rules."""
         matches = list(self._pattern.finditer(text))
-        openings: list[int] = []
+        openings: dict[str, list[int]] = {}
         closings: dict[str, list[int]] = {}
         for index, match in enumerate(matches):
-            if match.group(1):
-                closings.setdefault(match.group(2), []).append(index)
-            else:
-                openings.append(index)
+            side = closings if match.group(1) else openings
+            side.setdefault(match.group(2), []).append(index)
 
         elements: list[Element] = []
         stray = 0
@@ -67,19 +67,22 @@ class TagScanner:
                 i += 1
                 continue
             tag = match.group(2)
-            same_closings = closings.get(tag, [])
-            k = bisect_right(same_closings, i)
-            if k < len(same_closings):
-                closing = matches[same_closings[k]]
+            closing = _next_after(closings.get(tag, ()), i)
+            reopening = _next_after(openings[tag], i)
+            if closing is not None and (reopening is None or closing < reopening):
+                end = matches[closing]
                 elements.append(
-                    Element(tag, match.start(), match.end(), closing.start(), closing.end(), True)
+                    Element(tag, match.start(), match.end(), end.start(), end.end(), True)
                 )
-                i = same_closings[k] + 1
+                i = closing + 1
                 continue
-            k = bisect_right(openings, i)
-            if k < len(openings):
-                stop, i = matches[openings[k]].start(), openings[k]
-            else:
-                stop, i = len(text), len(matches)
+            stop = matches[i + 1].start() if i + 1 < len(matches) else len(text)
             elements.append(Element(tag, match.start(), match.end(), stop, stop, False))
+            i += 1
         return Scan(tuple(elements), stray)
+
+
+def _next_after(indices: list[int] | tuple[()], i: int) -> int | None:
+    """The first of the sorted `indices` greater than `i`, or None."""
+    k = bisect_right(indices, i)
+    return indices[k] if k < len(indices) else None
