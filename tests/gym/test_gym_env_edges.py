@@ -661,3 +661,45 @@ def test_a_rubric_that_cannot_score_raises_and_the_state_records_it():
     assert env.episode_over
     env.reset(seed=0)  # and the env goes on
     env.close()
+
+
+class ReferenceShapedStateGuessEnv(GuessEnv):
+    """`init_state` as the type reference's example writes it: no engine bookkeeping
+    (`completion_tokens`, `timing`, `stop_reason`, ...)."""
+
+    async def init_state(self, prompt, completion, answer, task, info, example_id, **kwargs):
+        return {
+            "prompt": prompt,
+            "completion": completion,
+            "answer": answer,
+            "info": info,
+            "task": task,
+            "responses": [],
+            "turn": 0,
+        }
+
+
+@pytest.mark.parametrize("drive", ["sync", "async"])
+def test_an_init_state_without_the_engine_keys_plays_to_a_score(drive: str) -> None:
+    env = GymEnv(
+        ReferenceShapedStateGuessEnv(rollout_token_budget=10_000, max_turns=2),
+        count_tokens=len,
+    )
+
+    async def episode() -> tuple[Any, ...]:
+        await env.areset(seed=0, options={"index": 1})
+        await env.astep("1")
+        return await env.astep("2")
+
+    try:
+        if drive == "sync":
+            env.reset(seed=0, options={"index": 1})
+            env.step("1")
+            *_, truncated, info = env.step("2")
+        else:
+            *_, truncated, info = asyncio.run(episode())
+        assert truncated and info["stop_reason"] == "max_turns"
+        assert info["state"]["completion_tokens"] == 2
+        assert "error" not in info["state"] and set(info["metrics"]) >= {"won", "guesses"}
+    finally:
+        env.close()

@@ -45,7 +45,7 @@ from vfgym._async import (
     run_on,
     settle_inline,
 )
-from vfgym.envs.environment import Environment, new_state
+from vfgym.envs.environment import Environment, fill_state_defaults, new_state
 from vfgym.envs.multiturn_env import TRUNCATING, MultiTurnEnv
 from vfgym.errors import error_record
 from vfgym.gym.actions import fresh_copy, model_turn
@@ -497,6 +497,7 @@ class GymEnv(gym.Env[Observation, Action]):
         self._episode_loop = asyncio.get_running_loop()
         completion = await env.init_completion()
         state = await env.init_state(prompt, completion, answer, task, info, example_id)
+        state = _with_defaults(state, prompt, completion, answer, task, info, example_id)
         self._state, self._done, self._cleaned = state, False, False
         try:
             ready = await maybe_await(env.setup_state, state)
@@ -519,6 +520,7 @@ class GymEnv(gym.Env[Observation, Action]):
         else:
             completion = call_inline(env.init_completion)
             state = call_inline(env.init_state, prompt, completion, answer, task, info, example_id)
+            state = _with_defaults(state, prompt, completion, answer, task, info, example_id)
         self._state, self._done, self._cleaned = state, False, False
         ready = None
         if not self._default_setup:
@@ -965,6 +967,22 @@ _FLAT = frozenset({str, int, float, bool, type(None)})
 
 #: GymEnv attributes holding event loops, which `copy.deepcopy` leaves out.
 _LOOPS = frozenset({"_loop", "_episode_loop"})
+
+
+def _with_defaults(
+    state: State,
+    prompt: Messages,
+    completion: Messages,
+    answer: str,
+    task: str,
+    info: dict[str, Any],
+    example_id: int,
+) -> State:
+    """An `init_state` override's State with the keys the turn loop keeps that it left
+    out (a State shaped like the type reference's example has no `completion_tokens`),
+    as a rollout completes it."""
+    defaults = new_state(prompt, completion, answer, task, info, example_id)
+    return fill_state_defaults(state, defaults)
 
 
 def _print_human(text: str) -> None:
