@@ -64,22 +64,32 @@ def is_context_overflow(exc: BaseException) -> bool:
     return any(marker in text for marker in _CONTEXT_MARKERS)
 
 
-_WINDOW = re.compile(r"maximum context length is (\d+)")
-_PROMPT_SIZE = re.compile(r"(\d+) in the (?:messages|prompt)")
+_WINDOW = re.compile(r"maximum context length (?:is|of) (\d+)")
+# The prompt's size as each server words it: OpenAI and older vLLM "(P in the
+# messages, C in the completion)"; vLLM 0.9-0.11 "your request has P input tokens";
+# newer vLLM "your prompt contains at least P input tokens"; SGLang "P tokens
+# from the input messages".
+_PROMPT_SIZE = re.compile(
+    r"(\d+) in the (?:messages|prompt)"
+    r"|request has (\d+) input tokens"
+    r"|prompt contains (?:at least )?(\d+) input tokens"
+    r"|(\d+) tokens from the input"
+)
 
 
 def completion_room(exc: BaseException) -> int | None:
     """Completion tokens that would still fit, read from a context-overflow error.
 
-    vLLM and OpenAI word the error alike ("maximum context length is N tokens ...
-    (P in the messages, C in the completion)"); None when the message does not
-    say, or when the prompt alone fills the window.
+    OpenAI, vLLM and SGLang all give the window ("maximum context length is/of N
+    tokens") and the prompt's size, in different words (see `_PROMPT_SIZE`); None
+    when the message does not say, or when the prompt alone fills the window.
     """
     text = str(exc)
     window, prompt = _WINDOW.search(text), _PROMPT_SIZE.search(text)
     if window is None or prompt is None:
         return None
-    room = int(window.group(1)) - int(prompt.group(1))
+    prompt_tokens = next(size for size in prompt.groups() if size is not None)
+    room = int(window.group(1)) - int(prompt_tokens)
     return room if room > 0 else None
 
 

@@ -2,7 +2,8 @@
 
 Routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models,
 POST /tokenize, POST /detokenize (vLLM style) and GET /health. Generation
-requests are recorded and may be hit by an injected fault (see `faults`).
+requests are recorded and may be hit by an injected fault (see `faults`). Every
+error, an unknown route included, is answered in the OpenAI error shape.
 """
 
 from __future__ import annotations
@@ -77,6 +78,42 @@ def _stop_param(body: dict[str, Any]) -> list[str] | None:
     raise bad_request(f"'stop' must be a string or a list of strings, got {stop!r}", "stop")
 
 
+MAX_BODY_BYTES = 64 * 1024 * 1024
+
+
+def _tools_param(body: dict[str, Any]) -> list[Any] | None:
+    """`tools`, checked as vLLM and OpenAI check it: malformed schemas are a 400 there too."""
+    tools = body.get("tools")
+    if tools is None:
+        return None
+    if not isinstance(tools, list):
+        raise bad_request(f"'tools' must be a list of tool dicts, got {tools!r:.120}", "tools")
+    for i, tool in enumerate(tools):
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if (
+            not isinstance(function, dict)
+            or not isinstance(function.get("name"), str)
+            or tool.get("type", "function") != "function"
+        ):
+            raise bad_request(
+                f"tools[{i}] must be {{'type': 'function', 'function': {{'name': str, "
+                f"'description': str, 'parameters': {{...}}}}}}, got {tool!r:.120}",
+                f"tools[{i}]",
+            )
+    return tools
+
+
+def _top_logprobs_param(body: dict[str, Any]) -> int:
+    """`top_logprobs` of a chat request; OpenAI and vLLM refuse it without `logprobs`."""
+    top_n = _int_param(body, "top_logprobs", minimum=0, maximum=20)
+    if top_n is not None and not body.get("logprobs"):
+        raise bad_request(
+            "'top_logprobs' needs 'logprobs': true; set logprobs=True or drop top_logprobs",
+            "top_logprobs",
+        )
+    return top_n or 0
+
+
 class ServerCore:
     """Everything the route handlers share: policies, tokenizer, limits, faults, records."""
 
@@ -134,8 +171,14 @@ class ServerCore:
         return max_tokens if max_tokens is not None else self.max_model_len - prompt_tokens
 
     def _policy(self, body: dict[str, Any]) -> BoundPolicy:
+        model = body.get("model")
+        if model is None and not self.router.serves_any_name:
+            raise bad_request(
+                f"you must provide a model parameter; this server serves: {self.router.models}",
+                "model",
+            )
         try:
-            return self.router.get(body.get("model"))
+            return self.router.get(model)
         except UnknownModelError as exc:
             raise HTTPFailure(404, str(exc), param="model") from None
 
@@ -178,7 +221,7 @@ class ServerCore:
             raise bad_request("'messages' must be a non-empty list of message dicts", "messages")
         if body.get("stream"):
             raise bad_request("streaming is not supported by this server; omit 'stream'", "stream")
-        tools = body.get("tools")
+        tools = _tools_param(body)
         view = self.view
         try:
             prompt_tokens = view.chat_count(messages, tools)
@@ -188,7 +231,7 @@ class ServerCore:
             ) from None
         limit = self._sampling(body, prompt_tokens, chat=True)
         n = _int_param(body, "n", minimum=1, maximum=128) or 1
-        top_n = _int_param(body, "top_logprobs", minimum=0, maximum=20) or 0
+        top_n = _top_logprobs_param(body)
         want_logprobs = bool(body.get("logprobs"))
         as_ids = bool(body.get("return_tokens_as_token_ids"))
         want_ids = bool(body.get("return_token_ids"))
@@ -387,7 +430,15 @@ class _Dropped(Exception):
 
 
 async def _read_body(request: web.Request) -> dict[str, Any]:
-    raw = await request.read()
+    try:
+        raw = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        # A 413, not the generic 500 below: clients retry 5xx, and resending cannot help.
+        raise HTTPFailure(
+            413,
+            f"the request body is too large (over {MAX_BODY_BYTES // (1024 * 1024)} MiB); "
+            "send a shorter prompt",
+        ) from None
     try:
         body = json.loads(raw)
     except ValueError:
@@ -447,11 +498,44 @@ def build_app(core: ServerCore) -> web.Application:
     async def health(request: web.Request) -> web.StreamResponse:
         return web.Response(status=200)
 
-    app = web.Application(client_max_size=64 * 1024 * 1024)
-    app.router.add_post("/v1/chat/completions", chat_completions)
-    app.router.add_post("/v1/completions", completions)
-    app.router.add_get("/v1/models", models)
-    app.router.add_post("/tokenize", tokenize)
-    app.router.add_post("/detokenize", detokenize)
-    app.router.add_get("/health", health)
+    routes = {
+        ("POST", "/v1/chat/completions"): chat_completions,
+        ("POST", "/v1/completions"): completions,
+        ("GET", "/v1/models"): models,
+        ("POST", "/tokenize"): tokenize,
+        ("POST", "/detokenize"): detokenize,
+        ("GET", "/health"): health,
+    }
+
+    async def unknown_route(request: web.Request) -> web.StreamResponse:
+        return _error(core, _unknown_route(request.method, request.path, list(routes)))
+
+    app = web.Application(client_max_size=MAX_BODY_BYTES)
+    for (method, path), handler in routes.items():
+        if method == "GET":
+            app.router.add_get(path, handler)  # HEAD too, as health checkers send
+        else:
+            app.router.add_route(method, path, handler)
+    # Registered last, so only requests no route above matches reach it.
+    app.router.add_route("*", "/{tail:.*}", unknown_route)
     return app
+
+
+def _unknown_route(method: str, path: str, routes: list[tuple[str, str]]) -> HTTPFailure:
+    """The OpenAI-shaped 404/405 for a request no route serves, saying which routes exist.
+
+    aiohttp's own answer is a plain-text "404: Not Found", which the openai client
+    shows as is; the likeliest cause, a base URL without "/v1", deserves a hint.
+    """
+    served = ", ".join(f"{m} {p}" for m, p in routes)
+    methods = [m for m, p in routes if p == path]
+    if methods:
+        return HTTPFailure(
+            405,
+            f"{method} {path} is not allowed; use {' or '.join(methods)}",
+            headers={"Allow": ", ".join(methods)},
+        )
+    hint = ""
+    if any(p == "/v1" + path for _, p in routes):
+        hint = ' (is the base URL missing "/v1"? use ModelServer.base_url)'
+    return HTTPFailure(404, f"Invalid URL ({method} {path}){hint}; this server serves: {served}")

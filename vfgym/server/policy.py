@@ -93,6 +93,11 @@ class PolicyRouter:
             self._by_name = {default_model: self._single}
         self.models: list[str] = list(self._by_name)
 
+    @property
+    def serves_any_name(self) -> bool:
+        """True when one policy answers for every model name (no mapping was given)."""
+        return self._single is not None
+
     def get(self, model: Any) -> BoundPolicy:
         """The policy for `model`, or `UnknownModelError`."""
         if self._single is not None:

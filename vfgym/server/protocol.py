@@ -89,6 +89,8 @@ class HTTPFailure(Exception):
 _ERROR_TYPES = {
     400: "BadRequestError",
     404: "NotFoundError",
+    405: "MethodNotAllowedError",
+    413: "RequestTooLargeError",
     429: "RateLimitError",
     500: "InternalServerError",
     503: "ServiceUnavailableError",

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
+import os
 import socket
 import threading
 from collections.abc import Iterator
@@ -181,9 +183,12 @@ class ModelServer:
             shutdown_timeout=0.5,
         )
         await runner.setup()
-        sock = socket.socket(socket.AF_INET6 if ":" in self.host else socket.AF_INET)
         try:
-            sock.bind((self.host, self._requested_port))
+            sock = self._bind()
+        except BaseException:
+            await runner.cleanup()
+            raise
+        try:
             site = web.SockSite(runner, sock, backlog=_BACKLOG)
             await site.start()
         except BaseException:
@@ -194,6 +199,32 @@ class ModelServer:
         self._port = sock.getsockname()[1]
         self._owner_loop = asyncio.get_running_loop()
         return self
+
+    def _bind(self) -> socket.socket:
+        """A socket bound to host and port, refusing a port that something listens on.
+
+        SO_REUSEADDR (as asyncio's own servers set it on POSIX) lets a stopped
+        server's port be bound again at once: stopping closes the clients' open
+        connections, which leaves the port in TIME_WAIT for a minute otherwise.
+        """
+        sock = socket.socket(socket.AF_INET6 if ":" in self.host else socket.AF_INET)
+        try:
+            if os.name == "posix":
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((self.host, self._requested_port))
+        except OSError as exc:
+            sock.close()
+            if exc.errno != errno.EADDRINUSE:
+                raise
+            raise OSError(
+                errno.EADDRINUSE,
+                f"cannot serve on {self.host}:{self._requested_port}: the port is already in "
+                "use; stop what listens there, pick another port, or pass port=0 for a free one",
+            ) from exc
+        except BaseException:
+            sock.close()
+            raise
+        return sock
 
     async def stop_async(self) -> None:
         """Stop serving and close every connection (idempotent)."""
