@@ -39,7 +39,9 @@ import types
 
 PROTOCOL_VERSION = 1
 WORKSPACE = os.environ.get("VFGYM_WORKSPACE", "/workspace")
-SCRATCH_DIRS = ("/tmp", "/dev/shm")
+#: Directories every user can write to, emptied between users. /dev/mqueue holds
+#: POSIX message queues, which outlive the processes that made them.
+SCRATCH_DIRS = ("/tmp", "/dev/shm", "/dev/mqueue")
 HEADER = struct.Struct(">I")
 MAX_REQUEST_BYTES = 512 * 1024 * 1024
 SHELLS = ("/bin/bash", "/bin/sh")
@@ -120,12 +122,34 @@ class Capture:
         return self.total > len(self.head) + len(self.tail)
 
     def text(self) -> str:
-        head = bytes(self.head).decode("utf-8", "replace")
-        tail = bytes(self.tail).decode("utf-8", "replace")
-        if not self.truncated:
-            return head + tail
-        omitted = self.total - len(self.head) - len(self.tail)
-        return f"{head}\n[... {omitted} bytes omitted ...]\n{tail}"
+        if not self.truncated:  # head and tail meet: one stream, decoded as one
+            return bytes(self.head + self.tail).decode("utf-8", "replace")
+        # Cut at character boundaries, so the cuts add no replacement characters.
+        head = bytes(self.head[: complete_utf8_prefix(self.head)])
+        tail = bytes(self.tail[utf8_continuation_prefix(self.tail) :])
+        omitted = self.total - len(head) - len(tail)
+        head_text, tail_text = head.decode("utf-8", "replace"), tail.decode("utf-8", "replace")
+        return f"{head_text}\n[... {omitted} bytes omitted ...]\n{tail_text}"
+
+
+def complete_utf8_prefix(data: bytearray) -> int:
+    """Length of `data` without a multibyte UTF-8 character cut off at its end."""
+    for back in range(1, min(4, len(data)) + 1):
+        byte = data[-back]
+        if byte < 0x80:
+            return len(data)
+        if byte >= 0xC0:  # the lead byte of the last character
+            needed = 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
+            return len(data) - back if back < needed else len(data)
+    return len(data)
+
+
+def utf8_continuation_prefix(data: bytearray) -> int:
+    """How many bytes at the start of `data` finish a character cut off before it."""
+    count = 0
+    while count < min(3, len(data)) and 0x80 <= data[count] < 0xC0:
+        count += 1
+    return count
 
 
 # --------------------------------------------------------------------------- processes
@@ -183,6 +207,23 @@ def prepare_child(
             except OSError:
                 pass
     os.chdir(WORKSPACE)
+
+
+def report_exec_failure(shell: str, exc: BaseException) -> None:
+    """Tell the caller, on the command's stderr, why its shell could not start."""
+    if isinstance(exc, OSError) and exc.errno == errno.E2BIG:
+        reason = (
+            "the command is too long to run (Linux allows 128 KiB per command line); "
+            "write the script to a file in the workspace and run the file instead"
+        )
+    elif isinstance(exc, ValueError) and "null" in str(exc):
+        reason = "the command contains a NUL character, which a command line cannot carry"
+    else:
+        reason = f"cannot start the shell: {exc}"
+    try:
+        os.write(2, f"{shell}: {reason}\n".encode())
+    except OSError:
+        pass
 
 
 def list_fds() -> list[int]:
@@ -447,6 +488,7 @@ class Runner:
                 kernel_main(req_r, rep_w)
             finally:
                 os._exit(70)
+        self.statuses.pop(pid, None)  # a reaped orphan's status under a pid reused since
         for fd in (out_w, err_w, req_r, rep_w):
             os.close(fd)
         for fd in (out_r, err_r, rep_r):
@@ -469,6 +511,16 @@ class Runner:
                 pass
         self.kernel_fds = {}
         self.kernel_pid = None
+
+    def restart_dead_kernel(self) -> bool:
+        """Drop a session that died since the last call (a shell command killed it, the
+        OOM killer chose it, it exited by itself); True when it did, so the call that
+        runs in its replacement can say that the variables are gone."""
+        self.reap()
+        if self.kernel_pid is None or self.kernel_pid not in self.statuses:
+            return False
+        self.stop_kernel()
+        return True
 
     def stop_kernel(self) -> None:
         pid = self.kernel_pid
@@ -578,6 +630,7 @@ class Runner:
         started = time.monotonic()
         deadline = started + float(request["timeout"])
         limit = int(request["output_limit"])
+        lost_session = self.restart_dead_kernel()
         if self.kernel_pid is None:
             self.start_kernel()
         fds = self.kernel_fds
@@ -648,7 +701,7 @@ class Runner:
             oom_before,
             started,
             value=value,
-            kernel_restarted=outcome is None,
+            kernel_restarted=outcome is None or lost_session,
         )
 
     def op_shell(self, request: dict) -> dict:
@@ -666,8 +719,11 @@ class Runner:
                 os.close(err_r)
                 prepare_child(out_w, err_w)
                 os.execve(shell, [os.path.basename(shell), "-c", request["command"]], self.base_env)
+            except BaseException as exc:
+                report_exec_failure(shell, exc)
             finally:
                 os._exit(127)
+        self.statuses.pop(pid, None)  # a reaped orphan's status under a pid reused since
         os.close(out_w)
         os.close(err_w)
         os.set_blocking(out_r, False)
@@ -725,6 +781,7 @@ class Runner:
             mode = int(request.get("mode", 0o644)) & 0o777
             fd = open_no_symlink(name, flags, parent, request["path"], mode)
             try:
+                os.fchmod(fd, mode)  # open() applies the mode only to a new file, less umask
                 view = memoryview(data)
                 while view:
                     view = view[os.write(fd, view) :]
@@ -770,10 +827,7 @@ class Runner:
         self.kill_others(keep_kernel=False)
         removed = 0
         problems = []
-        try:
-            os.chmod(WORKSPACE, 0o755)  # user code may have locked its own workspace
-        except OSError as exc:
-            problems.append(f"{WORKSPACE}: {exc}")
+        problems.extend(restore_workspace_directory())
         for directory in (WORKSPACE, *SCRATCH_DIRS):
             try:
                 removed += wipe_directory(directory)
@@ -883,6 +937,30 @@ def open_no_symlink(name: str, flags: int, dir_fd: int, shown: str, mode: int = 
         os.close(fd)
         raise
     return fd
+
+
+def restore_workspace_directory() -> list[str]:
+    """Undo what user code can change on the workspace directory itself, which no wipe
+    removes: its mode (it may have locked itself out), its extended attributes and
+    its times (either would carry notes over to the next user). Returns problems."""
+    problems = []
+    try:
+        os.chmod(WORKSPACE, 0o755)
+        os.utime(WORKSPACE)
+    except OSError as exc:
+        problems.append(f"{WORKSPACE}: {exc}")
+    try:
+        names = os.listxattr(WORKSPACE)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOTSUP, errno.EOPNOTSUPP):  # no xattrs here at all
+            problems.append(f"{WORKSPACE} (extended attributes): {exc}")
+        names = []
+    for name in names:
+        try:
+            os.removexattr(WORKSPACE, name)
+        except OSError as exc:
+            problems.append(f"{WORKSPACE} (extended attribute {name}): {exc}")
+    return problems
 
 
 def wipe_directory(directory: str) -> int:

@@ -325,3 +325,28 @@ async def test_calls_of_one_turn_that_find_the_sandbox_dead_replace_it_once(
             await env.cleanup_state(state)
         pool = next(iter(env._pools.values()))
         assert not pool._leased  # the dead one and its replacement both went back
+
+
+async def test_the_bash_tool_says_how_to_run_a_script_in_the_noexec_workspace(
+    model_server: Any, make_config: Any
+) -> None:
+    script = "printf '#!/bin/sh\\necho ran\\n' > run.sh && chmod +x run.sh"
+    policy = scripted(
+        [call("bash", {"command": script}, "c1")],
+        [
+            call("bash", {"command": "./run.sh"}, "c2"),
+            call("bash", {"command": "bash run.sh"}, "c3"),
+        ],
+        "done",
+    )
+    server = await model_server(policy)
+    env = SandboxEnv(
+        sandbox_config=make_config(), pool_size=1, dataset=[{"question": "go", "answer": "done"}]
+    )
+    (bash,) = [t for t in env.oai_tools if t["function"]["name"] == "bash"]
+    assert "run a script with its interpreter" in bash["function"]["description"]
+    async with env:
+        out = await env.evaluate(server.client(), "m")
+    direct, interpreted = [m["content"] for m in out.completion[0] if m["role"] == "tool"][1:]
+    assert "Permission denied" in direct  # as the description warns
+    assert interpreted.strip() == "ran"

@@ -78,9 +78,11 @@ class RunnerChannel:
             request_id = self._next_id
             body = json.dumps({**message, "id": request_id}).encode()
             try:
-                self._writer.write(_FRAME_HEADER.pack(len(body)) + body)
-                await self._writer.drain()
+                # The send counts against the timeout too: a runner that reads nothing
+                # (a frozen container) must not hang a large request forever.
                 async with asyncio.timeout(timeout):
+                    self._writer.write(_FRAME_HEADER.pack(len(body)) + body)
+                    await self._writer.drain()
                     reply = await self._read_frame()
             except TimeoutError as exc:
                 self._break(f"no reply within {timeout:.1f}s")
@@ -134,8 +136,11 @@ class RunnerChannel:
         if not self.broken:
             self.broken = "closed"
         self._writer.close()
-        with contextlib.suppress(OSError, asyncio.CancelledError, RuntimeError):
-            await asyncio.wait_for(self._writer.wait_closed(), 1.0)
+        # asyncio.timeout, not wait_for: wait_for of Python 3.11 loses a cancellation
+        # that arrives as the stream finishes closing. TimeoutError is an OSError.
+        with contextlib.suppress(OSError, RuntimeError):
+            async with asyncio.timeout(1.0):
+                await self._writer.wait_closed()
 
 
 async def _upgrade(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -72,8 +73,9 @@ class SandboxConfig:
             "max_read_bytes",
         ):
             object.__setattr__(self, name, parse_size(getattr(self, name), name))
-        if not isinstance(self.cpus, int | float) or self.cpus <= 0:
-            raise ValueError(f"cpus must be a positive number of CPUs, got {self.cpus!r}")
+        cpus = self.cpus
+        if not isinstance(cpus, int | float) or isinstance(cpus, bool) or not 0 < cpus < math.inf:
+            raise ValueError(f"cpus must be a positive number of CPUs, got {cpus!r}")
         for name in ("pids", "max_open_files", "output_limit", "max_uses"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
@@ -82,7 +84,7 @@ class SandboxConfig:
             raise ValueError(f"pids={self.pids} is too low for the runner and a shell; use >= 8")
         for name in ("timeout", "start_timeout"):
             value = getattr(self, name)
-            if not isinstance(value, int | float) or value <= 0:
+            if not isinstance(value, int | float) or not value > 0:  # NaN too
                 raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
         if not self.runtime or not isinstance(self.runtime, str):
             raise ValueError("runtime must be a Docker runtime name such as 'runc' or 'runsc'")

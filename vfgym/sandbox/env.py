@@ -103,7 +103,9 @@ class SandboxEnv(StatefulToolEnv):
         return (await sandbox.run_python(code)).summary()
 
     async def bash(self, command: str, sandbox: DockerSandbox) -> str:
-        """Run a bash command in the workspace directory and show its output.
+        """Run a bash command in the workspace directory and show its output. Files
+        there cannot be executed directly: run a script with its interpreter
+        (`bash run.sh`, `python3 main.py`).
 
         Args:
             command: The shell command line to run.

@@ -40,6 +40,8 @@ PROTOCOL_VERSION = 1
 # Time the runner gets beyond a call's own timeout to kill, clean up and answer.
 REPLY_GRACE_S = 10.0
 CONTROL_TIMEOUT_S = 30.0
+# How long closing waits for a removal that Docker already has under way.
+REMOVAL_WAIT_S = 30.0
 
 
 def _max_frame(config: SandboxConfig) -> int:
@@ -179,13 +181,17 @@ class DockerSandbox:
             return
         self._closed = True
         channel, self._channel = self._channel, None
-        if channel is not None:
-            await channel.close()
-        if self.container_id is not None and self._client is not None:
-            await asyncio.to_thread(remove_container, self._client, self.container_id)
-        if self._owns_client and self._client is not None:
-            with contextlib.suppress(Exception):
-                self._client.close()
+        try:
+            if channel is not None:
+                await channel.close()
+        finally:  # a cancelled close still removes the container, then stays cancelled
+            try:
+                if self.container_id is not None and self._client is not None:
+                    await asyncio.to_thread(remove_container, self._client, self.container_id)
+            finally:
+                if self._owns_client and self._client is not None:
+                    with contextlib.suppress(Exception):
+                        self._client.close()
 
     # ------------------------------------------------------------------ calls
 
@@ -200,7 +206,7 @@ class DockerSandbox:
 
     def _timeout(self, timeout: float | None) -> float:
         value = self.config.timeout if timeout is None else timeout
-        if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
+        if not isinstance(value, int | float) or isinstance(value, bool) or not value > 0:
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
         return float(value)
 
@@ -357,14 +363,35 @@ class _CreateHandoff:
 
 
 def remove_container(client: docker.DockerClient, container_id: str) -> None:
-    """Force-remove a container; gone already (auto-remove) is fine."""
+    """Force-remove a container and return once it is gone; gone already is fine.
+
+    Auto-remove often races this call ("removal already in progress", 409): the
+    container is then still listed for a while, so wait for it to disappear, so that
+    whoever closed a sandbox can rely on its container being gone.
+    """
     with contextlib.suppress(NotFound):
         try:
             client.api.remove_container(container_id, force=True)
         except APIError as exc:
-            # "removal already in progress" comes from auto-remove racing us.
             if exc.status_code != 409:
                 raise
+            if "in progress" in str(exc):
+                _wait_until_removed(client, container_id)
+
+
+def _wait_until_removed(client: docker.DockerClient, container_id: str) -> None:
+    deadline = time.monotonic() + REMOVAL_WAIT_S
+    while time.monotonic() < deadline:
+        try:
+            client.api.inspect_container(container_id)
+        except NotFound:
+            return
+        time.sleep(0.05)
+    logger.warning(
+        "sandbox container %s is still being removed after %.0fs; Docker finishes it on its own",
+        container_id[:12],
+        REMOVAL_WAIT_S,
+    )
 
 
 def _container_state(client: docker.DockerClient, container_id: str) -> dict[str, Any] | None:
