@@ -124,3 +124,35 @@ def test_a_broken_package_does_not_hide_the_others(tmp_path, monkeypatch, caplog
     assert "broken-task" in caplog.text and "frobnicate" in caplog.text
     with pytest.raises(ImportError, match="frobnicate"):
         vfgym.load_environment("broken-task")
+
+
+@pytest.mark.parametrize(
+    ("name", "args", "needed"),
+    [
+        ("wordle", {"max_turns": "5"}, "'max_turns' must be int or null, not '5'"),
+        ("wordle", {"num_examples": True}, "'num_examples' must be int, not True"),
+        ("guess-the-number", {"difficulty": 3}, "'difficulty' must be str, not 3"),
+        ("python-math", {"families": "arithmetic"}, "'families' must be tuple or list"),
+    ],
+)
+def test_an_argument_of_the_wrong_type_is_refused_before_the_loader_runs(
+    name: str, args: dict, needed: str
+) -> None:
+    with pytest.raises(TypeError, match=needed.replace("(", r"\(")):
+        vfgym.load_environment(name, **args)
+
+
+def test_json_values_that_fit_the_hints_pass_as_they_are() -> None:
+    env = vfgym.load_environment("python-math", families=["arithmetic"], max_turns=4)
+    assert env.max_turns == 4
+    env = vfgym.load_environment("wordle", max_turns=None, num_examples=3)
+    assert len(env.get_eval_dataset()) == 3
+
+
+def test_a_json_object_for_a_sandbox_config_is_built_into_one() -> None:
+    from vfgym.sandbox import SandboxConfig
+
+    env = vfgym.load_environment("python-math", sandbox_config={"cpus": 2, "timeout": 5})
+    assert env.sandbox_config == SandboxConfig(cpus=2, timeout=5)
+    with pytest.raises(TypeError, match=r"has no field\(s\) \['cpu'\]; its fields are: image"):
+        vfgym.load_environment("python-math", sandbox_config={"cpu": 2})

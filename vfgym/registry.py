@@ -25,6 +25,8 @@ from importlib import metadata
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from vfgym.loader_args import checked_env_args
+
 if TYPE_CHECKING:
     from vfgym.envs.environment import Environment
 
@@ -144,7 +146,9 @@ def load_environment(env_id: str, **env_args: Any) -> Environment:
     """Build a registered environment by name; keyword arguments go to its loader.
 
     Raises `UnknownEnvironmentError` with the closest names when there is none,
-    and `TypeError` naming the accepted arguments when the loader refuses one.
+    and `TypeError` naming the accepted arguments when the loader refuses one, or
+    the type an argument needs when its value does not fit the loader's type hints
+    (see `vfgym.loader_args`; a JSON object for a dataclass parameter is built into it).
     """
     loader = _load_function(env_id)
     try:
@@ -160,7 +164,7 @@ def load_environment(env_id: str, **env_args: Any) -> Environment:
                 f"environment {env_id!r} does not take argument(s) {sorted(unknown)}; "
                 f"it takes: {', '.join(signature.parameters) or 'none'}"
             )
-    env = loader(**env_args)
+    env = loader(**checked_env_args(loader, env_id, env_args))
     env.env_id = env.env_id or env_id
     env.env_args = {**env.env_args, **env_args}
     return env
