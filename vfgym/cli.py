@@ -36,8 +36,9 @@ def _add_eval(commands: argparse._SubParsersAction) -> None:
     p = commands.add_parser(
         "eval",
         help="evaluate a model on an environment",
-        description="Evaluate a model on an environment. With no -b/--base-url and no API key, "
-        "the environment's reference policy plays through vfgym's built-in OpenAI-compatible "
+        description="Evaluate a model on an environment. With no model server configured (no "
+        "-b/--base-url or OPENAI_BASE_URL, and no API key or -m reference/random), the "
+        "environment's reference policy plays through vfgym's built-in OpenAI-compatible "
         "server on loopback (model `reference`; `-m random` plays random moves).",
     )
     p.add_argument("env", help="environment id, e.g. wordle (see `vfgym list`)")
@@ -49,9 +50,19 @@ def _add_eval(commands: argparse._SubParsersAction) -> None:
         default=DEFAULT_API_KEY_VAR,
         help=f"environment variable holding the API key (default: {DEFAULT_API_KEY_VAR})",
     )
-    p.add_argument("-n", "--num-examples", type=int, default=5, help="examples (-1: all)")
-    p.add_argument("-r", "--rollouts-per-example", type=int, default=3, help="rollouts each")
-    p.add_argument("-c", "--max-concurrent", type=int, default=32, help="rollouts at once")
+    p.add_argument(
+        "-n", "--num-examples", type=int, default=5, help="examples (default: 5; -1: all)"
+    )
+    p.add_argument(
+        "-r", "--rollouts-per-example", type=int, default=3, help="rollouts each (default: 3)"
+    )
+    p.add_argument(
+        "-c",
+        "--max-concurrent",
+        type=int,
+        default=32,
+        help="rollouts at once (default: 32; -1: no limit)",
+    )
     p.add_argument("-S", "--sampling-args", metavar="JSON", help="""e.g. '{"temperature": 0.7}'""")
     p.add_argument("-a", "--env-args", metavar="JSON", help="""e.g. '{"difficulty": "hard"}'""")
     p.add_argument(
@@ -71,7 +82,19 @@ def _add_eval(commands: argparse._SubParsersAction) -> None:
         default=None,
         help="progress bar (default: when stderr is a terminal)",
     )
-    p.add_argument("-v", "--verbose", action="store_true", help="log every rollout failure")
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="log every rollout failure, and show the traceback of an unexpected error",
+    )
+
+
+def _add_verbose(parser: argparse.ArgumentParser) -> None:
+    """Every subcommand takes -v, since an unexpected error tells the user to add it."""
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="show the traceback of an unexpected error"
+    )
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -82,13 +105,14 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    commands.add_parser("list", help="list every registered environment")
+    _add_verbose(commands.add_parser("list", help="list every registered environment"))
     _add_eval(commands)
 
     play = commands.add_parser("play", help="play an environment yourself in the terminal")
     play.add_argument("env", help="environment id (see `vfgym list`)")
     play.add_argument("-a", "--env-args", metavar="JSON", help="environment arguments (JSON)")
     play.add_argument("-i", "--example", type=int, default=0, help="evaluation example index")
+    _add_verbose(play)
 
     view = commands.add_parser("view", help="write an HTML report of an evaluation")
     view.add_argument("results", help="a results directory written by `vfgym eval`")
@@ -96,6 +120,7 @@ def _parser() -> argparse.ArgumentParser:
     view.add_argument(
         "--max-rollouts", type=int, default=1000, help="conversations shown (default: 1000)"
     )
+    _add_verbose(view)
 
     commands.add_parser(
         "sandbox",
@@ -186,23 +211,16 @@ def main(argv: list[str] | None = None) -> int:
     """Run the `vfgym` command; returns the process exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
     out, err = sys.stdout, sys.stderr
-    if argv and argv[0] == "sandbox":  # its own parser handles everything after the word
-        return _cmd_sandbox(argv[1:], err)
+    args = None
+    if not (argv and argv[0] == "sandbox"):  # its own parser handles everything after the word
+        try:
+            args = _parser().parse_args(argv)
+        except SystemExit as exc:  # --help, or a usage error argparse already explained
+            return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     try:
-        args = _parser().parse_args(argv)
-    except SystemExit as exc:  # --help, or a usage error argparse already explained
-        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
-    verbose = bool(getattr(args, "verbose", False))
-    try:
-        if args.command == "list":
-            return _cmd_list(out)
-        if args.command == "eval":
-            return _cmd_eval(args, out, err)
-        if args.command == "play":
-            return _cmd_play(args, out)
-        if args.command == "view":
-            return _cmd_view(args, out)
-        return _cmd_sandbox([], err)
+        if args is None:
+            return _cmd_sandbox(argv[1:], err)
+        return _dispatch(args, out, err)
     except CommandError as exc:
         print(f"error: {exc}", file=err)
         return exc.code
@@ -212,14 +230,29 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `vfgym list | head`
         return 0
     except Exception as exc:
-        if verbose:
-            traceback.print_exc(file=err)
-        print(
-            f"error: {type(exc).__name__}: {exc} (this is unexpected; run with -v for the "
-            "traceback and report it)",
-            file=err,
-        )
+        _report_unexpected(exc, args, err)
         return EXIT_FAILED
+
+
+def _dispatch(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    if args.command == "list":
+        return _cmd_list(out)
+    if args.command == "eval":
+        return _cmd_eval(args, out, err)
+    if args.command == "play":
+        return _cmd_play(args, out)
+    if args.command == "view":
+        return _cmd_view(args, out)
+    return _cmd_sandbox([], err)
+
+
+def _report_unexpected(exc: Exception, args: argparse.Namespace | None, err: IO[str]) -> None:
+    """One line for a bug; the traceback with -v (`vfgym sandbox` has no -v: shown at once)."""
+    show = args is None or bool(getattr(args, "verbose", True))
+    if show:
+        traceback.print_exc(file=err)
+    how = "report it" if show else "run with -v for the traceback and report it"
+    print(f"error: {type(exc).__name__}: {exc} (this is unexpected; {how})", file=err)
 
 
 if __name__ == "__main__":

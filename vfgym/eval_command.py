@@ -18,9 +18,10 @@ import shlex
 import sys
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
+from urllib.parse import urlsplit
 
 from vfgym._async import boxed
 from vfgym.cli_support import (
@@ -78,6 +79,8 @@ def resolve_endpoint(options: EvalOptions, environ: Mapping[str, str]) -> Endpoi
     """
     api_key = environ.get(options.api_key_var) or None
     base_url = options.base_url or environ.get("OPENAI_BASE_URL") or None
+    if base_url is not None:
+        check_base_url(base_url, "-b/--base-url" if options.base_url else "OPENAI_BASE_URL")
     if base_url is None and (api_key is None or options.model in EMBEDDED_MODELS):
         model = options.model or "reference"
         if model not in EMBEDDED_MODELS:
@@ -99,6 +102,23 @@ def resolve_endpoint(options: EvalOptions, environ: Mapping[str, str]) -> Endpoi
         )
     return Endpoint(
         embedded=False, model=options.model, base_url=base_url, api_key=api_key or "EMPTY"
+    )
+
+
+def check_base_url(base_url: str, source: str) -> None:
+    """Refuse a base URL the openai client can only fail to connect to, after every retry.
+
+    `localhost:8000/v1` (no scheme) is the usual slip; it would surface minutes later
+    as an unreachable server, so it is named here, before any rollout.
+    """
+    parts = urlsplit(base_url)
+    if parts.scheme in ("http", "https") and parts.netloc:
+        return
+    fix = f"-b http://{base_url}" if "://" not in base_url else "-b http://HOST:PORT/v1"
+    raise CommandError(
+        f"{source} {base_url!r} is not an http:// or https:// URL; give the server's full "
+        f"base URL, e.g. {fix}",
+        EXIT_USAGE,
     )
 
 
@@ -145,6 +165,7 @@ def resolve_output_dir(options: EvalOptions, model: str) -> tuple[Path, bool]:
         return directory, True
     if options.output_dir:
         directory = Path(options.output_dir)
+        _refuse_file_in_path(directory)
         results = directory / RESULTS_FILE
         if results.exists() and results.stat().st_size > 0:
             raise CommandError(
@@ -154,6 +175,20 @@ def resolve_output_dir(options: EvalOptions, model: str) -> tuple[Path, bool]:
             )
         return directory, False
     return default_output_dir(options.env_id, model), False
+
+
+def _refuse_file_in_path(directory: Path) -> None:
+    """A file where the results directory (or one of its parents) should be cannot hold a
+    run; said before the run starts rather than as an OS error once it has."""
+    for path in (directory, *directory.parents):
+        if path.is_dir():
+            return
+        if path.exists():
+            raise CommandError(
+                f"-o/--output-dir {directory} cannot be a results directory: {path} is a "
+                "file; choose another -o/--output-dir",
+                EXIT_USAGE,
+            )
 
 
 def resume_command(options: EvalOptions, endpoint: Endpoint, directory: Path) -> str:
@@ -177,6 +212,82 @@ def resume_command(options: EvalOptions, endpoint: Endpoint, directory: Path) ->
         parts += ["-a", _json(options.env_args)]
     parts += ["--resume", str(directory)]
     return shlex.join(parts)
+
+
+def _previous_metadata(directory: Path) -> dict[str, Any] | None:
+    """The earlier run's metadata.json, or None when it has none; CommandError when unreadable."""
+    path = directory / METADATA_FILE
+    if not path.exists():
+        return None
+    try:
+        previous = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        problem = f"is not valid JSON ({exc})" if isinstance(exc, ValueError) else f"({exc})"
+        raise CommandError(
+            f"cannot resume {directory}: its {METADATA_FILE} {problem}. Move it aside to "
+            f"resume from {RESULTS_FILE} alone, or start a new run with another -o/--output-dir",
+            EXIT_USAGE,
+        ) from None
+    if not isinstance(previous, dict):
+        raise CommandError(
+            f"cannot resume {directory}: its {METADATA_FILE} is not a vfgym run's metadata "
+            "(a JSON object); check the path, or start a new run with another -o/--output-dir",
+            EXIT_USAGE,
+        )
+    return previous
+
+
+def _earlier_command(
+    previous: Mapping[str, Any], options: EvalOptions, endpoint: Endpoint, directory: Path
+) -> str | None:
+    """The command that continues the run `previous` describes, or None if it says too little."""
+    try:
+        earlier = replace(
+            options,
+            env_id=str(previous["env_id"]),
+            num_examples=int(previous["num_examples"]),
+            rollouts_per_example=int(previous["rollouts_per_example"]),
+            sampling_args=dict(previous.get("sampling_args") or {}),
+            env_args=dict(previous.get("env_args") or {}),
+        )
+        model = str(previous["model"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    return resume_command(earlier, replace(endpoint, model=model), directory)
+
+
+def check_resumable(env: Any, options: EvalOptions, endpoint: Endpoint, directory: Path) -> None:
+    """Refuse, before any server starts, to resume a run that was started differently.
+
+    The message gives the command with the earlier run's settings, since the usual
+    cause is `--resume DIR` without the -n/-r/-S/-a the run was started with.
+    """
+    previous = _previous_metadata(directory)
+    inputs = env.get_eval_inputs(options.num_examples, options.rollouts_per_example)
+    expect = {
+        "env_id": env.env_id,
+        "env_args": env.env_args,
+        "model": endpoint.model,
+        "sampling_args": env.merged_sampling_args(options.sampling_args or None),
+        "num_inputs": len(inputs),
+        "rollouts_per_example": options.rollouts_per_example,
+    }
+    try:
+        load_finished(directory, expect=expect)
+    except ValueError as exc:
+        earlier = None
+        if previous is not None and _records_readable(directory):  # a mismatch, not damage
+            earlier = _earlier_command(previous, options, endpoint, directory)
+        hint = f", or continue it with the settings it was started with:\n  {earlier}"
+        raise CommandError(str(exc) + (hint if earlier else ""), EXIT_USAGE) from None
+
+
+def _records_readable(directory: Path) -> bool:
+    try:
+        load_finished(directory)
+    except ValueError:
+        return False
+    return True
 
 
 def _json(value: Any) -> str:
@@ -231,7 +342,8 @@ async def _evaluate(
             from vfgym.server import ModelServer
 
             assert policies is not None
-            server = ModelServer(policies, model_name="reference")
+            # No request log: it would hold every conversation of the run in memory.
+            server = ModelServer(policies, model_name="reference", record_requests=False)
             await stack.enter_async_context(server)
             client = server.client()
             print(
@@ -309,20 +421,7 @@ def run_eval(
     env = build_environment(options.env_id, options.env_args)
     policies = embedded_policies(env, options.env_id) if endpoint.embedded else None
     if resume:
-        inputs = env.get_eval_inputs(options.num_examples, options.rollouts_per_example)
-        try:
-            load_finished(
-                directory,
-                expect={
-                    "env_id": env.env_id,
-                    "env_args": env.env_args,
-                    "model": endpoint.model,
-                    "num_inputs": len(inputs),
-                    "rollouts_per_example": options.rollouts_per_example,
-                },
-            )
-        except ValueError as exc:
-            raise CommandError(str(exc), EXIT_USAGE) from None
+        check_resumable(env, options, endpoint, directory)
     again = resume_command(options, endpoint, directory)
     try:
         with _quiet_rollout_warnings(options.verbose), asyncio.Runner() as runner:
@@ -341,33 +440,64 @@ def run_eval(
         return EXIT_INTERRUPTED
     except FileExistsError as exc:
         raise CommandError(str(exc), EXIT_USAGE) from None
+    except ValueError as exc:  # the inputs changed since the run started (data, version)
+        if not str(exc).startswith(f"cannot resume {directory}"):
+            raise
+        raise CommandError(str(exc), EXIT_USAGE) from None
 
     metadata, records = read_results(directory)
     summary = summarize_records(records, metadata)
     print(format_summary(summary, metadata), file=out)
-    print(f"results  {directory}  (HTML report: vfgym view {directory})", file=out)
+    shown = shlex.quote(str(directory))
+    print(f"results  {directory}  (HTML report: vfgym view {shown})", file=out)
     if summary.num_errored:
-        rows = latest_records(records)
-        errored = [r for r in rows if r.get("error")]
-        total = len(rows)
-        if endpoint.embedded:
-            where = "vfgym's built-in server"
-        else:
-            where = f"the model server at {endpoint.base_url or 'the OpenAI API'}"
-        if any(_is_unreachable(r["error"]) for r in errored):
-            head = (
-                f"{where} was unreachable: {len(errored)} of {total} rollouts failed after retries"
-            )
-        else:
-            head = f"{len(errored)} of {total} rollouts errored"
-        print(
-            f"error: {head} ({error_text(errored[0]['error'])[:300]}). The finished rollouts "
-            f"are kept in {directory}; once the cause is fixed, run the errored ones again with:"
-            f"\n  {again}",
-            file=err,
-        )
+        print(_errors_message(records, endpoint, directory, again), file=err)
         return EXIT_FAILED
     return 0
+
+
+def _errors_message(
+    records: list[dict[str, Any]], endpoint: Endpoint, directory: Path, again: str
+) -> str:
+    """What failed, the likely fix when one is known, and the command that retries."""
+    rows = latest_records(records)
+    errored = [r for r in rows if r.get("error")]
+    if endpoint.embedded:
+        where = "vfgym's built-in server"
+    else:
+        where = f"the model server at {endpoint.base_url or 'the OpenAI API'}"
+    if any(_is_unreachable(r["error"]) for r in errored):
+        head = (
+            f"{where} was unreachable: {len(errored)} of {len(rows)} rollouts failed after retries"
+        )
+    else:
+        head = f"{len(errored)} of {len(rows)} rollouts errored"
+    return (
+        f"error: {head} ({error_text(errored[0]['error'])[:300]}).{_v1_hint(errored, endpoint)}"
+        f" The finished rollouts are kept in {directory}; once the cause is fixed, run the "
+        f"errored ones again with:\n  {again}"
+    )
+
+
+def _v1_hint(errored: list[dict[str, Any]], endpoint: Endpoint) -> str:
+    """OpenAI-compatible servers (vLLM, SGLang, OpenAI) serve under /v1; a base URL without
+    a path gets 404 for every request, which says nothing about the cause by itself."""
+    if endpoint.embedded or not endpoint.base_url:
+        return ""
+    if urlsplit(endpoint.base_url).path.strip("/"):
+        return ""
+    if not any(_is_not_found(r["error"]) for r in errored):
+        return ""
+    fixed = endpoint.base_url.rstrip("/") + "/v1"
+    return f" The server answered 404 Not Found: its API is usually under /v1, try -b {fixed}."
+
+
+def _is_not_found(error: Any) -> bool:
+    if not isinstance(error, Mapping):
+        return False
+    cause = error.get("cause")
+    kinds = {error.get("type"), cause.get("type") if isinstance(cause, Mapping) else None}
+    return "NotFoundError" in kinds or "Error code: 404" in str(error.get("message"))
 
 
 __all__ = [

@@ -66,6 +66,14 @@ def _card(label: str, value: str, bad: bool = False) -> str:
     )
 
 
+def _duration_text(summary: RunSummary) -> str:
+    if summary.duration_s is None:
+        return "-"
+    if summary.resumed_rollouts:  # the last session's time, not the whole run's
+        return f"{summary.duration_s:.2f} s (last session)"
+    return f"{summary.duration_s:.2f} s"
+
+
 def _summary_html(summary: RunSummary) -> str:
     r = summary.reward
     reward = f"{r.mean:.3f} ± {r.std:.3f}" if r is not None else "none"
@@ -75,7 +83,7 @@ def _summary_html(summary: RunSummary) -> str:
         _card("errored", str(summary.num_errored), bad=summary.num_errored > 0),
         _card("truncated", str(summary.num_truncated)),
         _card("completion tokens", str(summary.completion_tokens)),
-        _card("time", f"{summary.duration_s:.2f} s" if summary.duration_s is not None else "-"),
+        _card("time", _duration_text(summary)),
     ]
     parts = [f'<div class="cards" id="cards">{"".join(cards)}</div>', '<div class="tables">']
     if summary.metrics:
@@ -326,6 +334,22 @@ def render_report(
     )
 
 
+def _check_shapes(directory: Path, metadata: Any, records: list[Any]) -> None:
+    """Valid JSON that is not what `vfgym eval` writes is named, not met as a crash later."""
+    if not isinstance(metadata, Mapping):
+        raise CommandError(
+            f"{directory / METADATA_FILE} is not a vfgym run's metadata (a JSON object); is "
+            "it a directory written by `vfgym eval`?"
+        )
+    bad = [number for number, record in enumerate(records, 1) if not isinstance(record, Mapping)]
+    if bad:
+        raise CommandError(
+            f"{directory / RESULTS_FILE} holds {len(bad)} line(s) that are not result records "
+            f"(JSON objects), the first being record {bad[0]}; is it a file written by "
+            "`vfgym eval`?"
+        )
+
+
 def write_report(directory: Path, output: Path | None = None, max_rollouts: int = 1000) -> Path:
     """Read a results directory and write its report (default: DIRECTORY/report.html)."""
     if not directory.is_dir():
@@ -340,10 +364,17 @@ def write_report(directory: Path, output: Path | None = None, max_rollouts: int 
             "by `vfgym eval`?",
             EXIT_USAGE,
         )
+    if max_rollouts < 0:
+        raise CommandError(
+            f"--max-rollouts must be 0 or more (the number of conversations shown), not "
+            f"{max_rollouts}",
+            EXIT_USAGE,
+        )
     try:
         metadata, records = read_results(directory)
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise CommandError(f"cannot read the results in {directory}: {exc}") from None
+    _check_shapes(directory, metadata, records)
     path = output if output is not None else directory / "report.html"
     html = render_report(metadata, records, source=str(directory), max_rollouts=max_rollouts)
     try:

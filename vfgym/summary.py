@@ -55,6 +55,8 @@ class RunSummary:
     rollout_ms: Stats | None
     stop_reasons: dict[str, int] = field(default_factory=dict)
     errors: list[tuple[str, int]] = field(default_factory=list)
+    #: Rollouts a resumed run took over from before; `duration_s` timed only the rest.
+    resumed_rollouts: int = 0
 
     @property
     def num_scored(self) -> int:
@@ -161,6 +163,7 @@ def summarize_records(
     errors = Counter(error_text(r["error"]) for r in rows if r.get("error"))
     stops = Counter(str(r.get("stop_reason")) for r in rows if r.get("stop_reason"))
     duration = (metadata or {}).get("duration_s")
+    resumed = (metadata or {}).get("resumed_rollouts")
     return RunSummary(
         num_rollouts=len(rows),
         num_errored=len(rows) - len(scored),
@@ -174,6 +177,7 @@ def summarize_records(
         rollout_ms=Stats.of((r.get("timing") or {}).get("total_ms") for r in rows),
         stop_reasons=dict(stops.most_common()),
         errors=errors.most_common(),
+        resumed_rollouts=resumed if isinstance(resumed, int) and resumed > 0 else 0,
     )
 
 
@@ -262,6 +266,8 @@ def format_summary(summary: RunSummary, metadata: Mapping[str, Any] | None = Non
         tokens += f" ({summary.completion_tokens / summary.num_rollouts:.1f} per rollout)"
     tail.append(("tokens", tokens))
     timing = f"{summary.duration_s:.2f} s" if summary.duration_s is not None else "unknown"
+    if summary.resumed_rollouts and summary.duration_s is not None:
+        timing += f" this session ({summary.resumed_rollouts} rollouts carried over)"
     if summary.rollout_ms is not None:
         timing += f" (rollout mean {summary.rollout_ms.mean:.0f} ms)"
     tail.append(("time", timing))
