@@ -39,6 +39,10 @@ MAX_EXPRESSION_CHARS = 500
 MAX_NODES = 200
 MAX_EXPONENT = 1000
 MAX_BITS = 4000  # numerators and denominators stay below about 10**1200
+#: A literal's exponent past this cannot give a value within MAX_BITS (a 500-character
+#: mantissa included); refused before `Fraction` spends minutes computing ten to it.
+MAX_LITERAL_EXPONENT = 2000
+_EXPONENT = re.compile(r"[eE]([+-]?[\d_]+)$")
 
 SYSTEM_PROMPT = """Solve the arithmetic word problem. You have a calculator tool: call it with an
 arithmetic expression (numbers, + - * / // % **, parentheses) and it returns the exact result,
@@ -64,6 +68,18 @@ def _check_size(value: Fraction) -> Fraction:
     return value
 
 
+def _literal(text: str) -> Fraction:
+    """The exact value of a decimal literal as written (so 0.1 is one tenth), within the
+    size limit."""
+    exponent = _EXPONENT.search(text)
+    if exponent and abs(int(exponent.group(1))) > MAX_LITERAL_EXPONENT:
+        raise ValueError(f"{text[:40]} is too large (more than {MAX_BITS} bits); simplify it")
+    value = Fraction(text)
+    if max(value.numerator.bit_length(), value.denominator.bit_length()) > MAX_BITS:
+        raise ValueError(f"{text[:40]} is too large (more than {MAX_BITS} bits); simplify it")
+    return value
+
+
 def _power(base: Fraction, exponent: Fraction) -> Fraction:
     if exponent.denominator != 1:
         raise ValueError("powers need a whole-number exponent, like 2**10")
@@ -83,8 +99,9 @@ def _evaluate(node: ast.AST, source: str) -> Fraction:
     if isinstance(node, ast.Constant):
         if isinstance(node.value, bool) or not isinstance(node.value, int | float):
             raise ValueError(f"{node.value!r} is not a number; use digits only")
-        # Read the literal as written, so 0.1 is exactly one tenth.
-        return Fraction(ast.get_source_segment(source, node) or repr(node.value))
+        if isinstance(node.value, int):  # exact already, and 0x1F or 1_000 read as Python does
+            return Fraction(node.value)
+        return _literal(ast.get_source_segment(source, node) or repr(node.value))
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
         value = _evaluate(node.operand, source)
         return -value if isinstance(node.op, ast.USub) else value

@@ -135,6 +135,8 @@ def load_environment(
     lo, hi = (lo if low is None else low), (hi if high is None else high)
     if lo >= hi:
         raise ValueError(f"low ({lo}) must be below high ({hi})")
+    if max_turns is not None and max_turns < 1:
+        raise ValueError("max_turns must be at least 1 (or None for the default)")
     turns = max_turns or math.ceil(math.log2(hi - lo + 2)) + 4
     make = lambda rng, i: generate_item(rng, lo, hi)  # noqa: E731
     return GuessTheNumberEnv(

@@ -16,6 +16,7 @@ needs more than five guesses.
 from __future__ import annotations
 
 import itertools
+import math
 import random
 import re
 from functools import cache
@@ -305,9 +306,10 @@ def load_environment(
         raise ValueError(
             f"without repeats a code of {pegs} pegs needs at least {pegs} colours, not {colours}"
         )
-    if (colours**pegs if repeats else 1) > MAX_SPACE:
+    space = colours**pegs if repeats else math.perm(colours, pegs)
+    if space > MAX_SPACE:
         raise ValueError(
-            f"{colours} colours on {pegs} pegs make {colours**pegs:,} codes, more than the "
+            f"{colours} colours on {pegs} pegs make {space:,} codes, more than the "
             f"{MAX_SPACE:,} this game supports; use fewer pegs or colours"
         )
     if not 1 <= max_guesses <= 30:

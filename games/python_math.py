@@ -66,6 +66,10 @@ values in the order the problem lists the unknowns, for example: <answer>(3, -1/
 
 _THOUSANDS = re.compile(r"^[+-]?\d{1,3}(,\d{3})+$")
 _NAMED = re.compile(r"^[a-z]\w*\s*=\s*", re.IGNORECASE)
+_EXPONENT = re.compile(r"[eE]([+-]?\d+)$")
+#: No answer needs a larger power of ten, and `Fraction` would spend minutes on one
+#: in the hundreds of millions: such an answer reads as no answer.
+MAX_ANSWER_EXPONENT = 20_000
 
 
 def parse_values(text: str) -> tuple[Fraction, ...] | None:
@@ -85,7 +89,8 @@ def parse_values(text: str) -> tuple[Fraction, ...] | None:
     values = []
     for part in parts:
         part = _NAMED.sub("", part).replace("_", "").replace(" ", "")
-        if not part:
+        exponent = _EXPONENT.search(part)
+        if not part or (exponent and abs(int(exponent.group(1))) > MAX_ANSWER_EXPONENT):
             return None
         try:
             values.append(Fraction(part))

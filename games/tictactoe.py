@@ -2,7 +2,8 @@
 
 The player is always X, the built-in opponent O. Knobs: `opponent` ("random",
 "perfect" — exhaustive minimax, choosing among equally good moves with a seeded
-generator — or "mixed", which alternates the two by item; `difficulty` presets
+generator — or "mixed", which alternates the two every two items, so that with
+`first="alternate"` each meets both openings; `difficulty` presets
 "easy" random, "medium" mixed, "hard" perfect), `first` ("player", "opponent" or
 "alternate" by item), `max_turns`, `max_invalid_moves`. Reward: 1 win, 0.5 draw,
 0 loss. The reference policy plays perfectly (never loses) and, among the moves
@@ -294,7 +295,9 @@ def generate_item(
     rng: random.Random, index: int, opponent: str, first: str
 ) -> tuple[str, dict[str, Any], str]:
     """One game: the opponent's kind and seed, and its opening move when it starts."""
-    kind = opponent if opponent != "mixed" else ("random", "perfect")[index % 2]
+    # "mixed" changes kind every two items, and "alternate" the first player every item,
+    # so each kind meets both openings rather than always the same one.
+    kind = opponent if opponent != "mixed" else ("random", "perfect")[index // 2 % 2]
     opponent_starts = first == "opponent" or (first == "alternate" and index % 2 == 1)
     seed = rng.getrandbits(32)
     board = EMPTY * 9

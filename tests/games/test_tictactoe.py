@@ -131,7 +131,7 @@ def test_items_are_pure_functions_of_seed_and_index() -> None:
 
 def test_knobs_choose_opponent_and_first_player() -> None:
     rows = ttt.load_environment(num_examples=4, difficulty="medium").get_dataset()
-    assert [r["info"]["opponent"] for r in rows] == ["random", "perfect"] * 2
+    assert [r["info"]["opponent"] for r in rows] == ["random"] * 2 + ["perfect"] * 2
     assert [r["info"]["board"].count("O") for r in rows] == [0, 1, 0, 1]
     rows = ttt.load_environment(num_examples=3, opponent="perfect", first="opponent").get_dataset()
     assert all(r["info"]["board"].count("O") == 1 for r in rows)
