@@ -68,7 +68,9 @@ class GuessTheNumberEnv(TextGame):
         game["guesses"].append(guess)
         if guess == game["target"]:
             game["won"] = True
-            return f"{guess} is correct! You found the number in {len(game['guesses'])} guesses."
+            count = len(game["guesses"])
+            guesses = "1 guess" if count == 1 else f"{count} guesses"
+            return f"{guess} is correct! You found the number in {guesses}."
         return f"{guess} is too {'low' if guess < game['target'] else 'high'}. Guess again."
 
     @staticmethod

@@ -215,7 +215,8 @@ class MastermindEnv(TextGame):
         used, total = len(game["guesses"]), game["max_guesses"]
         if black == game["pegs"]:
             game["won"] = True
-            head = f"{guess}: black {black} white {white}. Cracked in {used} guesses!"
+            guesses = "1 guess" if used == 1 else f"{used} guesses"
+            head = f"{guess}: black {black} white {white}. Cracked in {guesses}!"
         elif used >= total:
             head = f"{guess}: black {black} white {white}. Out of guesses: it was {game['secret']}."
         else:

@@ -103,3 +103,14 @@ def test_guess_the_number_refuses_max_turns_below_one(max_turns: int) -> None:
     with pytest.raises(ValueError, match="max_turns must be at least 1"):
         guess_the_number.load_environment(num_examples=1, max_turns=max_turns)
     assert guess_the_number.load_environment(num_examples=1, max_turns=3).max_turns == 3
+
+
+def test_a_first_guess_win_is_counted_in_the_singular() -> None:
+    from vfgym.games import guess_the_number, mastermind
+
+    env = guess_the_number.load_environment(num_examples=1)
+    game = env.new_game({"low": 1, "high": 100, "target": 5})
+    assert env.apply_move(game, "5").endswith("You found the number in 1 guess.")
+    env = mastermind.load_environment(num_examples=1)
+    game = env.new_game(dict(env.get_eval_dataset()[0]["info"]))
+    assert "Cracked in 1 guess!" in env.apply_move(game, game["secret"])
