@@ -42,6 +42,8 @@ STARTS = ("winning", "random")
 DIFFICULTIES = {"easy": (3, 5, "random"), "medium": (4, 7, "optimal"), "hard": (5, 15, "optimal")}
 
 _MOVE = re.compile(r"^\D*?(\d+)\D+?(\d+)\D*$")
+#: "take 2 from heap 3": the count comes first when "from" stands between the numbers.
+_COUNT_FROM_HEAP = re.compile(r"^\D*?(\d+)\D*?\bfrom\b\D*?(\d+)\D*$", re.IGNORECASE)
 _HEAP = re.compile(r"^\s*heap (\d+): [o ]*\((\d+)\)\s*$", re.MULTILINE)
 _RULES = {
     False: "Whoever takes the last object wins.",
@@ -148,6 +150,8 @@ class NimEnv(TextGame):
                 "like <move>1 2</move>."
             )
         heap, count = move_number(match.group(1)), move_number(match.group(2))
+        if _COUNT_FROM_HEAP.match(move):
+            heap, count = count, heap
         if not 1 <= heap <= len(heaps):
             raise InvalidMove(f"there is no heap {heap}; heaps are numbered 1 to {len(heaps)}.")
         if heaps[heap - 1] == 0:

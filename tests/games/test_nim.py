@@ -145,3 +145,11 @@ def test_reference_wins_every_seed_and_random_does_not(difficulty: str, misere: 
     assert [play(env, row, env.reference_policy)["reward"] for row in rows] == [1.0] * 50
     rand = [play(env, row, env.make_random_policy(i))["reward"] for i, row in enumerate(rows)]
     assert sum(rand) / 50 < 0.1
+
+
+@pytest.mark.parametrize("move", ["3 2", "heap 3 take 2", "3,2", "take 2 from heap 3", "2 FROM 3"])
+def test_a_move_is_read_as_heap_then_count_unless_it_says_from(move: str) -> None:
+    env = nim.load_environment(num_examples=1)
+    state = game([1, 1, 5], opponent="random")
+    feedback = env.apply_move(state, move)
+    assert feedback.startswith("You took 2 from heap 3"), feedback
