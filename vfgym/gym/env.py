@@ -217,6 +217,12 @@ class GymEnv(gym.Env[Observation, Action]):
         # Hooks left at MultiTurnEnv's defaults do nothing: the sync path skips them.
         self._default_setup = type(env).setup_state is MultiTurnEnv.setup_state
         self._default_cleanup = type(env).cleanup_state is MultiTurnEnv.cleanup_state
+        # Only an async cleanup can need the loop its episode opened things on.
+        self._async_cleanup = (
+            not self._default_cleanup
+            and is_async_callable(env.cleanup_state)
+            and not getattr(type(env).cleanup_state, "__vfgym_inline__", False)
+        )
         self._default_init = (
             type(env).init_state is Environment.init_state
             and type(env).init_completion is Environment.init_completion
@@ -268,6 +274,8 @@ class GymEnv(gym.Env[Observation, Action]):
         """Start an episode: draw a row (from `np_random`, or `options["index"]`)."""
         self._claim("reset")  # before the seed changes anything
         try:
+            if not self._inline:  # its hooks will run on the env's own loop
+                self._check_next_episode_loop(self._loop, "reset")
             if seed is not None:  # all that gym.Env.reset does
                 super().reset(seed=seed)
             index = self._row_index(options)
@@ -283,6 +291,8 @@ class GymEnv(gym.Env[Observation, Action]):
         """`reset` for asyncio code: the environment's hooks run on the caller's loop."""
         self._claim("areset")  # before the seed changes anything
         try:
+            if not self._inline:
+                self._check_next_episode_loop(asyncio.get_running_loop(), "areset")
             super().reset(seed=seed)
             index = self._row_index(options)
             return await self._reset(index)
@@ -815,6 +825,33 @@ class GymEnv(gym.Env[Observation, Action]):
             "this episode started on another event loop (with areset() there, or with "
             f"reset()): call a{call}() on that loop or {call}() throughout, and call "
             "areset() to start one on this loop"
+        )
+
+    def _check_next_episode_loop(
+        self, here: asyncio.AbstractEventLoop | None, call: Literal["reset", "areset"]
+    ) -> None:
+        """Refuse to start an episode on `here` while the running one is held by another
+        open event loop: starting one first cleans up the last, and its cleanup must run
+        where its hooks opened what it releases (a sandbox, a client); from any other
+        loop it fails and what it held stays taken. (A sync cleanup waits on no loop.)"""
+        started_on = self._episode_loop
+        if not self._async_cleanup or self._state is None or self._cleaned:
+            return
+        if started_on is None or started_on is here:
+            return
+        if started_on.is_closed():  # nothing of it is held there
+            return
+        if started_on is self._loop:
+            raise RuntimeError(
+                "the running episode started with reset(), so its hooks run on the env's "
+                "own event loop: call reset() to start the next one there (or end this "
+                f"one with truncate() or close() first), not {call}()"
+            )
+        raise RuntimeError(
+            "the running episode started on another event loop, which holds what its "
+            "hooks opened: end it there first (await env.areset() on that loop starts "
+            "the next one, or await env.aclose()/atruncate() there), then call "
+            f"{call}() here"
         )
 
     def _require_running(self) -> State:
