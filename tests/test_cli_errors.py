@@ -16,26 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_runs import no_configured_model, run  # noqa: F401  (an autouse fixture)
 
-from vfgym.cli import main
 from vfgym.registry import load_environment
 from vfgym.server import ModelServer
 
 ONE = ["-n", "1", "-r", "1"]
-
-
-def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = main(argv)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
-@pytest.fixture(autouse=True)
-def no_configured_model(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Every test starts with no model server configured, in its own directory."""
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-    monkeypatch.chdir(tmp_path)
 
 
 def lines(path: Path) -> list[dict[str, Any]]:
