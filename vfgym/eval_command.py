@@ -33,7 +33,13 @@ from vfgym.cli_support import (
     check_docker,
     describe_environment,
 )
-from vfgym.results import METADATA_FILE, RESULTS_FILE, load_finished, read_results
+from vfgym.results import (
+    METADATA_FILE,
+    RESULTS_FILE,
+    ResumeMismatch,
+    load_finished,
+    read_results,
+)
 from vfgym.summary import error_text, format_summary, latest_records, summarize_records
 
 DEFAULT_API_KEY_VAR = "OPENAI_API_KEY"
@@ -274,12 +280,14 @@ def check_resumable(env: Any, options: EvalOptions, endpoint: Endpoint, director
     }
     try:
         load_finished(directory, expect=expect)
-    except ValueError as exc:
+    except ResumeMismatch as exc:
         earlier = None
-        if previous is not None and _records_readable(directory):  # a mismatch, not damage
+        if previous is not None and _records_readable(directory):
             earlier = _earlier_command(previous, options, endpoint, directory)
         hint = f", or continue it with the settings it was started with:\n  {earlier}"
         raise CommandError(str(exc) + (hint if earlier else ""), EXIT_USAGE) from None
+    except ValueError as exc:  # a damaged results file
+        raise CommandError(str(exc), EXIT_USAGE) from None
 
 
 def _records_readable(directory: Path) -> bool:
@@ -440,9 +448,7 @@ def run_eval(
         return EXIT_INTERRUPTED
     except FileExistsError as exc:
         raise CommandError(str(exc), EXIT_USAGE) from None
-    except ValueError as exc:  # the inputs changed since the run started (data, version)
-        if not str(exc).startswith(f"cannot resume {directory}"):
-            raise
+    except ResumeMismatch as exc:  # the inputs changed since the run started (data, version)
         raise CommandError(str(exc), EXIT_USAGE) from None
 
     metadata, records = read_results(directory)

@@ -170,6 +170,10 @@ def _ends_mid_line(path: Path) -> bool:
 
 
 #: Metadata that must match for `resume` to continue a run rather than mix two runs.
+class ResumeMismatch(ValueError):
+    """A run cannot be resumed: its metadata describes another run than this one."""
+
+
 RESUME_KEYS = (
     "env_id",
     "env_args",
@@ -206,7 +210,7 @@ def load_finished(
         previous = json.loads(meta_path.read_text())
         for key in RESUME_KEYS:
             if key in expect and key in previous and previous[key] != as_json(expect[key]):
-                raise ValueError(
+                raise ResumeMismatch(
                     f"cannot resume {directory}: it was run with {key}={previous[key]!r}, "
                     f"this run has {key}={expect[key]!r}; use another output directory"
                 )
