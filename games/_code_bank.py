@@ -159,9 +159,11 @@ def _sorted_pairs(rng: random.Random, params: Params, count: int) -> list[Args]:
     return cases[:count]
 
 
-def _two_distinct(rng: random.Random) -> Params:
+def _two_divisors(rng: random.Random) -> Params:
+    """Two numbers neither of which divides the other: with 5 and 10, "divisible by 5
+    or by 10" would only mean "divisible by 5", and the second number would be noise."""
     a = rng.randint(2, 7)
-    b = rng.choice([n for n in range(3, 12) if n != a])
+    b = rng.choice([n for n in range(3, 12) if n % a and a % n])
     return {"a": a, "b": b}
 
 
@@ -226,7 +228,7 @@ def rotate_string(text: str) -> str:
 def sum_of_multiples(n: int) -> int:
     return sum(i for i in range(1, n) if i % $a == 0 or i % $b == 0)
 """,
-        params=_two_distinct,
+        params=_two_divisors,
         inputs=_numbers([0, 1, 2], 3, 3000),
     ),
     Spec(

@@ -3,26 +3,29 @@
 Each task is a specification from a bank of parametrised templates (string
 manipulation, arithmetic, list processing), with an example call. The model may
 try code with the sandboxed `python` tool, then answers with the whole function in
-a ```python block (or in `<answer>…</answer>`). At scoring time the answer runs in
-a fresh sandbox from the environment's pool — never on the host — against hidden
-tests generated with the template's reference implementation; the reward is the
-fraction of tests passed. Each test has a time limit, and a result counts only if
-it equals the expected value exactly (a bool is not an int, a tuple stands for a
-list), compared on the host.
+a ```python block (or in `<answer>…</answer>`); of several blocks, the last that
+defines the function is the answer, so a usage example after it is not. At scoring
+time the answer runs in a fresh sandbox from the environment's pool — never on the
+host — against hidden tests generated with the template's reference implementation;
+the reward is the fraction of tests passed. Each test has a time limit, and a result
+counts only if it equals the expected value exactly (a bool is not an int, a tuple
+stands for a list), compared on the host.
 
 Knobs: `difficulty` ("easy": the simplest templates and 8 tests, "medium": more
 templates and 10 tests, "hard": every template and 14 tests), `specs` (a subset of
-`SPEC_NAMES`), `max_turns` (8), `max_invalid_moves` (3), `test_timeout` (seconds
-per hidden test, 2), `sandbox_config`, `pool_size`. Metrics: `tests_passed`,
-`tool_calls`, `format_reward`, `turns`, `invalid_moves`. The reference policy
-recognises the template from the specification, writes its implementation, tries
-it once with the tool and answers: reward 1 on every seed.
+`SPEC_NAMES`; the order it is listed in does not change the items), `max_turns` (8),
+`max_invalid_moves` (3), `test_timeout` (seconds per hidden test, finite, 2),
+`sandbox_config`, `pool_size`. Metrics: `tests_passed`, `tool_calls`, `format_reward`,
+`turns`, `invalid_moves`. The reference policy recognises the template from the
+specification, writes its implementation, tries it once with the tool and answers:
+reward 1 on every seed.
 """
 
 from __future__ import annotations
 
-import ast
 import json
+import math
+import posixpath
 import random
 import re
 import string
@@ -37,6 +40,7 @@ from vfgym.games._tool_task import (
     assistant_turns,
     check_invalid_move_limit,
     extract_answer,
+    final_reply,
     subset_knob,
     task_text,
     tool_call_message,
@@ -46,6 +50,7 @@ from vfgym.games._tool_task import (
 from vfgym.rubrics import Rubric
 from vfgym.sandbox.config import SandboxConfig
 from vfgym.sandbox.env import SandboxEnv
+from vfgym.sandbox.errors import SandboxFileError, SandboxPathError
 from vfgym.sandbox.sandbox import DockerSandbox
 from vfgym.types import ChatMessage, Messages, State
 
@@ -64,20 +69,50 @@ When you are done, give the complete function (with any imports it needs) as you
 in a single ```python code block. Hidden unit tests call the function by its name and compare \
 what it returns with the expected value exactly."""
 
-_CODE_BLOCK = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
+_CODE_BLOCK = re.compile(r"```(?:python3?|py3?)?[ \t]*\r?\n(.*?)```", re.DOTALL | re.IGNORECASE)
 _FUNCTION = re.compile(r"`def (\w+)\(")
 
 
-def extract_code(text: str) -> str | None:
-    """The answer's code: the last ```python block, else the content of `<answer>` tags."""
-    blocks = _CODE_BLOCK.findall(text or "")
+def _defines(code: str, function: str) -> bool:
+    """Whether `code` holds a `def` of `function` (at any indentation, async or not)."""
+    pattern = rf"^[ \t]*(?:async[ \t]+)?def[ \t]+{re.escape(function)}[ \t]*\("
+    return re.search(pattern, code, re.MULTILINE) is not None
+
+
+def extract_code(text: str, function: str | None = None) -> str | None:
+    """The answer's code: a ```python block, else the content of `<answer>` tags.
+
+    Of several blocks, the last that defines `function` (when it is named), so a
+    usage example after the function does not replace it; else the last block.
+    """
+    blocks = [block.strip("\r\n") for block in _CODE_BLOCK.findall(text or "")]
     if blocks:
-        return blocks[-1].strip("\n") or None
+        defining = [block for block in blocks if function and _defines(block, function)]
+        return (defining or blocks)[-1] or None
     answer = extract_answer(text)
     if answer is None:
         return None
     inner = _CODE_BLOCK.findall(answer + "\n" if "```" in answer else "")
-    return (inner[-1] if inner else answer).strip("\n") or None
+    return (inner[-1] if inner else answer).strip("\r\n") or None
+
+
+def check_test_timeout(value: Any, name: str = "test_timeout") -> float:
+    """`value` as the seconds a hidden test may take: a finite positive number.
+
+    Infinity or NaN cannot arm the per-test alarm (every test would fail, or the
+    scoring would raise), so they are refused where they are given; `name` is the
+    argument the error names.
+    """
+    if (
+        not isinstance(value, int | float)
+        or isinstance(value, bool)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ValueError(
+            f"{name} must be a finite positive number of seconds, such as 2.0, not {value!r}"
+        )
+    return float(value)
 
 
 # ---------------------------------------------------------------------------- items
@@ -108,28 +143,47 @@ def generate_item(
 
 # -------------------------------------------------------------------------- scoring
 
-_HARNESS = """import json as _vj, signal as _vs, copy as _vc
-def _vfgym_check(_name, _cases, _limit):
-    _fn = globals().get(_name)
-    if not callable(_fn):
-        return _vj.dumps({"missing": True})
-    def _alarm(signum, frame):
-        raise TimeoutError("test took too long")
-    _vs.signal(_vs.SIGALRM, _alarm)
-    _out = []
-    for _args in _cases:
-        try:
-            _vs.setitimer(_vs.ITIMER_REAL, _limit)
+#: Where the harness writes its report, in the scoring sandbox's workspace: one JSON
+#: line per test run, so the report is not cut by the tool output limit, and the tests
+#: run before a hang or a crash still count.
+REPORT_FILE = ".vfgym-hidden-tests.jsonl"
+#: The longest result (as JSON text) the harness reports; any longer one fails its test.
+MAX_RESULT_CHARS = 20_000
+
+# The harness runs in the answer's own globals, so it reaches builtins through a module
+# of its own: an answer that rebinds `len` or `open` must not break the scoring. A copy
+# of it that an answer forks leaves quietly, so only the harness writes the report.
+_HARNESS = """import builtins as _vb, copy as _vc, json as _vj, os as _vo, signal as _vs
+def _vfgym_check(_name, _cases, _limit, _path, _budget, _cap):
+    _fn = _vb.globals().get(_name)
+    _pid = _vo.getpid()
+    with _vb.open(_path, "w", encoding="ascii") as _report:
+        if not _vb.callable(_fn):
+            return
+        def _alarm(signum, frame):
+            raise _vb.TimeoutError("test took too long")
+        _vs.signal(_vs.SIGALRM, _alarm)
+        for _args in _cases:
+            _text = None
             try:
-                _got = _fn(*_vc.deepcopy(_args))
-            finally:
-                _vs.setitimer(_vs.ITIMER_REAL, 0)
-            _text = _vj.dumps(_got)
-            _out.append(_text if len(_text) <= 20000 else None)
-        except BaseException:
-            _out.append(None)
-    return _vj.dumps({"results": _out})
-_vfgym_check($name, _vj.loads($cases), $limit)"""
+                _vs.setitimer(_vs.ITIMER_REAL, _limit)
+                try:
+                    _text = _vj.dumps(_fn(*_vc.deepcopy(_args)))
+                finally:
+                    _vs.setitimer(_vs.ITIMER_REAL, 0)
+            except _vb.BaseException:
+                _text = None
+            if _vo.getpid() != _pid:  # a process the answer forked: only the harness reports
+                _vo._exit(0)
+            _line = _vj.dumps(_text if _text is not None and _vb.len(_text) <= _cap else None)
+            if _vb.len(_line) + 1 > _budget:
+                _line = "null"
+            _budget -= _vb.len(_line) + 1
+            if _budget < 0:
+                return
+            _report.write(_line + "\\n")
+            _report.flush()
+_vfgym_check($name, _vj.loads($cases), $limit, $path, $budget, $cap)"""
 
 
 def same_value(got: Any, expected: Any) -> bool:
@@ -157,31 +211,53 @@ async def run_hidden_tests(
     """Run `code` and then the hidden tests in `sandbox`; which tests passed, in order.
 
     Only the inputs go into the sandbox; the expected values stay on the host,
-    where the results are compared. An answer that takes the sandbox down (its
-    runner killed, the container out of memory) fails every test; a sandbox that
-    cannot be reached at all raises, so the rubric reports an error, not a zero.
+    where the results are compared. The results come back in a file (`REPORT_FILE`),
+    not in the tool output, whose limit is for what a model reads. An answer that
+    takes the sandbox down (its runner killed, the container out of memory) fails
+    every test; one that hangs or kills its interpreter in a test fails that test and
+    those after it. A sandbox that cannot be reached at all raises, so the rubric
+    reports an error, not a zero.
     """
+    limit = check_test_timeout(limit, "limit")
+    failed = [False] * len(tests)
     defined = await sandbox.run_python(code)  # a failing cell may still define the function
     if defined.sandbox_lost:
-        return [False] * len(tests)
+        return failed
     harness = string.Template(_HARNESS).substitute(
-        name=repr(function), cases=repr(json.dumps([t["args"] for t in tests])), limit=float(limit)
+        name=repr(function),
+        cases=repr(json.dumps([t["args"] for t in tests])),
+        limit=repr(limit),
+        path=repr(posixpath.join(sandbox.config.workspace, REPORT_FILE)),
+        budget=int(sandbox.config.max_read_bytes),
+        cap=MAX_RESULT_CHARS,
     )
     result = await sandbox.run_python(harness, timeout=limit * len(tests) + 10)
     if result.sandbox_lost:
-        return [False] * len(tests)
+        return failed
     try:
-        report = json.loads(ast.literal_eval(result.value or ""))
-        outputs = report["results"]
-    except (ValueError, SyntaxError, TypeError, KeyError):
-        return [False] * len(tests)
-    if not isinstance(outputs, list) or len(outputs) != len(tests):
+        report = await sandbox.read_file(REPORT_FILE)
+    except (SandboxFileError, SandboxPathError):  # never written: no function to test
+        return failed
+    return compare_report(report, tests)
+
+
+def compare_report(report: bytes, tests: list[dict[str, Any]]) -> list[bool]:
+    """Which tests passed, from the harness's report (one JSON line per test run).
+
+    A report with more lines than tests was written to by something else than the
+    harness, so nothing in it counts.
+    """
+    lines = report.decode("utf-8", errors="replace").splitlines()
+    if len(lines) > len(tests):
         return [False] * len(tests)
     passed = []
-    for output, test in zip(outputs, tests, strict=True):
+    for index, test in enumerate(tests):
         try:
-            passed.append(output is not None and same_value(json.loads(output), test["expected"]))
-        except (TypeError, ValueError):
+            output = json.loads(lines[index]) if index < len(lines) else None
+            passed.append(
+                isinstance(output, str) and same_value(json.loads(output), test["expected"])
+            )
+        except ValueError:  # a line cut short by a kill, or a number too long to read
             passed.append(False)
     return passed
 
@@ -198,11 +274,7 @@ class CodeTestsEnv(ToolTask, SandboxEnv):
     def __init__(
         self, *, max_invalid_moves: int = 3, test_timeout: float = 2.0, **kwargs: Any
     ) -> None:
-        if not isinstance(test_timeout, int | float) or test_timeout <= 0:
-            raise ValueError(
-                f"test_timeout must be a positive number of seconds, not {test_timeout!r}"
-            )
-        self.test_timeout = float(test_timeout)
+        self.test_timeout = check_test_timeout(test_timeout)
         super().__init__(
             python_tool=True, bash_tool=False, max_invalid_moves=max_invalid_moves, **kwargs
         )
@@ -225,14 +297,14 @@ class CodeTestsEnv(ToolTask, SandboxEnv):
         if "hidden_tests" in state:
             return state["hidden_tests"]
         tests = state["info"]["tests"]
-        code = self.final_answer(completion)
+        function = state["info"]["function"]
+        reply = final_reply(completion)
+        code = None if reply is None else extract_code(reply, function)
         if code is None or self.lost_on_invalid_moves(state):
             passed = [False] * len(tests)
         else:
             async with self.scoring_sandbox() as sandbox:
-                passed = await run_hidden_tests(
-                    sandbox, code, state["info"]["function"], tests, self.test_timeout
-                )
+                passed = await run_hidden_tests(sandbox, code, function, tests, self.test_timeout)
         state["hidden_tests"] = passed
         return passed
 
@@ -292,8 +364,11 @@ def load_environment(
 ) -> CodeTestsEnv:
     """Build the environment (templates of `specs` up to `difficulty`)."""
     check_choice("difficulty", difficulty, DIFFICULTIES)
-    chosen = subset_knob("specs", specs, SPEC_NAMES)
+    # In the bank's order, so a subset gives the same items however it is listed.
+    given = subset_knob("specs", specs, SPEC_NAMES)
+    chosen = tuple(name for name in SPEC_NAMES if name in given)
     check_invalid_move_limit(max_invalid_moves)
+    check_test_timeout(test_timeout)
     if max_turns < 1:
         raise ValueError("max_turns must be at least 1")
     make = lambda rng, i: generate_item(rng, difficulty, chosen)  # noqa: E731

@@ -10,8 +10,9 @@ which file holds a given key, which CSV file has the most lines, how many
 directories there are. Every question has exactly one right answer (ties are
 broken when the tree is generated).
 
-Knobs: `difficulty` ("easy" ~10 files in 4 directories, "medium" ~20 in 9,
-"hard" ~40 in 14, deeper), `questions` (a subset of `QUESTIONS`), `max_turns` (8),
+Knobs: `difficulty` ("easy" ~10 files in 4 directories, "medium" ~20 in 8,
+"hard" ~40 in 13, deeper), `questions` (a subset of `QUESTIONS`; the order it is
+listed in does not change the items), `max_turns` (8),
 `max_invalid_moves` (3), `sandbox_config`, `pool_size`. The reference policy runs
 the one command that answers the question and reads the answer off its output:
 right on every seed.
@@ -19,6 +20,7 @@ right on every seed.
 
 from __future__ import annotations
 
+import posixpath
 import random
 import re
 from typing import Any
@@ -322,20 +324,38 @@ def generate_item(
 # ---------------------------------------------------------------------------- answers
 
 
-def normalise_answer(text: str) -> str:
-    """An answer as compared: quotes and backticks dropped, paths made workspace-relative."""
+#: A whole number as an answer may write it: plain digits, or digits in groups of three
+#: separated by commas ("1,024"); "12,34" is not a number written with separators.
+_NUMBER = re.compile(r"[+-]?(?:\d{1,3}(?:,\d{3})+|\d+)")
+
+
+def normalise_answer(text: str, workspace: str = "/workspace") -> str:
+    """An answer as compared: quotes and backticks dropped, numbers without separators or
+    leading zeros, paths made relative to `workspace` and cleaned (`src//./a.py`)."""
     value = text.strip().strip("`'\"").strip()
-    for prefix in ("/workspace/", "./"):
-        if value.startswith(prefix):
-            value = value[len(prefix) :]
-    if re.fullmatch(r"[+-]?\d[\d,]*", value):
-        value = str(int(value.replace(",", "")))
+    if _NUMBER.fullmatch(value):
+        return _plain_number(value)
+    prefix = workspace.rstrip("/") + "/"
+    if value.startswith(prefix):
+        value = value[len(prefix) :]
+    if "/" in value:
+        value = posixpath.normpath(value)
     return value
 
 
-def answers_match(given: str | None, expected: str) -> bool:
-    """True when `given` names the same number or path as `expected`."""
-    return given is not None and normalise_answer(given) == normalise_answer(expected)
+def _plain_number(value: str) -> str:
+    """A whole number as plain digits: no separators, no leading zeros, no sign on zero.
+    Done on the text, since `int()` refuses a number of over 4,300 digits."""
+    digits = "".join(str(int(ch)) for ch in value.lstrip("+-") if ch != ",").lstrip("0") or "0"
+    return f"-{digits}" if value.startswith("-") and digits != "0" else digits
+
+
+def answers_match(given: str | None, expected: str, workspace: str = "/workspace") -> bool:
+    """True when `given` names the same number or path as `expected` (an absolute path
+    may start with the sandbox's `workspace`)."""
+    return given is not None and normalise_answer(given, workspace) == normalise_answer(
+        expected, workspace
+    )
 
 
 def question_kind(text: str) -> str:
@@ -375,7 +395,7 @@ class ShellFilesEnv(ToolTask, SandboxEnv):
             await sandbox.write_file(path, content)
 
     def answers_match(self, given: str | None, expected: str) -> bool:
-        return answers_match(given, expected)
+        return answers_match(given, expected, self.sandbox_config.workspace)
 
     def reference_policy(self, messages: Messages) -> ChatMessage:
         """Run the question's command, then answer with what it shows."""
@@ -406,7 +426,9 @@ def load_environment(
 ) -> ShellFilesEnv:
     """Build the environment (trees of `difficulty`, questions from `questions`)."""
     check_choice("difficulty", difficulty, DIFFICULTIES)
-    chosen = subset_knob("questions", questions, QUESTIONS)
+    # In the catalogue's order, so a subset gives the same items however it is listed.
+    given = subset_knob("questions", questions, QUESTIONS)
+    chosen = tuple(name for name in QUESTIONS if name in given)
     check_invalid_move_limit(max_invalid_moves)
     if max_turns < 2:
         raise ValueError("max_turns must be at least 2 (one command and the answer)")
