@@ -15,11 +15,16 @@ the wanted number of episodes has finished, following the vector env's autoreset
 mode (Gymnasium 1.x's default is NEXT_STEP: the step after an episode ends resets
 that sub-env and ignores its action). An async policy — a model server client —
 is awaited, and over a vector env its calls for all sub-envs run concurrently.
+When they return (or raise), `play_vector` and `aplay_vector` end the episodes a
+`GymVectorEnv` still runs — those autoreset started after the last wanted one — on
+the loop they started on, so none is left holding a sandbox, nor stranded on a loop
+that closes next (`asyncio.run(aplay_vector(...))`); a later call may run on any loop.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import numbers
 from collections.abc import Awaitable, Callable
@@ -402,13 +407,27 @@ def play_vector(
     that keeps history needs, as calls for different sub-envs interleave. An
     `async def` policy's calls for all sub-envs of a step run concurrently; a plain
     function that returns an awaitable is refused with a TypeError. Trajectories
-    are returned in the order they finished.
+    are returned in the order they finished. The episodes a `GymVectorEnv` still
+    runs at the end are ended (see the module docstring): reset it before stepping.
     """
     call = _policy_call(policy)
     episodes = _check_count("episodes", episodes)
     _check_vector(vec_env)
     if is_async_callable(policy):
         return run_sync(aplay_vector(vec_env, policy, seed=seed, episodes=episodes))
+    try:
+        finished = _play_vector(vec_env, call, seed, episodes)
+    except Exception:
+        _end_left_running(vec_env, after_error=True)
+        raise
+    _end_left_running(vec_env, after_error=False)
+    return finished
+
+
+def _play_vector(
+    vec_env: gym.vector.VectorEnv, call: _PolicyCall, seed: int | None, episodes: int | None
+) -> list[Trajectory]:
+    """`play_vector`'s episodes, once its arguments are checked."""
     book = _new_book(vec_env, episodes)
     observations, infos = vec_env.reset(seed=seed)
     book.on_reset(observations, infos)
@@ -431,11 +450,25 @@ async def aplay_vector(
     and a `GymVectorEnv` is driven with `areset`/`astep` on the caller's loop.
 
     The policy takes `(observation)` or `(observation, info)`, as in `play_vector`;
-    whatever it returns that is awaitable is awaited.
+    whatever it returns that is awaitable is awaited. The episodes a `GymVectorEnv`
+    still runs at the end are ended on their loops, as `play_vector` does.
     """
     call = _policy_call(policy)
     episodes = _check_count("episodes", episodes)
     _check_vector(vec_env)
+    try:
+        finished = await _aplay_vector(vec_env, call, seed, episodes)
+    except Exception:
+        await _aend_left_running(vec_env, after_error=True)
+        raise
+    await _aend_left_running(vec_env, after_error=False)
+    return finished
+
+
+async def _aplay_vector(
+    vec_env: gym.vector.VectorEnv, call: _PolicyCall, seed: int | None, episodes: int | None
+) -> list[Trajectory]:
+    """`aplay_vector`'s episodes, once its arguments are checked."""
     book = _new_book(vec_env, episodes)
     direct = isinstance(vec_env, GymVectorEnv)
     if direct:
@@ -463,6 +496,32 @@ async def aplay_vector(
                 fresh, fresh_infos = vec_env.reset(options=options)
             _restart(book, needs_reset, observations, fresh, fresh_infos)
     return book.finished
+
+
+def _end_left_running(vec_env: gym.vector.VectorEnv, *, after_error: bool) -> None:
+    """End the episodes a `GymVectorEnv` still runs once play is over. After an error
+    that error is the one to see: a failure to end them is then left unraised (the
+    episodes stay running, and the vector env says so on its next call)."""
+    vec = _gym_vector(vec_env)
+    if vec is None:
+        return
+    with contextlib.suppress(Exception) if after_error else contextlib.nullcontext():
+        vec.end_episodes()
+
+
+async def _aend_left_running(vec_env: gym.vector.VectorEnv, *, after_error: bool) -> None:
+    """`_end_left_running` for `aplay_vector`: on the caller's loop."""
+    vec = _gym_vector(vec_env)
+    if vec is None:
+        return
+    with contextlib.suppress(Exception) if after_error else contextlib.nullcontext():
+        await vec.aend_episodes()
+
+
+def _gym_vector(vec_env: gym.vector.VectorEnv) -> GymVectorEnv | None:
+    """The open `GymVectorEnv` under `vec_env`'s wrappers, if that is what it is."""
+    vec = getattr(vec_env, "unwrapped", vec_env)
+    return vec if isinstance(vec, GymVectorEnv) and not vec.closed else None
 
 
 def _after_step(

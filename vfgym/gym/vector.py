@@ -25,6 +25,19 @@ Modes:
   asyncio code should `await vec.astep(...)` / `await vec.areset(...)`, which use the
   caller's loop.
 
+Switching between the two: an episode whose environment has an async `cleanup_state`
+(a sandbox lease, a client) holds what its hooks opened on the loop it started on, and
+only that loop can release it. So before `reset`/`areset` (and `close`/`aclose`) start
+(or close) sub-envs on another loop, the vector env ends their running episodes on the
+loop that owns them (the caller's thread waits for that): `play_vector` after
+`await aplay_vector(...)`, or `vec.reset()` then `await vec.areset()` on a new loop,
+just work. A loop that can no longer be
+reached — closed (as `asyncio.run` closes its loop), running in another thread, or the
+caller's own loop under a sync call — is refused before anything changes, with what to
+do. `end_episodes()` / `await aend_episodes()` end every running episode on its own
+loop without starting new ones, e.g. before leaving a loop that is about to close
+(`play_vector` and `aplay_vector` do it when they return).
+
 Results are those of Gymnasium's vector envs over the same sub-envs, seeds and
 actions: observations as a tuple, rewards/terminations/truncations as numpy arrays,
 infos batched as `_add_info` does (see `vfgym.gym.batching`), the three autoreset
@@ -153,9 +166,12 @@ class GymVectorEnv(VectorEnv):
     ) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """Reset every sub-env (or those in `options["reset_mask"]`); an int seed s
         seeds sub-env i with s + i, a list gives one seed per sub-env."""
-        if self._concurrent:
-            return self._run(self.areset(seed=seed, options=options))
         plan, options = self._reset_plan(seed, options)
+        if self._concurrent:
+            # The new episodes start on the private loop: the ones they replace end first
+            # on the loop that holds them.
+            self._end_held(self._held_elsewhere(plan, self._private_loop()), "reset")
+            return self._run(self._areset(plan, options))
         envs = self.envs
         results: list[Any] = []
         for i, single_seed in plan:
@@ -179,9 +195,29 @@ class GymVectorEnv(VectorEnv):
         if not self._concurrent:
             return self.reset(seed=seed, options=options)
         plan, options = self._reset_plan(seed, options)
-        envs = self.envs
-        results = await self._gather([envs[i].areset(seed=s, options=options) for i, s in plan])
-        return self._after_reset(plan, results)
+        here = asyncio.get_running_loop()
+        self._end_held(self._held_elsewhere(plan, here), "areset")
+        return await self._areset(plan, options)
+
+    def end_episodes(self) -> None:
+        """End every sub-env's running episode without starting another: each one's
+        cleanup runs on the event loop it started on; nothing is scored.
+
+        Why: what an episode's hooks opened on a loop (a sandbox, a client) can only be
+        released there, so end the episodes before leaving a loop that will close or
+        that other code will not run again. Call `reset()` before stepping again."""
+        self._end_running(None, "end_episodes")
+
+    async def aend_episodes(self) -> None:
+        """`end_episodes` for asyncio code: the episodes the caller's loop holds end on
+        it (concurrently); any other loop's are ended there first."""
+        here = asyncio.get_running_loop()
+        rest = self._end_running(here, "aend_episodes")
+        try:
+            await _end_episodes([self.envs[i] for i in rest])
+        except BaseException:
+            self._interrupted()
+            raise
 
     def step(
         self, actions: Sequence[Any]
@@ -273,9 +309,13 @@ class GymVectorEnv(VectorEnv):
 
     async def aclose(self) -> None:
         """`close` for asyncio code: each running episode's cleanup runs on the caller's
-        loop (concurrently, in async mode)."""
+        loop (concurrently, in async mode), or first on the loop it started on when
+        another open loop holds it."""
         if self.closed:
             return
+        if self._concurrent:  # what another loop holds is released there first
+            here = asyncio.get_running_loop()
+            self._end_held(self._held_elsewhere(_all(self), here), "aclose", closed_ok=True)
         try:
             if self._concurrent:
                 errors = await asyncio.gather(
@@ -289,7 +329,11 @@ class GymVectorEnv(VectorEnv):
         self.closed = True  # only now, as in close(): an interrupted close can be retried
 
     def close_extras(self, **kwargs: Any) -> None:
-        """Close every sub-env: each running episode's cleanup runs."""
+        """Close every sub-env: each running episode's cleanup runs (on the loop it
+        started on, when that loop is still open)."""
+        if self._concurrent:
+            held = self._held_elsewhere(_all(self), self._loop)
+            self._end_held(held, "close", closed_ok=True)
         try:
             if self._concurrent:
                 self._run(self._aclose_envs())
@@ -332,7 +376,8 @@ class GymVectorEnv(VectorEnv):
         if not self._ready:
             waiting = [i for i, started in enumerate(self._started) if not started]
             raise gym.error.ResetNeeded(
-                f"call reset() before step() (sub-envs {waiting} have not been reset)"
+                f"call reset() before step() (sub-envs {waiting} have no episode: not "
+                "reset yet, or ended by end_episodes())"
             )
         if self._failed:
             broken = ", ".join(f"{i}: {why}" for i, why in sorted(self._failed.items()))
@@ -352,6 +397,70 @@ class GymVectorEnv(VectorEnv):
             if type(action) is not str and not ended[i]:
                 self.envs[i]._model_turn(action)  # a bad action raises before any step
         return actions
+
+    async def _areset(
+        self, plan: list[tuple[int, int | None]], options: dict[str, Any] | None
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """Reset the planned sub-envs concurrently on the running loop."""
+        envs = self.envs
+        results = await self._gather([envs[i].areset(seed=s, options=options) for i, s in plan])
+        return self._after_reset(plan, results)
+
+    # ---------------------------------------------- episodes held by a loop
+
+    def _held_elsewhere(
+        self, plan: Sequence[tuple[int, Any]], here: asyncio.AbstractEventLoop | None
+    ) -> dict[asyncio.AbstractEventLoop, list[int]]:
+        """The planned sub-envs whose running episode must end on a loop other than
+        `here` (where they are about to reset or close), grouped by that loop."""
+        held: dict[asyncio.AbstractEventLoop, list[int]] = {}
+        for i, _ in plan:
+            loop = _bound_loop(self.envs[i])
+            if loop is not None and loop is not here:
+                held.setdefault(loop, []).append(i)
+        return held
+
+    def _end_held(
+        self,
+        held: dict[asyncio.AbstractEventLoop, list[int]],
+        call: str,
+        *,
+        closed_ok: bool = False,
+    ) -> None:
+        """End the episodes `held` by other loops, each group on its own loop (this
+        thread waits). Every loop is checked first, so a refusal changes nothing.
+        `closed_ok` (closing): a closed loop's episodes are left to the sub-env's own
+        close, since nothing can run on that loop any more and a close must finish."""
+        for loop, indices in held.items():
+            if not (closed_ok and loop.is_closed()):
+                _check_reachable(loop, indices, call)
+        try:
+            for loop, indices in held.items():
+                if not loop.is_closed():
+                    run_on(loop, _end_episodes([self.envs[i] for i in indices]))
+        except BaseException:
+            self._interrupted()
+            raise
+
+    def _end_running(self, here: asyncio.AbstractEventLoop | None, call: str) -> list[int]:
+        """`end_episodes`: end what other loops than `here` hold, and with no loop
+        `here` the episodes whose cleanup needs none; returns the sub-envs whose
+        episodes are left to end on `here`. The vector env wants a reset after this."""
+        self._end_held(self._held_elsewhere(_all(self), here), call)
+        rest = [i for i, env in enumerate(self.envs) if _running(env)]
+        self._started = [False] * self.num_envs
+        self._ready = False
+        self._ended = [False] * self.num_envs
+        self._elapsed = [0] * self.num_envs
+        if here is not None:
+            return rest
+        try:
+            for i in rest:
+                _end_episode_sync(self.envs[i])
+        except BaseException:
+            self._interrupted()
+            raise
+        return []
 
     async def _astep_one(self, i: int, action: Any) -> StepResult:
         env = self.envs[i]
@@ -520,9 +629,13 @@ class GymVectorEnv(VectorEnv):
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run `coro` on the private loop (see `vfgym._async.run_on`): always the same
         loop, so what the sub-envs open on it stays usable."""
+        return run_on(self._private_loop(), coro)
+
+    def _private_loop(self) -> asyncio.AbstractEventLoop:
+        """The loop sync calls run the sub-envs on (made on first use)."""
         if self._loop is None or self._loop.is_closed():
             self._loop = asyncio.new_event_loop()
-        return run_on(self._loop, coro)
+        return self._loop
 
     async def _aclose_envs(self) -> None:
         errors = await asyncio.gather(*(env.aclose() for env in self.envs), return_exceptions=True)
@@ -551,6 +664,98 @@ class _Failure:
     def __init__(self, error: Exception, ending: StepResult | None) -> None:
         self.error = error
         self.ending = ending
+
+
+def _running(env: GymEnv) -> bool:
+    """True while `env` has an episode whose cleanup has not run."""
+    return env.state is not None and not env._cleaned
+
+
+def _bound_loop(env: GymEnv) -> asyncio.AbstractEventLoop | None:
+    """The event loop `env`'s running episode must end on: the one its hooks opened
+    what its async cleanup releases. None when there is no such episode, or when its
+    cleanup is sync and so can run anywhere (the rule `GymEnv` itself applies)."""
+    if not (_running(env) and env._async_cleanup):
+        return None
+    return env._episode_loop
+
+
+async def _end_episodes(envs: Sequence[GymEnv]) -> None:
+    """End the running episodes of `envs` concurrently on the running loop."""
+    _raise_first(await asyncio.gather(*(_end_episode(env) for env in envs), return_exceptions=True))
+
+
+async def _end_episode(env: GymEnv) -> None:
+    """End `env`'s running episode as a reset in mid-episode ends it: marked over and
+    cleaned up (a cleanup that fails is recorded in the State, as `GymEnv` records
+    it), not scored, since no one asked for its result."""
+    state = env.state
+    if state is None or env._cleaned:
+        return
+    env._claim("end_episodes")
+    try:
+        env._done = True
+        await env._cleanup(state)
+    finally:
+        env._busy = False
+
+
+def _end_episode_sync(env: GymEnv) -> None:
+    """`_end_episode` for an episode whose cleanup needs no event loop."""
+    state = env.state
+    if state is None or env._cleaned:
+        return
+    env._claim("end_episodes")
+    try:
+        env._done = True
+        env._cleanup_sync(state)
+    finally:
+        env._busy = False
+
+
+def _all(vec: GymVectorEnv) -> list[tuple[int, None]]:
+    """A plan that takes in every sub-env (see `_held_elsewhere`)."""
+    return [(i, None) for i in range(vec.num_envs)]
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+def _check_reachable(loop: asyncio.AbstractEventLoop, indices: list[int], call: str) -> None:
+    """Refuse `call` when `loop`, which holds the running episodes of sub-envs
+    `indices`, cannot run their cleanup now; say what to do instead."""
+    which = f"sub-env(s) {indices}"
+    if loop.is_closed():
+        raise RuntimeError(
+            f"{call}(): {which} still run episodes that started on an event loop that has "
+            "since been closed (asyncio.run closes its loop when it returns), and their async "
+            "cleanup can only release what they opened on that loop. Close this vector env "
+            "(close() releases what the environments it owns hold) and make a new one; next "
+            "time end the episodes before their loop closes, with `await vec.aend_episodes()` "
+            "or `await vec.aclose()` in it (aplay_vector ends its own)"
+        )
+    if not loop.is_running():
+        return  # idle: this thread can run it
+    if loop is _running_loop():
+        instead = f"`await vec.a{call}()`"
+        if call == "reset":
+            instead += " (`await aplay_vector(...)` for play_vector)"
+        if call != "end_episodes":
+            instead += ", or end them first with `await vec.aend_episodes()`"
+        raise RuntimeError(
+            f"{call}(): {which} run episodes that started on the event loop running in this "
+            "thread (with areset()/astep() or aplay_vector), and their async cleanup must run "
+            f"there, which a sync call made from that loop cannot do: use {instead}"
+        )
+    raise RuntimeError(
+        f"{call}(): {which} run episodes that started on an event loop running in another "
+        "thread, and their async cleanup must run there: end them on that loop first "
+        f"(`await vec.aend_episodes()` or `await vec.aclose()` there), then call {call}() here"
+    )
 
 
 def _sub_env_error(
