@@ -1,11 +1,13 @@
 """What the catalogue's tool tasks share: the answer format, invalid-move accounting, metrics.
 
 A tool task is a `ToolEnv` whose model calls tools and then answers once, in
-`<answer>…</answer>` tags. `ToolTask` (a mixin placed before the ToolEnv class in
-the bases) makes the catalogue's promises hold for tool tasks as they do for games:
-a reply that holds no readable answer is an invalid move with feedback that says
-what to do, so is a tool call that fails (malformed JSON, an unknown tool, bad
-arguments); `max_invalid_moves` of them end the episode with reward 0. A failure
+`<answer>…</answer>` tags, in a reply that calls no tool (an answer beside a tool
+call is not final, and the model is told so). `ToolTask` (a mixin placed before the
+ToolEnv class in the bases) makes the catalogue's promises hold for tool tasks as
+they do for games: a reply that holds no readable answer (empty tags included) is
+an invalid move with feedback that says what to do, so is each tool call that fails
+(malformed JSON, an unknown tool, bad arguments), with a note that says how many
+are left; `max_invalid_moves` of them end the episode with reward 0. A failure
 of the infrastructure (the ToolEnv's `infrastructure_errors`, such as a sandbox
 that died and could not be replaced) is never an invalid move: it ends the
 episode as an error. It also gives the shared metrics and the helpers policies
@@ -24,16 +26,34 @@ from typing import Any, ClassVar, Self
 from vfgym.games._base import EVAL_OFFSET, game_rows
 
 from vfgym._async import never_suspends
+from vfgym.parsers._chat import message_text
 from vfgym.rubrics import Rubric
 from vfgym.types import ChatMessage, Messages, RewardFunc, State
 
-ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
+#: One answer: from an opening tag (the last of several in a row, so a stray one
+#: before it is not part of the answer) to its closing tag, or to the end of the
+#: text when the final one is left unclosed, as a server that stops on
+#: `</answer>` leaves it (and as the library's XMLParser reads it).
+ANSWER_TAG = re.compile(r"<answer>((?:(?!<answer>).)*?)(?:</answer>|\Z)", re.DOTALL | re.IGNORECASE)
 
 
 def extract_answer(text: str | None) -> str | None:
-    """The content of the last `<answer>…</answer>` in `text`, stripped; None if there is none."""
+    """The content of the last non-blank `<answer>…</answer>` in `text`, stripped; None if
+    there is none.
+
+    Empty tags are no answer at all: an episode must not end, nor earn format credit,
+    on `<answer></answer>`.
+    """
+    for found in reversed(ANSWER_TAG.findall(text or "")):
+        if found.strip():
+            return found.strip()
+    return None
+
+
+def has_blank_answer(text: str | None) -> bool:
+    """Whether `text` holds answer tags, all of them empty (for feedback that says so)."""
     found = ANSWER_TAG.findall(text or "")
-    return found[-1].strip() if found else None
+    return bool(found) and not any(answer.strip() for answer in found)
 
 
 def answer_message(answer: str) -> ChatMessage:
@@ -64,7 +84,7 @@ def task_text(messages: Messages) -> str:
         return messages
     for message in messages:
         if message.get("role") == "user":
-            return message.get("content") or ""
+            return message_text(message)
     return ""
 
 
@@ -76,7 +96,7 @@ def tool_outputs_since_last_turn(messages: Messages) -> list[str]:
     for message in reversed(messages):
         if message.get("role") != "tool":
             break
-        outputs.append(message.get("content") or "")
+        outputs.append(message_text(message))
     return outputs[::-1]
 
 
@@ -87,17 +107,27 @@ def assistant_turns(messages: Messages) -> int:
     return sum(1 for m in messages if m.get("role") == "assistant")
 
 
-def check_invalid_move_limit(max_invalid_moves: int) -> None:
-    """Refuse a limit below 1 (no episode could end on invalid moves the way it promises)."""
+def check_invalid_move_limit(max_invalid_moves: Any) -> None:
+    """Refuse a limit that is not a whole number of at least 1: below 1 no episode could
+    end on invalid moves the way it promises, and a fraction would be counted down in
+    the feedback ("0.5 more invalid moves"). The types are those the registry demands."""
+    if not isinstance(max_invalid_moves, int) or isinstance(max_invalid_moves, bool):
+        raise TypeError(
+            f"max_invalid_moves must be a whole number (int) such as 3, not {max_invalid_moves!r}"
+        )
     if max_invalid_moves < 1:
-        raise ValueError("max_invalid_moves must be at least 1")
+        raise ValueError(f"max_invalid_moves must be at least 1, not {max_invalid_moves}")
 
 
 def subset_knob(knob: str, given: Iterable[str], allowed: Iterable[str]) -> tuple[str, ...]:
     """`given` in order without repeats, refused unless it is a non-empty subset of `allowed`.
 
-    `knob` names the argument in the error, which lists what may be chosen.
+    `knob` names the argument in the error, which lists what may be chosen. A lone
+    str is refused as the registry refuses it: read as an iterable it would name a
+    choice per letter, and the error would list the letters.
     """
+    if isinstance(given, str):
+        raise TypeError(f"{knob} must be a tuple or list of names, such as [{given!r}], not a str")
     chosen = tuple(dict.fromkeys(given))
     allowed = list(allowed)
     unknown = [name for name in chosen if name not in allowed]
@@ -107,12 +137,15 @@ def subset_knob(knob: str, given: Iterable[str], allowed: Iterable[str]) -> tupl
 
 
 def final_reply(completion: Messages) -> str | None:
-    """The text of the last assistant turn if it called no tool: the model's answer turn."""
+    """The text of the last assistant turn if it called no tool: the model's answer turn.
+
+    Content given as a list of parts reads as its text parts, as the parsers read it.
+    """
     if isinstance(completion, str):
         return completion
     for message in reversed(completion):
         if message.get("role") == "assistant":
-            return None if message.get("tool_calls") else (message.get("content") or "")
+            return None if message.get("tool_calls") else message_text(message)
     return None
 
 
@@ -181,6 +214,13 @@ class ToolTask:
     def lost_on_invalid_moves(self, state: State) -> bool:
         return state.get("invalid_moves", 0) >= self.max_invalid_moves
 
+    async def setup_state(self, state: State, **kwargs: Any) -> State:
+        """Start the invalid-move count at 0, so it can be read from the reset on (as in
+        the games), not only after the first invalid move."""
+        state = await super().setup_state(state, **kwargs)  # type: ignore[misc]
+        state.setdefault("invalid_moves", 0)
+        return state
+
     @never_suspends
     async def is_completed(self, messages: Messages, state: State, **kwargs: Any) -> bool:
         """Done on an answer, on too many invalid moves, or when the context is full."""
@@ -191,32 +231,63 @@ class ToolTask:
         last = messages[-1]
         if last.get("role") != "assistant" or last.get("tool_calls"):
             return False
-        return self.read_answer(last.get("content") or "") is not None
+        return self.read_answer(message_text(last)) is not None
 
     async def env_response(
         self, messages: Messages, state: State, **kwargs: Any
     ) -> tuple[Messages, State]:
-        """Run the tool calls, or tell the model its reply held no answer."""
+        """Run the tool calls, or tell the model its reply held no answer.
+
+        A failed call is an invalid move, and a note after the tool replies says so
+        and how many are left, as the feedback to a reply without an answer does. An
+        answer given beside a tool call is not final (the calls must be answered);
+        the note says that too, so the model knows to answer again.
+        """
         assert isinstance(messages, list)
         state.setdefault("invalid_moves", 0)
-        if messages[-1].get("tool_calls"):
-            before = len(state.get("tool_call_log", []))
-            replies, state = await super().env_response(messages, state, **kwargs)  # type: ignore[misc]
-            failed = sum(1 for entry in state["tool_call_log"][before:] if not entry["ok"])
-            state["invalid_moves"] += failed
-            if failed and self.lost_on_invalid_moves(state):
-                replies = [*replies, {"role": "user", "content": self._limit_note(state)}]
-            return replies, state
-        state["invalid_moves"] += 1
-        feedback = (
-            f"Invalid reply: it holds no answer; {self.answer_hint}. {self._limit_note(state)}"
-        )
-        return [{"role": "user", "content": feedback}], state
+        last = messages[-1]
+        if not last.get("tool_calls"):
+            state["invalid_moves"] += 1
+            return [{"role": "user", "content": self._no_answer_feedback(last, state)}], state
+        before = len(state.get("tool_call_log", []))
+        replies, state = await super().env_response(messages, state, **kwargs)  # type: ignore[misc]
+        failed = sum(1 for entry in state["tool_call_log"][before:] if not entry["ok"])
+        state["invalid_moves"] += failed
+        note = self._tool_turn_note(last, failed, state)
+        if note:
+            replies = [*replies, {"role": "user", "content": note}]
+        return replies, state
+
+    def _no_answer_feedback(self, reply: ChatMessage, state: State) -> str:
+        """What a reply with neither a tool call nor an answer is told."""
+        why = "it holds no answer"
+        if has_blank_answer(message_text(reply)):
+            why += " (its answer tags are empty)"
+        return f"Invalid reply: {why}; {self.answer_hint}. {self._limit_note(state)}"
+
+    def _tool_turn_note(self, turn: ChatMessage, failed: int, state: State) -> str:
+        """The note after a tool-call turn's replies ("" when there is nothing to tell)."""
+        notes = []
+        if failed:
+            what = (
+                "That failed tool call is an invalid move"
+                if failed == 1
+                else f"Those {failed} failed tool calls are invalid moves"
+            )
+            notes.append(f"{what}. {self._limit_note(state)}")
+        if not self.lost_on_invalid_moves(state) and extract_answer(message_text(turn)):
+            notes.append(
+                "Your reply called a tool, so its answer is not final: when you are done, "
+                "give the answer in a reply without tool calls."
+            )
+        return " ".join(notes)
 
     def _limit_note(self, state: State) -> str:
         left = self.max_invalid_moves - state.get("invalid_moves", 0)
-        if left > 0:
-            return f"{left} more invalid move{'s' if left != 1 else ''} ends the task."
+        if left > 1:
+            return f"{left} more invalid moves end the task."
+        if left == 1:
+            return "1 more invalid move ends the task."
         return "That was the last invalid move allowed: the task is over."
 
     # ------------------------------------------------------------- rubric

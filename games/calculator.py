@@ -337,8 +337,15 @@ def build_rubric(parser: XMLParser) -> Rubric:
     def tool_calls(state: State) -> float:
         return float(len(state.get("tools_called", [])))
 
+    def format_reward_func(completion: Messages) -> float:
+        # Empty answer tags are no answer, as in the other tool tasks: no format credit.
+        given = parser.parse_answer(completion)
+        if given is not None and not given.strip():
+            return 0.0
+        return parser.format_reward_func(completion)
+
     return Rubric(
-        funcs=[correct_answer, tool_calls, parser.format_reward_func],
+        funcs=[correct_answer, tool_calls, format_reward_func],
         weights=[1.0, 0.0, 0.0],
         parser=parser,
     )
