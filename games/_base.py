@@ -75,7 +75,9 @@ def move_message(move: str) -> ChatMessage:
 def _invalid_tail(left: int) -> str:
     """What an invalid move's feedback says about the invalid moves still allowed."""
     if left > 0:
-        return f"{left} more invalid move{'s' if left != 1 else ''} ends the game."
+        if left == 1:
+            return "1 more invalid move ends the game."
+        return f"{left} more invalid moves end the game."
     return "That was the last invalid move allowed: the game is over."
 
 
@@ -211,7 +213,13 @@ class TextGame(MultiTurnEnv):
         completion.append(reply)
         if self.is_over(game) or state.get("invalid_moves", 0) >= self.max_invalid_moves:
             return [reply], self._natural_stop(state, True)
-        return [reply], self._limit_stop(state)
+        # `_limit_stop`, inlined (the turn limit is the default one: see `_fused_turn`).
+        if 0 < self.max_turns <= state["turn"]:
+            return [reply], "max_turns"
+        budget = self.rollout_token_budget
+        if budget is not None and state["completion_tokens"] >= budget:
+            return [reply], "token_budget"
+        return [reply], None
 
     def env_response(
         self, messages: Messages, state: State, **kwargs: Any
@@ -224,10 +232,19 @@ class TextGame(MultiTurnEnv):
         or why it was not."""
         if self._starts_turns:
             self.start_turn(state["game_state"])
-        # extract_move, inlined: this runs on every move.
+        # extract_move, inlined: this runs on every move. A reply that is exactly one
+        # lowercase tag pair (the usual one) is read without the regex: its last match
+        # is the text between the tags, as long as no "</" inside could end it earlier.
         text = text or ""
-        tagged = MOVE_TAG.findall(text)
-        if tagged:
+        if (
+            text[:6] == "<move>"
+            and text[-7:] == "</move>"
+            and len(text) >= 13
+            and "</" not in (inner := text[6:-7])
+        ):
+            move = inner.strip()
+            state["tagged_moves"] += 1
+        elif tagged := MOVE_TAG.findall(text):
             move = tagged[-1].strip()
             state["tagged_moves"] += 1
         else:

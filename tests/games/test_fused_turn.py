@@ -127,3 +127,67 @@ def test_a_game_with_its_own_invalid_move_rule_gets_the_engines_turn() -> None:
     assert not env._fused_turn
     state = fresh_state(env, env.get_dataset()[0])
     assert env.text_turn_sync(state, "<move>banana</move>")[1] == "completed"
+
+
+class _MoveRecorder(TextGame):
+    """A game that only records the moves it is given, to check how replies are read."""
+
+    game_name = "move-recorder"
+
+    def new_game(self, info: dict[str, Any]) -> dict[str, Any]:
+        return {"moves": []}
+
+    def apply_move(self, game: dict[str, Any], move: str) -> str:
+        game["moves"].append(move)
+        return "ok"
+
+    def is_over(self, game: dict[str, Any]) -> bool:
+        return False
+
+    def score(self, game: dict[str, Any]) -> float:
+        return 0.0
+
+    def render(self, game: dict[str, Any]) -> str:
+        return ""
+
+    def reference_policy(self, messages: Any) -> Any:
+        raise NotImplementedError
+
+    def random_move(self, messages: Any, rng: random.Random) -> str:
+        return "x"
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "<move>5</move>",
+        "<move> 5 </move>",
+        "<move>\n5\n</move>",
+        "<move><move>5</move>",  # the regex's one match holds the inner opening tag
+        "<move>5</b></move>",  # a "</" inside: the regex decides
+        "<move>5</MOVE></move>",
+        "<move>a</move> then <move>b</move>",
+        "<MOVE>5</MOVE>",
+        "<Move>5</move>",
+        "<move></move>",
+        "<move>/move>",
+        "<move>5</move>\n",
+        " <move>5</move>",
+        "5",
+        "",
+    ],
+)
+def test_a_reply_is_read_as_extract_move_reads_it(reply: str) -> None:
+    """The turn reads a reply that is exactly one tag pair without the regex; every
+    reply must still give the move and the tagged count that `extract_move` gives."""
+    from vfgym.games._base import extract_move
+
+    env = _MoveRecorder(dataset=[{"question": "play", "answer": ""}], max_turns=5)
+    state = env.setup_state(new_state([], [], "", "default", {}, 0))
+    feedback = env._answer(reply, state)
+    move, tagged = extract_move(reply)
+    assert state["tagged_moves"] == int(tagged)
+    if move:
+        assert (feedback, state["game_state"]["moves"]) == ("ok", [move])
+    else:  # an empty move is refused before the rules see it
+        assert state["game_state"]["moves"] == [] and "holds no move" in feedback

@@ -113,7 +113,7 @@ def test_invalid_move_feedback_says_what_to_do() -> None:
     feedback, state = env.env_response(messages, state)
     text = feedback[0]["content"]
     assert text.startswith("Invalid move:") and "<move>B2</move>" in text
-    assert "2 more invalid moves ends the game" in text and state["invalid_moves"] == 1
+    assert "2 more invalid moves end the game." in text and state["invalid_moves"] == 1
 
 
 # -- datasets ---------------------------------------------------------------------

@@ -154,6 +154,30 @@ def test_same_seed_same_episode_and_unseeded_resets_follow_the_seed():
     assert len(rounds) > 5  # seeds spread over the dataset
 
 
+def test_rows_follow_the_np_random_generator_in_use():
+    """Rows are drawn from `np_random`: a generator the user sets (Gymnasium's
+    `np_random` setter) takes over from the next reset, as a reseed does."""
+    import numpy as np
+
+    def rows_after(setup) -> list[int]:
+        env = GymEnv(GuessEnv())
+        env.reset(seed=3)
+        setup(env)
+        return [env.reset()[1]["state"]["example_id"] for _ in range(8)]
+
+    seeded = rows_after(lambda env: None)
+    assert seeded == rows_after(lambda env: None)
+    set_7 = rows_after(lambda env: setattr(env, "np_random", np.random.default_rng(7)))
+    assert set_7 == rows_after(lambda env: setattr(env, "np_random", np.random.default_rng(7)))
+    assert set_7 != seeded
+    # a seed given again restarts the same draws
+    env = GymEnv(GuessEnv())
+    env.reset(seed=3)
+    first = [env.reset()[1]["state"]["example_id"] for _ in range(8)]
+    env.reset(seed=3)
+    assert [env.reset()[1]["state"]["example_id"] for _ in range(8)] == first == seeded
+
+
 @pytest.mark.parametrize(
     "gym_id", ["vfgym/GuessTheNumber-v0", "vfgym/TicTacToe-v0", "vfgym/Wordle-v0"]
 )
