@@ -80,6 +80,9 @@ def _stop_param(body: dict[str, Any]) -> list[str] | None:
 
 MAX_BODY_BYTES = 64 * 1024 * 1024
 
+#: What /v1/completions gives a request with no `max_tokens`, as vLLM and OpenAI do.
+TEXT_COMPLETION_DEFAULT_MAX_TOKENS = 16
+
 
 def _tools_param(body: dict[str, Any]) -> list[Any] | None:
     """`tools`, checked as vLLM and OpenAI check it: malformed schemas are a 400 there too."""
@@ -101,6 +104,22 @@ def _tools_param(body: dict[str, Any]) -> list[Any] | None:
                 f"tools[{i}]",
             )
     return tools
+
+
+def _check_streaming(body: dict[str, Any]) -> None:
+    """Refuse streaming, and `stream_options` on a request that does not stream.
+
+    OpenAI and vLLM answer the second with a 400 too, so a client that sends it
+    fails here as it would against them. A null `stream_options` means "not set".
+    """
+    if body.get("stream"):
+        raise bad_request("streaming is not supported by this server; omit 'stream'", "stream")
+    if body.get("stream_options") is not None:
+        raise bad_request(
+            "'stream_options' is only allowed when 'stream' is true; "
+            "drop stream_options or set stream=True",
+            "stream_options",
+        )
 
 
 def _top_logprobs_param(body: dict[str, Any]) -> int:
@@ -161,10 +180,18 @@ class ServerCore:
     # -- shared request checks ------------------------------------------------
 
     def _sampling(self, body: dict[str, Any], prompt_tokens: int, *, chat: bool) -> int:
-        """Check the context window; return how many tokens the completion may have."""
+        """Check the context window; return how many tokens the completion may have.
+
+        With no limit given, a chat completion may fill the window, and a text
+        completion gets 16 tokens: vLLM and OpenAI default `max_tokens` to 16 on
+        /v1/completions (an explicit null lifts it), so a completion-mode client
+        that forgets to set it is cut short here as it would be there.
+        """
         max_tokens = _int_param(body, "max_completion_tokens", minimum=1)
         if max_tokens is None:
             max_tokens = _int_param(body, "max_tokens", minimum=1)
+        if max_tokens is None and not chat and "max_tokens" not in body:
+            max_tokens = TEXT_COMPLETION_DEFAULT_MAX_TOKENS
         requested = prompt_tokens + (max_tokens or 0)
         if prompt_tokens >= self.max_model_len or requested > self.max_model_len:
             raise context_overflow(self.max_model_len, prompt_tokens, max_tokens or 0, chat=chat)
@@ -219,8 +246,7 @@ class ServerCore:
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
             raise bad_request("'messages' must be a non-empty list of message dicts", "messages")
-        if body.get("stream"):
-            raise bad_request("streaming is not supported by this server; omit 'stream'", "stream")
+        _check_streaming(body)
         tools = _tools_param(body)
         view = self.view
         try:
@@ -294,8 +320,7 @@ class ServerCore:
 
     async def completions(self, body: dict[str, Any]) -> dict[str, Any]:
         policy = self._policy(body)
-        if body.get("stream"):
-            raise bad_request("streaming is not supported by this server; omit 'stream'", "stream")
+        _check_streaming(body)
         if body.get("echo"):
             raise bad_request("'echo' is not supported by this server", "echo")
         view = self.view
