@@ -33,6 +33,30 @@ class TokenBudgetExhausted(VFGymError):
     """The rollout spent its budget of completion tokens across turns."""
 
 
+class ResultCallbackError(VFGymError, RuntimeError):
+    """The `on_result` callback raised for one or more results of a finished batch.
+
+    The callback's failure is the caller's bug, not the rollouts': every rollout
+    still ran, was scored and recorded (results.jsonl, when a `results_path` was
+    given) and the callback was still offered every later result. `outputs` is
+    what the batch would have returned; `errors` maps each rollout index the
+    callback failed on to its exception, the first of which is also `__cause__`.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        errors: dict[int, BaseException] | None = None,
+        outputs: Any = None,
+    ):
+        # (Defaults so that pickle and copy, which call the class with the message
+        # alone and then restore the attributes, can rebuild it.)
+        super().__init__(message)
+        self.errors = {} if errors is None else errors
+        self.outputs = outputs
+
+
 class SubEnvError(VFGymError, RuntimeError):
     """`step()` or `reset()` of a vector env failed in one or more of its sub-envs.
 

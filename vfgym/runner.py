@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import math
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sized
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sized
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,15 +21,33 @@ from openai import AsyncOpenAI, DefaultAsyncHttpxClient, OpenAI
 
 from vfgym.data import to_rows
 from vfgym.envs.environment import errored_state
-from vfgym.errors import error_record
+from vfgym.errors import ResultCallbackError, error_record
 from vfgym.gcpolicy import AUTO_FREEZE_ROLLOUTS, frozen_gc
-from vfgym.results import ResultsWriter, inputs_digest, make_record
+from vfgym.results import RESULTS_FILE, ResultsWriter, inputs_digest, make_record
 from vfgym.types import GenerateInputs, GenerateOutputs, SamplingArgs, State
 
 if TYPE_CHECKING:
     from vfgym.envs.environment import Environment
 
 NAN = float("nan")
+
+
+def _callback_error(
+    errors: dict[int, BaseException],
+    delivered: int,
+    outputs: GenerateOutputs,
+    results_path: str | Path | None,
+) -> ResultCallbackError:
+    first_index, first = next(iter(errors.items()))
+    where = f" and written to {Path(results_path) / RESULTS_FILE}" if results_path else ""
+    return ResultCallbackError(
+        f"on_result raised for {len(errors)} of {delivered} results (first on rollout "
+        f"{first_index}: {type(first).__name__}: {first}); every rollout still finished{where}, "
+        "and this error's `outputs` holds what generate would have returned. "
+        "Fix the callback, or catch exceptions inside it.",
+        errors=errors,
+        outputs=outputs,
+    )
 
 
 def normalize_inputs(env: Environment, inputs: Any) -> list[dict[str, Any]]:
@@ -128,10 +147,18 @@ async def run_batch(
     state_columns: list[str] | None = None,
     resume: bool = False,
     use_tqdm: bool = False,
-    on_result: Callable[[dict[str, Any]], None] | None = None,
+    on_result: Callable[[dict[str, Any]], Awaitable[None] | None] | None = None,
     gc_freeze: bool | None = None,
 ) -> GenerateOutputs:
     """Run, score and record every input row; see `Environment.generate`.
+
+    `on_result` gets each rollout's result record as soon as it is recorded. If
+    it raises, nothing is lost and nothing stops: the batch goes on, offering it
+    every later result, writes everything, and then raises `ResultCallbackError`
+    (its `outputs` are the return value, its `errors` the callback's exceptions,
+    chained from the first). A callback therefore cannot stop a batch by raising;
+    cancel the task running it instead. Rollouts restored by `resume` are not
+    offered to it again.
 
     `gc_freeze` keeps garbage-collector pauses short while the batch runs (see
     `vfgym.gcpolicy`); None turns it on for batches of 1,000 rollouts or more.
@@ -179,6 +206,26 @@ async def run_batch(
     limit = semaphore if semaphore is not None else contextlib.nullcontext()
     workers = max_concurrent if semaphore is None and max_concurrent > 0 else 0
     progress = _progress_bar(n, use_tqdm)
+    callback_errors: dict[int, BaseException] = {}
+
+    async def deliver(i: int, record: dict[str, Any]) -> None:
+        """Hand `record` to `on_result` (awaited when it is a coroutine function); its
+        failure is kept for the end, not raised here."""
+        assert on_result is not None
+        try:
+            delivered = on_result(record)
+            if inspect.isawaitable(delivered):
+                await delivered
+        except Exception as exc:
+            if not callback_errors:  # say so now: the batch may run for hours yet
+                env.logger.warning(
+                    "on_result raised on rollout %d (%s: %s); the batch goes on and raises "
+                    "ResultCallbackError once every rollout is done",
+                    i,
+                    type(exc).__name__,
+                    exc,
+                )
+            callback_errors[i] = exc
 
     async def run_one(i: int) -> None:
         row = rows[i]
@@ -234,7 +281,7 @@ async def run_batch(
             if writer is not None:
                 writer.write(record)
             if on_result is not None:
-                on_result(record)
+                await deliver(i, record)
         if progress is not None:
             progress.update(1)
 
@@ -249,9 +296,9 @@ async def run_batch(
         metrics[i] = {k: NAN if v is None else float(v) for k, v in record["metrics"].items()}
 
     status = "interrupted"
+    pending: list[int] = []
     try:
         with writer if writer is not None else contextlib.nullcontext():
-            pending = []
             for i in range(n):
                 done = writer.finished.get(i) if writer is not None else None
                 if done is not None:
@@ -274,7 +321,7 @@ async def run_batch(
 
     # The engine built every field itself: validating 10,000 conversations again
     # would hold the event loop for most of a second.
-    return GenerateOutputs.model_construct(
+    outputs = GenerateOutputs.model_construct(
         prompt=prompts,
         completion=completions,
         answer=[row["answer"] for row in rows],
@@ -291,6 +338,10 @@ async def run_batch(
             "duration_s": time.perf_counter() - started,
         },
     )
+    if callback_errors:
+        error = _callback_error(callback_errors, len(pending), outputs, results_path)
+        raise error from next(iter(callback_errors.values()))
+    return outputs
 
 
 def _size_hint(inputs: Any) -> int:
@@ -356,4 +407,10 @@ def _progress_bar(total: int, enabled: bool) -> Any:
     return tqdm(total=total, desc="rollouts", unit="rollout")
 
 
-__all__ = ["as_async_client", "loop_local_client", "normalize_inputs", "run_batch", "summarize"]
+__all__ = [
+    "as_async_client",
+    "loop_local_client",
+    "normalize_inputs",
+    "run_batch",
+    "summarize",
+]

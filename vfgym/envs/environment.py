@@ -6,7 +6,7 @@ import asyncio
 import logging
 import random
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -363,7 +363,7 @@ class Environment(ABC):
         state_columns: list[str] | None = None,
         resume: bool = False,
         use_tqdm: bool = False,
-        on_result: Callable[[dict[str, Any]], None] | None = None,
+        on_result: Callable[[dict[str, Any]], Awaitable[None] | None] | None = None,
         **kwargs: Any,
     ) -> GenerateOutputs:
         """Run one rollout per input row, concurrently, and score each as it ends.
@@ -371,7 +371,10 @@ class Environment(ABC):
         Inputs keep their order in the outputs, so the copies of one example stay
         adjacent (group order, as GRPO needs). With `results_path` every finished
         rollout is appended to `results.jsonl` there as it ends, and `resume=True`
-        skips the rollouts already in that file.
+        skips the rollouts already in that file. `on_result(record)` sees each
+        result record as it is recorded (a coroutine function is awaited); if it
+        raises, the batch still finishes and then raises `ResultCallbackError`,
+        whose `outputs` are what this would have returned.
         """
         from vfgym.runner import run_batch
 
