@@ -3,90 +3,160 @@
 `import vfgym as vf` gives the same names an environment written for the
 verifiers 0.1.x API expects: environments, parsers, rubrics, the seed's types
 and `load_environment`.
+
+Every name is loaded on first use. `import vfgym` itself costs nothing, so the
+`vfgym` command starts at once (and a Ctrl-C while it loads lands in its own
+handler), and `import vfgym` never pulls in the Docker SDK or registers Gymnasium
+ids; `vf.Environment` loads what it needs then.
 """
 
-from vfgym.client import RetryPolicy
-from vfgym.data import build_prompt
-from vfgym.envs import (
-    EnvGroup,
-    Environment,
-    MultiTurnEnv,
-    SingleTurnEnv,
-    StatefulToolEnv,
-    ToolEnv,
-)
-from vfgym.errors import ContextLengthExceeded, ModelCallError, VFGymError
-from vfgym.parsers import (
-    MaybeThinkParser,
-    Parser,
-    ThinkParser,
-    XMLParser,
-    extract_boxed_answer,
-    extract_hash_answer,
-)
-from vfgym.processing import ServerTokenizer, process_env_results
-from vfgym.registry import UnknownEnvironmentError, list_environments, load_environment
-from vfgym.rubrics import JudgeRubric, Rubric, RubricGroup, ToolRubric
-from vfgym.tools import Tool, convert_func_to_oai_tool
-from vfgym.types import *  # noqa: F403  (the seed's vocabulary is the public contract)
-from vfgym.types import __all__ as _types_all
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-# Loaded on first use: the sandbox names pull in the Docker SDK, and the Gym
-# adapter registers Gymnasium ids, neither of which `import vfgym` should do.
-_LAZY = {
-    "SandboxConfig": "vfgym.sandbox",
-    "DockerSandbox": "vfgym.sandbox",
-    "SandboxPool": "vfgym.sandbox",
-    "ExecResult": "vfgym.sandbox",
-    "SandboxError": "vfgym.sandbox",
-    "SandboxLostError": "vfgym.sandbox",
-    "SandboxPathError": "vfgym.sandbox",
+#: Each public name and the module that defines it.
+_EXPORTS: dict[str, str] = {
+    # the seed's vocabulary (vfgym.types), the public contract
+    **dict.fromkeys(
+        (
+            "ChatCompletion",
+            "ChatCompletionMessageToolCall",
+            "ChatCompletionToolParam",
+            "ChatMessage",
+            "Completion",
+            "GenerateInputs",
+            "GenerateOutputs",
+            "Info",
+            "Message",
+            "MessageType",
+            "Messages",
+            "ModelResponse",
+            "ProcessedOutputs",
+            "RewardFunc",
+            "RolloutScore",
+            "RolloutScores",
+            "SamplingArgs",
+            "State",
+        ),
+        "vfgym.types",
+    ),
+    "RetryPolicy": "vfgym.client",
+    "build_prompt": "vfgym.data",
+    **dict.fromkeys(
+        (
+            "EnvGroup",
+            "Environment",
+            "MultiTurnEnv",
+            "SingleTurnEnv",
+            "StatefulToolEnv",
+            "ToolEnv",
+        ),
+        "vfgym.envs",
+    ),
+    **dict.fromkeys(
+        (
+            "ContextLengthExceeded",
+            "ModelCallError",
+            "ResultCallbackError",
+            "SubEnvError",
+            "VFGymError",
+        ),
+        "vfgym.errors",
+    ),
+    **dict.fromkeys(
+        (
+            "MaybeThinkParser",
+            "Parser",
+            "ThinkParser",
+            "XMLParser",
+            "extract_boxed_answer",
+            "extract_hash_answer",
+        ),
+        "vfgym.parsers",
+    ),
+    "ServerTokenizer": "vfgym.processing",
+    "process_env_results": "vfgym.processing",
+    "UnknownEnvironmentError": "vfgym.registry",
+    "list_environments": "vfgym.registry",
+    "load_environment": "vfgym.registry",
+    **dict.fromkeys(("JudgeRubric", "Rubric", "RubricGroup", "ToolRubric"), "vfgym.rubrics"),
+    "Tool": "vfgym.tools",
+    "convert_func_to_oai_tool": "vfgym.tools",
+    **dict.fromkeys(
+        (
+            "SandboxConfig",
+            "DockerSandbox",
+            "SandboxPool",
+            "ExecResult",
+            "SandboxError",
+            "SandboxLostError",
+            "SandboxPathError",
+        ),
+        "vfgym.sandbox",
+    ),
     "SandboxEnv": "vfgym.sandbox.env",
     "GymEnv": "vfgym.gym",
     "play_episode": "vfgym.gym",
 }
 
+__all__ = sorted(_EXPORTS)
 
-def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'vfgym' has no attribute {name!r}")
-    import importlib
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups find it without coming here
+    return value
 
-    return getattr(importlib.import_module(module), name)
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})
 
 
-__all__ = [
-    *_types_all,
-    *_LAZY,
-    "ContextLengthExceeded",
-    "EnvGroup",
-    "Environment",
-    "JudgeRubric",
-    "MaybeThinkParser",
-    "ModelCallError",
-    "MultiTurnEnv",
-    "Parser",
-    "RetryPolicy",
-    "Rubric",
-    "RubricGroup",
-    "ServerTokenizer",
-    "SingleTurnEnv",
-    "StatefulToolEnv",
-    "ThinkParser",
-    "Tool",
-    "ToolEnv",
-    "ToolRubric",
-    "UnknownEnvironmentError",
-    "VFGymError",
-    "XMLParser",
-    "build_prompt",
-    "convert_func_to_oai_tool",
-    "extract_boxed_answer",
-    "extract_hash_answer",
-    "list_environments",
-    "load_environment",
-    "process_env_results",
-]
+if TYPE_CHECKING:  # what type checkers and editors see: the same names, eagerly
+    from vfgym.client import RetryPolicy
+    from vfgym.data import build_prompt
+    from vfgym.envs import (
+        EnvGroup,
+        Environment,
+        MultiTurnEnv,
+        SingleTurnEnv,
+        StatefulToolEnv,
+        ToolEnv,
+    )
+    from vfgym.errors import (
+        ContextLengthExceeded,
+        ModelCallError,
+        ResultCallbackError,
+        SubEnvError,
+        VFGymError,
+    )
+    from vfgym.gym import GymEnv, play_episode
+    from vfgym.parsers import (
+        MaybeThinkParser,
+        Parser,
+        ThinkParser,
+        XMLParser,
+        extract_boxed_answer,
+        extract_hash_answer,
+    )
+    from vfgym.processing import ServerTokenizer, process_env_results
+    from vfgym.registry import UnknownEnvironmentError, list_environments, load_environment
+    from vfgym.rubrics import JudgeRubric, Rubric, RubricGroup, ToolRubric
+    from vfgym.sandbox import (
+        DockerSandbox,
+        ExecResult,
+        SandboxConfig,
+        SandboxError,
+        SandboxLostError,
+        SandboxPathError,
+        SandboxPool,
+    )
+    from vfgym.sandbox.env import SandboxEnv
+    from vfgym.tools import Tool, convert_func_to_oai_tool
+    from vfgym.types import *  # noqa: F403

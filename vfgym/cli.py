@@ -2,7 +2,10 @@
 
 Every failure a user can cause ends with one clear sentence on stderr and a
 non-zero exit code, never a traceback (`-v` shows one for unexpected errors).
-Ctrl-C is handled here, in `main`, and nowhere at import time.
+Ctrl-C is handled here, in `main`, and nowhere at import time: no signal
+handler is installed, a KeyboardInterrupt is caught. So that a Ctrl-C while
+the command starts up lands in `main` too, this module imports only what the
+parser needs, and each subcommand imports its own modules once it runs.
 """
 
 from __future__ import annotations
@@ -20,7 +23,6 @@ from vfgym.cli_support import (
     CommandError,
     parse_json_object,
 )
-from vfgym.eval_command import DEFAULT_API_KEY_VAR, EvalOptions, run_eval
 
 _EPILOG = """examples:
   vfgym list
@@ -33,6 +35,8 @@ _EPILOG = """examples:
 
 
 def _add_eval(commands: argparse._SubParsersAction) -> None:
+    from vfgym.eval_command import DEFAULT_API_KEY_VAR
+
     p = commands.add_parser(
         "eval",
         help="evaluate a model on an environment",
@@ -189,6 +193,8 @@ def _cmd_play(args: argparse.Namespace, out: IO[str]) -> int:
 
 
 def _cmd_eval(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    from vfgym.eval_command import EvalOptions, run_eval
+
     options = EvalOptions(
         env_id=args.env,
         model=args.model,
@@ -208,9 +214,20 @@ def _cmd_eval(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the `vfgym` command; returns the process exit code."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    out, err = sys.stdout, sys.stderr
+    """Run the `vfgym` command; returns the process exit code.
+
+    Ctrl-C at any point in here, parsing and a subcommand's first imports
+    included, ends with "Interrupted." and exit code 130, never a traceback.
+    """
+    err = sys.stderr
+    try:
+        return _run(list(sys.argv[1:] if argv is None else argv), sys.stdout, err)
+    except KeyboardInterrupt:
+        print("\nInterrupted.", file=err)
+        return EXIT_INTERRUPTED
+
+
+def _run(argv: list[str], out: IO[str], err: IO[str]) -> int:
     args = None
     if not (argv and argv[0] == "sandbox"):  # its own parser handles everything after the word
         try:
@@ -224,9 +241,6 @@ def main(argv: list[str] | None = None) -> int:
     except CommandError as exc:
         print(f"error: {exc}", file=err)
         return exc.code
-    except KeyboardInterrupt:
-        print("\nInterrupted.", file=err)
-        return EXIT_INTERRUPTED
     except BrokenPipeError:  # `vfgym list | head`
         return 0
     except Exception as exc:
