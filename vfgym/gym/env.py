@@ -630,6 +630,43 @@ class GymEnv(gym.Env[Observation, Action]):
         self.environment.record_model_turn(state, message)
         return self.environment.advance_sync(state)
 
+    def _episode_running(self) -> bool:
+        """True while an episode's cleanup has not run."""
+        return self._state is not None and not self._cleaned
+
+    def _holding_loop(self) -> asyncio.AbstractEventLoop | None:
+        """The event loop the running episode must end on: the one its hooks opened
+        what its async cleanup releases. None when no episode runs, or when its cleanup
+        is sync and so can run anywhere."""
+        if not (self._async_cleanup and self._episode_running()):
+            return None
+        return self._episode_loop
+
+    async def _abandon(self) -> None:
+        """End the running episode as a reset in mid-episode ends it: over and cleaned
+        up on the running loop (a failed cleanup recorded in the State), not scored,
+        since no one asked for its result. A vector env does this before it starts
+        episodes on another loop."""
+        if not self._episode_running():
+            return
+        self._claim("end_episodes")
+        try:
+            self._done = True
+            await self._cleanup(self._state)  # type: ignore[arg-type]
+        finally:
+            self._busy = False
+
+    def _abandon_sync(self) -> None:
+        """`_abandon` for an episode whose cleanup needs no event loop."""
+        if not self._episode_running():
+            return
+        self._claim("end_episodes")
+        try:
+            self._done = True
+            self._cleanup_sync(self._state)  # type: ignore[arg-type]
+        finally:
+            self._busy = False
+
     async def _cleanup(self, state: State) -> None:
         """`cleanup_state`, at most once per episode; a failure is recorded, not raised."""
         if self._cleaned:

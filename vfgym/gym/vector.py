@@ -415,7 +415,7 @@ class GymVectorEnv(VectorEnv):
         `here` (where they are about to reset or close), grouped by that loop."""
         held: dict[asyncio.AbstractEventLoop, list[int]] = {}
         for i, _ in plan:
-            loop = _bound_loop(self.envs[i])
+            loop = self.envs[i]._holding_loop()
             if loop is not None and loop is not here:
                 held.setdefault(loop, []).append(i)
         return held
@@ -447,7 +447,7 @@ class GymVectorEnv(VectorEnv):
         `here` the episodes whose cleanup needs none; returns the sub-envs whose
         episodes are left to end on `here`. The vector env wants a reset after this."""
         self._end_held(self._held_elsewhere(_all(self), here), call)
-        rest = [i for i, env in enumerate(self.envs) if _running(env)]
+        rest = [i for i, env in enumerate(self.envs) if env._episode_running()]
         self._started = [False] * self.num_envs
         self._ready = False
         self._ended = [False] * self.num_envs
@@ -456,7 +456,7 @@ class GymVectorEnv(VectorEnv):
             return rest
         try:
             for i in rest:
-                _end_episode_sync(self.envs[i])
+                self.envs[i]._abandon_sync()
         except BaseException:
             self._interrupted()
             raise
@@ -666,51 +666,9 @@ class _Failure:
         self.ending = ending
 
 
-def _running(env: GymEnv) -> bool:
-    """True while `env` has an episode whose cleanup has not run."""
-    return env.state is not None and not env._cleaned
-
-
-def _bound_loop(env: GymEnv) -> asyncio.AbstractEventLoop | None:
-    """The event loop `env`'s running episode must end on: the one its hooks opened
-    what its async cleanup releases. None when there is no such episode, or when its
-    cleanup is sync and so can run anywhere (the rule `GymEnv` itself applies)."""
-    if not (_running(env) and env._async_cleanup):
-        return None
-    return env._episode_loop
-
-
 async def _end_episodes(envs: Sequence[GymEnv]) -> None:
     """End the running episodes of `envs` concurrently on the running loop."""
-    _raise_first(await asyncio.gather(*(_end_episode(env) for env in envs), return_exceptions=True))
-
-
-async def _end_episode(env: GymEnv) -> None:
-    """End `env`'s running episode as a reset in mid-episode ends it: marked over and
-    cleaned up (a cleanup that fails is recorded in the State, as `GymEnv` records
-    it), not scored, since no one asked for its result."""
-    state = env.state
-    if state is None or env._cleaned:
-        return
-    env._claim("end_episodes")
-    try:
-        env._done = True
-        await env._cleanup(state)
-    finally:
-        env._busy = False
-
-
-def _end_episode_sync(env: GymEnv) -> None:
-    """`_end_episode` for an episode whose cleanup needs no event loop."""
-    state = env.state
-    if state is None or env._cleaned:
-        return
-    env._claim("end_episodes")
-    try:
-        env._done = True
-        env._cleanup_sync(state)
-    finally:
-        env._busy = False
+    _raise_first(await asyncio.gather(*(env._abandon() for env in envs), return_exceptions=True))
 
 
 def _all(vec: GymVectorEnv) -> list[tuple[int, None]]:
