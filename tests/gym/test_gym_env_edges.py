@@ -171,6 +171,26 @@ def test_deepcopy_copies_an_episode_in_play_and_the_copies_go_their_own_ways(fac
         env.close()
 
 
+def test_deepcopy_shares_the_dataset_and_each_copy_starts_from_its_own_row_copy():
+    """Copies share the dataset rows (copying them cost more than the rest of a copy);
+    every reset still starts from a fresh copy of its row, so no episode reaches them."""
+    env = gym.make("vfgym/Wordle-v0").unwrapped
+    try:
+        env.reset(seed=0)
+        twin = copy.deepcopy(env)
+        assert twin.rows is env.rows
+        assert twin.environment.dataset is env.environment.dataset
+        assert twin.environment is not env.environment  # the rest is copied as before
+        row_prompt = env.rows[0]["prompt"]
+        before = copy.deepcopy(row_prompt)
+        _, info = twin.reset(options={"index": 0})
+        info["state"]["prompt"][-1]["content"] += " (changed by the copy's episode)"
+        assert env.rows[0]["prompt"] == before
+        twin.close()
+    finally:
+        env.close()
+
+
 def test_pickling_a_gym_env_says_what_to_send_instead():
     env = GymEnv(GuessEnv())
     try:

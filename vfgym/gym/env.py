@@ -1001,6 +1001,12 @@ class GymEnv(gym.Env[Observation, Action]):
             )
         copied = type(self).__new__(type(self))
         memo[id(self)] = copied
+        # The dataset is shared, not copied: no episode writes to it (a reset copies the
+        # row it starts from), and copying 100 rows took longer than the rest.
+        env = self.environment
+        for shared in (self.rows, env.dataset, env.eval_dataset, *self._row_cache.values()):
+            if shared is not None:
+                memo[id(shared)] = shared
         try:
             for key, value in self.__dict__.items():
                 if key not in _LOOPS:
