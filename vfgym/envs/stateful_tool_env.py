@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from vfgym.envs.tool_env import ToolEnv
-from vfgym.tools import Tool
+from vfgym.tools import Tool, tool_name
 from vfgym.types import Messages, State
 
 
@@ -35,7 +35,7 @@ class StatefulToolEnv(ToolEnv):
 
     def remove_tool(self, tool: Callable[..., Any]) -> None:
         super().remove_tool(tool)
-        self.skipped_args.pop(getattr(tool, "__name__", type(tool).__name__), None)
+        self.skipped_args.pop(tool_name(tool), None)
 
     @abstractmethod
     def update_tool_args(

@@ -5,13 +5,13 @@ from __future__ import annotations
 import inspect
 import json
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from typing import Any
 
 from vfgym._async import maybe_await, never_suspends
 from vfgym.envs.multiturn_env import MultiTurnEnv
 from vfgym.offload import Offloader, OffloadMode
-from vfgym.tools import Tool, tool_name
+from vfgym.tools import Tool, check_tool_name, clip, quote, tool_name
 from vfgym.types import ChatMessage, Messages, State
 
 
@@ -30,8 +30,11 @@ class ToolEnv(MultiTurnEnv):
     A malformed call never ends the rollout: bad JSON, an unknown tool, arguments
     of the wrong type and a tool that raises each become a tool message telling
     the model what went wrong, and the episode goes on. Every call is recorded in
-    `state["tools_called"]` (names, in order) and `state["tool_call_log"]`
-    (arguments, outcome, duration), both empty from `setup_state` on.
+    `state["tools_called"]` (names, in order; a long unknown name shortened) and
+    `state["tool_call_log"]` (name, call id, outcome, duration), both empty from
+    `setup_state` on. Every reply carries its call's id; a call that came without one
+    (a hand-written or replayed conversation) is given one, written into the call too,
+    so the conversation stays valid for an OpenAI-compatible server.
 
     The exception: a tool that raises one of `infrastructure_errors` failed through
     no fault of the model's (its sandbox's Docker Engine went away, say), so the
@@ -72,8 +75,12 @@ class ToolEnv(MultiTurnEnv):
     # ------------------------------------------------------------- tools
 
     def _register(self, spec: Tool) -> None:
+        check_tool_name(spec.name)
         if spec.name in self._tool_specs:
-            raise ValueError(f"a tool named {spec.name!r} is already registered")
+            raise ValueError(
+                f"a tool named {spec.name!r} is already registered; give the new one "
+                "another name, or remove_tool the old one first"
+            )
         self.tools.append(spec.func)
         self.tool_map[spec.name] = spec.func
         self._tool_specs[spec.name] = spec
@@ -138,12 +145,13 @@ class ToolEnv(MultiTurnEnv):
         which turns it into the model's error message with `error_formatter`
         (unless it is one of `infrastructure_errors`).
         """
-        result = await self.offloader.call(self.tool_map[tool_name], **tool_args)
-        content = "" if result is None else str(result)
-        return {"role": "tool", "content": content, "tool_call_id": tool_call_id}
+        spec = self._tool_specs.get(tool_name)
+        positional, keywords = spec.call_arguments(tool_args) if spec else ([], tool_args)
+        result = await self.offloader.call(self.tool_map[tool_name], *positional, **keywords)
+        return {"role": "tool", "content": result_text(result), "tool_call_id": tool_call_id}
 
-    def _parse_call(self, call: Any) -> tuple[str, str, dict[str, Any]]:
-        """(id, name, arguments) of one tool call; ToolCallError says what is malformed.
+    def _parse_call(self, call: Any) -> tuple[str, dict[str, Any]]:
+        """(name, arguments) of one tool call; ToolCallError says what is malformed.
 
         Every part is type-checked, since a call recorded by hand (or by a lax server)
         can hold anything: a malformed call must become the model's error message,
@@ -160,8 +168,8 @@ class ToolEnv(MultiTurnEnv):
             raise ToolCallError(f"a tool's name must be a string, not {type(name).__name__}")
         if name not in self._tool_specs:
             known = ", ".join(sorted(self._tool_specs)) or "none"
-            raise ToolCallError(f"unknown tool {name!r}; the available tools are: {known}")
-        return _call_id(call), name, _call_arguments(name, function.get("arguments"))
+            raise ToolCallError(f"unknown tool {quote(name)}; the available tools are: {known}")
+        return name, _call_arguments(name, function.get("arguments"))
 
     async def env_response(
         self, messages: Messages, state: State, **kwargs: Any
@@ -172,12 +180,13 @@ class ToolEnv(MultiTurnEnv):
         called = state.setdefault("tools_called", [])
         log = state.setdefault("tool_call_log", [])
         replies: list[ChatMessage] = []
+        taken = {_call_id(call) for call in calls}
         for index, call in enumerate(calls):
             started = time.perf_counter()
-            call_id = _call_id(call)
+            call_id = _call_id(call) or _give_id(call, index, taken)
             name = ""
             try:
-                call_id, name, args = self._parse_call(call)
+                name, args = self._parse_call(call)
                 args = self._tool_specs[name].validate(args)
                 if type(self).prepare_tool_args is not ToolEnv.prepare_tool_args:
                     args = await maybe_await(
@@ -188,13 +197,15 @@ class ToolEnv(MultiTurnEnv):
                 reply: ChatMessage = {
                     "role": "tool",
                     "content": f"Error: {exc}",
-                    "tool_call_id": call_id or f"call_{index}",
+                    "tool_call_id": call_id,
                 }
                 ok = False
             else:
                 try:
                     extra = {"state": state} if self._call_tool_takes_state else {}
                     reply = await self.call_tool(name, args, call_id, **extra)
+                    if isinstance(reply, MutableMapping) and not reply.get("tool_call_id"):
+                        reply["tool_call_id"] = call_id  # an override that left it out
                     ok = True
                 except Exception as exc:
                     if isinstance(exc, self.infrastructure_errors):
@@ -205,6 +216,7 @@ class ToolEnv(MultiTurnEnv):
                         "tool_call_id": call_id,
                     }
                     ok = False
+            name = clip(name)  # an unknown name can be any length: the records keep its start
             called.append(name)
             log.append(
                 {
@@ -216,6 +228,34 @@ class ToolEnv(MultiTurnEnv):
             )
             replies.append(reply)
         return replies, state
+
+
+def result_text(result: Any) -> str:
+    """A tool's result as the text of its reply: "" for None, bytes decoded as UTF-8
+    (what the model should read is the text, not Python's b'...' repr), else `str`."""
+    if result is None:
+        return ""
+    if isinstance(result, bytes | bytearray | memoryview):
+        return bytes(result).decode("utf-8", errors="replace")
+    return str(result)
+
+
+def _give_id(call: Any, index: int, taken: set[str]) -> str:
+    """A new id for a call that has none, unique in its turn, written into the call.
+
+    The OpenAI API requires each tool reply's `tool_call_id` to be the id of a call
+    in the assistant turn before it; a call without an id can only be matched once
+    it has one.
+    """
+    call_id = f"call_{index}"
+    suffix = 0
+    while call_id in taken:
+        suffix += 1
+        call_id = f"call_{index}_{suffix}"
+    taken.add(call_id)
+    if isinstance(call, MutableMapping):
+        call["id"] = call_id
+    return call_id
 
 
 def _call_fields(call: Any) -> Mapping[str, Any]:
