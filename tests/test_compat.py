@@ -2,8 +2,9 @@
 
 The environments below are written the way such a user writes them; the
 signature checks pin the constructor and method parameters of the public
-classes to those of verifiers 0.1.7.post0 (and compare against an unpacked copy
-of it directly when one is at VFREF, default /tmp/vfref/src/verifiers).
+classes to those of verifiers 0.1.7.post0, and compare that table against the
+package's own source: the copy `.ci/setup` unpacks into `.venv/verifiers-ref`, or
+the one at $VFREF.
 """
 
 from __future__ import annotations
@@ -464,7 +465,9 @@ def test_the_kwargs_only_parameters_are_really_accepted() -> None:
     assert group.get_env_for_task("a") is env
 
 
-VFREF = Path(os.environ.get("VFREF", "/tmp/vfref/src/verifiers"))
+VFREF = Path(
+    os.environ.get("VFREF", Path(__file__).resolve().parents[1] / ".venv/verifiers-ref/verifiers")
+)
 REFERENCE_FILES = {
     "Environment": "envs/environment.py",
     "MultiTurnEnv": "envs/multiturn_env.py",
@@ -490,8 +493,12 @@ def reference_signatures() -> dict[str, list[str]]:
     return found
 
 
-@pytest.mark.skipif(not VFREF.is_dir(), reason="no unpacked verifiers source at VFREF")
 def test_the_reference_table_matches_the_verifiers_source() -> None:
+    if not VFREF.is_dir():
+        reason = f"no verifiers 0.1.7.post0 source at {VFREF} (bash .ci/setup unpacks it)"
+        if os.environ.get("VFGYM_REQUIRE_VFREF") == "1":
+            pytest.fail(f"{reason}; VFGYM_REQUIRE_VFREF=1 makes this a failure", pytrace=False)
+        pytest.skip(reason)
     source = reference_signatures()
     for qualname, names in REFERENCE.items():
         if qualname.endswith(("generate_sync", "evaluate_sync")):
