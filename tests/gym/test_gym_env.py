@@ -490,6 +490,24 @@ def test_render_ansi_shows_the_conversation_and_the_board(guess):
     assert text.rstrip().endswith("board: guesses=[3] won=False")
 
 
+def test_render_shows_a_board_the_reply_already_showed_once():
+    """Wordle's reply ends with the board, and its render adds "(playing)": the render
+    adds only that line, not every row again."""
+    env = gym.make("vfgym/Wordle-v0", render_mode="ansi")
+    try:
+        env.reset(seed=0)
+        env.step("<move>crane</move>")
+        text = env.render()
+        assert text.count("1. CRANE") == 1
+        last_lines = text.split("\n")[-2:]
+        assert last_lines[0].startswith("1. CRANE  ") and last_lines[1] == "(playing)"
+        env.step("<move>xxxxx</move>")  # an invalid move's reply shows no board: all of it is added
+        text = env.render()
+        assert text.count("1. CRANE") == 2 and text.endswith("(playing)")
+    finally:
+        env.close()
+
+
 def test_render_human_prints(capsys):
     env = GymEnv(GuessEnv(), render_mode="human")
     env.reset(options={"index": 1})

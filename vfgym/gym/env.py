@@ -981,7 +981,7 @@ class GymEnv(gym.Env[Observation, Action]):
         if state is not None and callable(render_state):
             board = clean_text(str(render_state(state) or ""))
             if board and board not in text:
-                text += "\n\n" + board
+                text += _board_rest(text, board)
         if self._done and state is not None and state.get("stop_reason"):
             text += f"\n\n(episode over: {state['stop_reason']})"
         return text.strip("\n")
@@ -1071,6 +1071,19 @@ def _with_defaults(
     as a rollout completes it."""
     defaults = new_state(prompt, completion, answer, task, info, example_id)
     return fill_state_defaults(state, defaults)
+
+
+def _board_rest(text: str, board: str) -> str:
+    """What of `board` to add after `text`: all of it, or, when `text` already ends with
+    the board's first lines (a game's reply shows the board, and its render adds a
+    status line such as "(playing)"), only the lines after them, so no row shows twice."""
+    lines = board.split("\n")
+    tail = text.rstrip("\n")
+    for cut in range(len(lines) - 1, 0, -1):
+        shown = "\n".join(lines[:cut])
+        if tail == shown or tail.endswith("\n" + shown):
+            return "\n" + "\n".join(lines[cut:])
+    return "\n\n" + board
 
 
 def _print_human(text: str) -> None:
