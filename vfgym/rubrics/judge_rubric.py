@@ -139,7 +139,16 @@ class JudgeRubric(Rubric):
         choices = getattr(response, "choices", None)
         if not choices:
             raise RuntimeError(f"judge model {self.judge_model!r} returned no choices")
-        return str(choices[0].message.content or "")
+        text = str(choices[0].message.content or "")
+        if not text.strip():
+            # No verdict at all (a length cut-off, a refusal, a tool call): reward
+            # functions would read it as "no" and give a made-up 0.
+            reason = getattr(choices[0], "finish_reason", None)
+            raise RuntimeError(
+                f"judge model {self.judge_model!r} gave an empty reply (finish_reason "
+                f"{reason!r}); raise max_tokens in judge_sampling_args or check the judge prompt"
+            )
+        return text
 
     async def judge(
         self,

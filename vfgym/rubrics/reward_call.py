@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 import operator
 import types
 from collections.abc import Callable, Mapping
@@ -37,6 +38,19 @@ def reward_func_name(func: Callable[..., Any]) -> str:
     if isinstance(func, functools.partial):
         return reward_func_name(func.func)
     return type(func).__name__
+
+
+def bound_keywords(func: Callable[..., Any]) -> frozenset[str]:
+    """The keywords a `functools.partial` (nested or not) fixed when it was made.
+
+    They are the caller's choice, so the rubric must not pass its own argument of
+    that name: `partial(f, parser=XMLParser(...))` keeps its parser.
+    """
+    names: set[str] = set()
+    while isinstance(func, functools.partial):
+        names.update(func.keywords)
+        func = func.func
+    return frozenset(names)
 
 
 def _signature(func: Callable[..., Any], name: str) -> inspect.Signature:
@@ -74,6 +88,8 @@ class RewardSpec:
     #: Set when every parameter can be passed by position, in `params` order: then the
     #: function is called with its arguments picked by one `itemgetter`, no dict built.
     pick: operator.itemgetter | None = None
+    #: Keywords a `functools.partial` fixed: never passed, even to a `**kwargs` function.
+    bound: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, func: Callable[..., Any]) -> RewardSpec:
@@ -85,7 +101,10 @@ class RewardSpec:
         required: set[str] = set()
         accepts_all = False
         positional = True
+        bound = bound_keywords(func)
         for param in _signature(func, name).parameters.values():
+            if param.name in bound:  # (a keyword-only parameter with that default)
+                continue
             positional = positional and param.kind is param.POSITIONAL_OR_KEYWORD
             if param.kind is param.VAR_KEYWORD:
                 accepts_all = True
@@ -113,6 +132,7 @@ class RewardSpec:
             tuple(params),
             frozenset(required),
             pick,
+            bound,
         )
 
     def call(self, available: Mapping[str, Any]) -> Any:
@@ -129,6 +149,8 @@ class RewardSpec:
     def select(self, available: Mapping[str, Any]) -> dict[str, Any]:
         """The keyword arguments to call the function with, out of everything on offer."""
         if self.accepts_all:
+            if self.bound:
+                return {k: v for k, v in available.items() if k not in self.bound}
             return dict(available)
         chosen = {}
         for key in self.params:  # a plain loop: the cheapest way for a few names
@@ -148,15 +170,30 @@ _PLAIN_NUMBERS = frozenset({float, int, bool})
 
 
 def to_reward(name: str, value: Any) -> float:
-    """A reward function's result as a float; TypeError for anything that is not a number."""
+    """A reward function's result as a float; TypeError for anything that is not a number,
+    ValueError for NaN or infinity.
+
+    A non-finite value is refused like a non-number: weighted by 0 it would still
+    make the whole reward NaN, which reads as a failed model server, not as one
+    broken reward function.
+    """
     if type(value) in _PLAIN_NUMBERS or isinstance(value, bool | int | float):
-        return float(value)
-    if value is None or isinstance(value, str | bytes | complex) or not hasattr(value, "__float__"):
+        number = float(value)
+    elif (
+        value is None or isinstance(value, str | bytes | complex) or not hasattr(value, "__float__")
+    ):
         raise TypeError(
             f"reward function {name!r} returned {value!r} ({type(value).__name__}); "
             "it must return a number (float, int or bool)"
         )
-    return float(value)
+    else:
+        number = float(value)
+    if not math.isfinite(number):
+        raise ValueError(
+            f"reward function {name!r} returned {number}; it must return a finite number "
+            "(return 0.0, or raise, for a rollout it cannot score)"
+        )
+    return number
 
 
 def call_specs(specs: list[RewardSpec], available: Mapping[str, Any]) -> list[Any]:

@@ -20,8 +20,10 @@ import contextlib
 import inspect
 import logging
 import math
+import numbers
 import time
 from collections.abc import Iterable, Mapping
+from math import isfinite
 from typing import Any
 
 from vfgym._async import run_sync
@@ -107,6 +109,20 @@ class _SyncPlan:
         )
         # Copies: the rubric's own lists may grow, and the plan must notice.
         return cls(list(funcs), list(weights), steps)
+
+
+def _checked_weight(name: str, weight: Any) -> float:
+    """`weight` as a float: any finite real number (numpy's and `Fraction` too), not a bool.
+
+    A bool is refused because `True` as a weight is almost always a misplaced
+    argument; NaN or infinity would make every reward NaN (or infinite).
+    """
+    if isinstance(weight, bool) or not isinstance(weight, numbers.Real):
+        raise TypeError(f"weight of {name!r} must be a number, got {weight!r}")
+    value = float(weight)
+    if not isfinite(value):
+        raise ValueError(f"weight of {name!r} must be a finite number, got {weight!r}")
+    return value
 
 
 def _takes_state_alone(spec: RewardSpec) -> bool:
@@ -201,8 +217,7 @@ class Rubric:
     def add_reward_func(self, func: RewardFunc, weight: float = 1.0) -> None:
         """Add a reward function; its parameters are read now, once."""
         spec = RewardSpec.of(func)
-        if isinstance(weight, bool) or not isinstance(weight, int | float):
-            raise TypeError(f"weight of {spec.name!r} must be a number, got {weight!r}")
+        weight = _checked_weight(spec.name, weight)
         if spec.name == REWARD_ERRORS or spec.name in self.get_reward_func_names():
             raise ValueError(
                 f"a reward function named {spec.name!r} is already in this rubric (or the name "
@@ -210,7 +225,7 @@ class Rubric:
             )
         self._specs[id(func)] = spec
         self.reward_funcs.append(func)
-        self.reward_weights.append(float(weight))
+        self.reward_weights.append(weight)
 
     # -- calling them --------------------------------------------------------
 
@@ -450,7 +465,7 @@ class Rubric:
         for name, func, weight, spec in plan.steps:
             try:
                 value = func(state) if spec is None else spec.call(available)
-                if type(value) is not float:
+                if type(value) is not float or not isfinite(value):
                     value = self._as_reward(name, value)
             except Exception as exc:
                 self._record_error(state, name, exc)
@@ -548,7 +563,11 @@ class Rubric:
         metrics: dict[str, float] = {}
         for spec, weight, outcome in zip(specs, weights, outcomes, strict=True):
             try:
-                value = outcome if type(outcome) is float else self._as_reward(spec.name, outcome)
+                value = (
+                    outcome
+                    if type(outcome) is float and isfinite(outcome)
+                    else self._as_reward(spec.name, outcome)
+                )
             except Exception as exc:
                 self._record_error(state, spec.name, exc)
                 metrics[spec.name] = math.nan

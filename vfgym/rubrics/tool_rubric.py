@@ -66,12 +66,37 @@ class ToolCallCounter:
         return float(count_tool_calls(completion, state)[self.tool])
 
 
+TOTAL_METRIC = "total_tool_calls"
+
+
+def _check_tool_names(names: list[str]) -> None:
+    """Refuse names whose `<tool>_calls` metrics would collide, saying which tool to rename.
+
+    Left to `add_reward_func`, the clash reads as a reward function's duplicate
+    `__name__`, which a ToolRubric user never chose.
+    """
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise ValueError(
+                f"ToolRubric got two tools named {name!r}; each tool's calls are counted "
+                "by name, so list it once"
+            )
+        seen.add(name)
+        if f"{name}_calls" == TOTAL_METRIC:
+            raise ValueError(
+                f"a tool named {name!r} would report its calls as {TOTAL_METRIC!r}, the "
+                "metric of all tool calls; rename the tool"
+            )
+
+
 class ToolRubric(Rubric):
     """Metrics `total_tool_calls` and `<tool>_calls` for each tool, weight 0."""
 
     def __init__(self, tools: list[Callable[..., Any] | dict[str, Any]] | None = None) -> None:
         self.tools = list(tools or [])
         self.tool_names = [tool_name(t) for t in self.tools]
+        _check_tool_names(self.tool_names)
         self.oai_tools = [
             t if isinstance(t, dict) else convert_func_to_oai_tool(t) for t in self.tools
         ]

@@ -1,0 +1,221 @@
+"""Rubric edge cases: odd return values and weights, partials, tool names, empty judge replies."""
+
+from __future__ import annotations
+
+import functools
+import math
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import pytest
+
+from vfgym.parsers import Parser, XMLParser
+from vfgym.rubrics import REWARD_ERRORS, JudgeRubric, Rubric, RubricGroup, ToolRubric
+from vfgym.server import ModelServer
+
+PROMPT = [{"role": "user", "content": "What is 2+2?"}]
+COMPLETION = [{"role": "assistant", "content": "<answer>4</answer>"}]
+
+
+def correct(completion: Any) -> float:
+    return 1.0
+
+
+def nan_value(completion: Any) -> float:
+    return math.nan
+
+
+def inf_value(completion: Any) -> float:
+    return math.inf
+
+
+def numpy_nan(completion: Any) -> Any:
+    return np.float32("nan")
+
+
+# -- non-finite values are errors, not a NaN reward ----------------------------------
+
+
+@pytest.mark.parametrize("bad", [nan_value, inf_value, numpy_nan])
+async def test_a_non_finite_value_is_a_recorded_error_not_a_nan_reward(bad: Any) -> None:
+    # A weight of 0 is the usual "metric only" function: even it must not poison the
+    # reward, and the failure must be listed like any other.
+    rubric = Rubric([correct, bad], weights=[1.0, 0.0])
+    state: dict = {}
+    result = await rubric.score_rollout(PROMPT, COMPLETION, "4", state)
+    assert result.reward == 1.0
+    assert math.isnan(result.metrics[bad.__name__])
+    assert result.metrics[REWARD_ERRORS] == 1.0
+    [error] = state[REWARD_ERRORS]
+    assert error["func"] == bad.__name__ and "finite" in error["message"]
+
+
+@pytest.mark.parametrize("bad", [nan_value, inf_value])
+def test_a_non_finite_value_is_an_error_in_sync_scoring_too(bad: Any) -> None:
+    rubric = Rubric([correct, bad], weights=[1.0, 0.0])
+    state: dict = {}
+    reward, metrics = rubric.score_values_sync(PROMPT, COMPLETION, "4", state)
+    assert reward == 1.0
+    assert metrics[REWARD_ERRORS] == 1.0
+    assert state[REWARD_ERRORS][0]["func"] == bad.__name__
+
+
+async def test_score_rollouts_keeps_a_finite_reward_when_one_function_returns_nan() -> None:
+    def sometimes_nan(example_id: int) -> float:
+        return math.nan if example_id == 1 else 0.5
+
+    rubric = Rubric([correct, sometimes_nan], weights=[1.0, 2.0])
+    states: list[dict] = [{}, {}, {}]
+    out = await rubric.score_rollouts(
+        [PROMPT] * 3, [COMPLETION] * 3, ["4"] * 3, states, ["t"] * 3, [{}] * 3
+    )
+    assert out.reward == [2.0, 1.0, 2.0]
+    assert out.metrics[REWARD_ERRORS] == [0.0, 1.0, 0.0]
+    assert math.isnan(out.metrics["sometimes_nan"][1])
+
+
+async def test_call_reward_func_refuses_a_non_finite_value() -> None:
+    rubric = Rubric()
+    state: dict = {}
+    value = await rubric.call_reward_func(nan_value, PROMPT, COMPLETION, "4", state)
+    assert math.isnan(value)
+    assert state[REWARD_ERRORS][0]["func"] == "nan_value"
+
+
+async def test_fractions_and_numpy_integers_are_rewards() -> None:
+    def third(completion: Any) -> Fraction:
+        return Fraction(1, 3)
+
+    def count(completion: Any) -> Any:
+        return np.int64(2)
+
+    result = await Rubric([third, count]).score_rollout(PROMPT, COMPLETION, "4", {})
+    assert result.metrics == {"third": 1 / 3, "count": 2.0, REWARD_ERRORS: 0.0}
+
+
+# -- weights ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("weight", [np.float32(0.5), np.int64(2), Fraction(1, 2), 0, -1.5])
+async def test_any_real_number_is_a_weight(weight: Any) -> None:
+    rubric = Rubric([correct], weights=[weight])
+    assert rubric.get_reward_weights() == [float(weight)]
+    assert type(rubric.get_reward_weights()[0]) is float
+    result = await rubric.score_rollout(PROMPT, COMPLETION, "4", {})
+    assert result.reward == float(weight)
+
+
+@pytest.mark.parametrize("weight", [math.nan, math.inf, -math.inf, True, np.bool_(True), "1"])
+def test_weights_that_are_not_finite_numbers_are_refused(weight: Any) -> None:
+    with pytest.raises((TypeError, ValueError), match="weight of 'correct'"):
+        Rubric([correct], weights=[weight])
+    with pytest.raises((TypeError, ValueError), match="weight of 'correct'"):
+        Rubric().add_reward_func(correct, weight)
+
+
+# -- functools.partial ----------------------------------------------------------------
+
+
+def matches(completion: Any, answer: Any, parser: Any) -> float:
+    return 1.0 if parser.parse_answer(completion) == answer else 0.0
+
+
+async def test_a_partials_bound_keywords_are_not_replaced_by_the_rubric() -> None:
+    # The classic use: bind a parser of its own to a shared reward function. The
+    # rubric's default Parser must not replace it.
+    bound = functools.partial(matches, parser=XMLParser(["answer"]))
+    rubric = Rubric([bound])
+    assert isinstance(rubric.parser, Parser) and not isinstance(rubric.parser, XMLParser)
+    result = await rubric.score_rollout(PROMPT, COMPLETION, "4", {})
+    assert result.metrics["matches"] == 1.0
+    assert rubric.score_values_sync(PROMPT, COMPLETION, "4", {})[1]["matches"] == 1.0
+
+
+async def test_a_partials_bound_keywords_survive_var_kwargs_and_nesting() -> None:
+    def graded(answer: Any, **kwargs: Any) -> float:
+        assert "state" in kwargs  # the rest is still offered
+        return 1.0 if answer == "bound" else 0.0
+
+    inner = functools.partial(graded, answer="bound")
+    outer = functools.partial(inner, extra=1)
+    for func in (inner, outer):
+        result = await Rubric([func]).score_rollout(PROMPT, COMPLETION, "real", {})
+        assert result.metrics == {"graded": 1.0, REWARD_ERRORS: 0.0}
+
+
+async def test_an_async_partial_keeps_its_bound_keywords() -> None:
+    async def scaled(completion: Any, answer: Any) -> float:
+        return 1.0 if answer == "fixed" else 0.0
+
+    rubric = Rubric([functools.partial(scaled, answer="fixed")])
+    result = await rubric.score_rollout(PROMPT, COMPLETION, "other", {})
+    assert result.metrics["scaled"] == 1.0
+
+
+# -- ToolRubric names -------------------------------------------------------------------
+
+
+def total_tool(x: int) -> int:
+    """A tool whose count would be named like the total."""
+    return x
+
+
+def search(query: str) -> str:
+    """Search."""
+    return query
+
+
+def test_tool_rubric_says_which_tool_name_clashes() -> None:
+    with pytest.raises(ValueError, match=r"'total_tool'.*total_tool_calls.*rename"):
+        ToolRubric(tools=[total_tool])
+    with pytest.raises(ValueError, match="two tools named 'search'"):
+        ToolRubric(tools=[search, functools.partial(search)])
+
+
+# -- JudgeRubric --------------------------------------------------------------------------
+
+
+async def yes_reward(judge: Any, prompt: Any, completion: Any, answer: Any, state: Any) -> float:
+    verdict = await judge(prompt, completion, answer, state)
+    return 1.0 if verdict.strip().lower().startswith("yes") else 0.0
+
+
+@pytest.mark.parametrize("reply", ["", "   \n"])
+async def test_an_empty_judge_reply_is_a_recorded_error_not_a_no(reply: str) -> None:
+    async with ModelServer(lambda messages: reply) as server:
+        rubric = JudgeRubric(judge_client=server.client(), funcs=[yes_reward])
+        state: dict = {}
+        result = await rubric.score_rollout(PROMPT, COMPLETION, "4", state)
+        assert math.isnan(result.metrics["yes_reward"])
+        assert result.metrics[REWARD_ERRORS] == 1.0
+        [error] = state[REWARD_ERRORS]
+        assert "empty reply" in error["message"]
+        assert state["judge_response"] == {}  # nothing cached: a later call asks again
+
+
+async def test_judges_in_a_group_each_score_every_rollout() -> None:
+    """Two judges on loopback, one per rubric, over a batch with a failed rollout."""
+
+    async with ModelServer(lambda messages: "yes") as server:
+        group = RubricGroup(
+            [
+                JudgeRubric(judge_client=server.client(), funcs=[yes_reward]),
+                Rubric([correct]),
+                ToolRubric(tools=[search]),
+            ]
+        )
+        states: list[dict] = [{}, {"error": "model server failed"}, {}]
+        out = await group.score_rollouts(
+            [PROMPT] * 3, [COMPLETION] * 3, ["4"] * 3, states, ["t"] * 3, [{}] * 3
+        )
+        assert out.reward[0] == out.reward[2] == 2.0 and math.isnan(out.reward[1])
+        assert set(out.metrics) == {
+            "yes_reward",
+            "correct",
+            "total_tool_calls",
+            "search_calls",
+            REWARD_ERRORS,
+        }
+        assert all(len(column) == 3 for column in out.metrics.values())
+        assert len(server.requests) == 2  # the failed rollout is never judged
