@@ -159,6 +159,29 @@ def _chat_ids(tokenizer: Tokenizer, messages: list[Any], tools: Any, generation:
     return list(ids)
 
 
+def _template_ids(
+    tokenizer: Tokenizer,
+    conversation: list[Any],
+    added: int,
+    tools: Any,
+    generation: bool,
+    seq: list[int],
+) -> list[int]:
+    """The ids the chat template puts after `seq` once the last `added` messages
+    (and, with `generation`, the next assistant header) join the conversation.
+
+    Normally the new rendering extends `seq`. When the template renders the
+    model's turns differently from what it generated (e.g. it strips
+    reasoning), the generated ids are kept and the new part is the difference
+    of two renderings instead.
+    """
+    after = _chat_ids(tokenizer, conversation, tools, generation)
+    if after[: len(seq)] == seq:
+        return after[len(seq) :]
+    rendered_before = _chat_ids(tokenizer, conversation[: len(conversation) - added], tools, False)
+    return after[len(rendered_before) :]
+
+
 def _process_chat(
     tokenizer: Tokenizer,
     prompt: list[Any],
@@ -175,6 +198,13 @@ def _process_chat(
     conversation = list(prompt)
     responses = iter(state.get("responses") or [])
     env_mask = 0 if mask_env else 1
+
+    def add_env(env_ids: list[int]) -> None:
+        ids.extend(env_ids)
+        mask.extend([env_mask] * len(env_ids))
+        logprobs.extend([0.0] * len(env_ids))
+        seq.extend(env_ids)
+
     i = 0
     while i < len(completion):
         message = completion[i]
@@ -185,6 +215,11 @@ def _process_chat(
                     f"completion turn {i} is an assistant message with no server response in "
                     "state['responses'] (was it written by hand?); its token ids are unknown"
                 )
+            if i > 0 and completion[i - 1].get("role") == "assistant":
+                # No environment turn in between (env_response returned no
+                # messages): the server still rendered the next assistant
+                # header before generating, and those ids belong in the sequence.
+                add_env(_template_ids(tokenizer, conversation, 0, tools, True, seq))
             generated, values = response_tokens(response)
             ids += generated
             mask += [1] * len(generated)
@@ -196,23 +231,8 @@ def _process_chat(
         j = i
         while j < len(completion) and completion[j].get("role") != "assistant":
             j += 1
-        before_len = len(seq)
         conversation.extend(completion[i:j])
-        after = _chat_ids(tokenizer, conversation, tools, j < len(completion))
-        if after[:before_len] == seq:
-            env_ids = after[before_len:]
-        else:
-            # The template renders the model's turns differently from what it
-            # generated (e.g. it strips reasoning). Keep the generated ids and
-            # take the environment's part as the difference of two renderings.
-            rendered_before = _chat_ids(
-                tokenizer, conversation[: len(conversation) - (j - i)], tools, False
-            )
-            env_ids = after[len(rendered_before) :]
-        ids += env_ids
-        mask += [env_mask] * len(env_ids)
-        logprobs += [0.0] * len(env_ids)
-        seq += env_ids
+        add_env(_template_ids(tokenizer, conversation, j - i, tools, j < len(completion), seq))
         i = j
     return prompt_ids, ids, mask, logprobs
 
@@ -220,12 +240,22 @@ def _process_chat(
 def _process_text(
     tokenizer: Tokenizer, prompt: str, completion: str, state: State, mask_env: bool
 ) -> tuple[list[int], list[int], list[int], list[float]]:
-    prompt_ids = list(tokenizer.encode(prompt, add_special_tokens=False))
+    # vLLM's /v1/completions adds the tokenizer's special tokens (BOS) to the
+    # prompt by default; text later in the sequence gets none.
+    prompt_ids = list(tokenizer.encode(prompt, add_special_tokens=True))
     ids: list[int] = []
     mask: list[int] = []
     logprobs: list[float] = []
     starts = list(state.get("responses_start_idx") or [])
     responses = list(state.get("responses") or [])
+    if len(starts) != len(responses):
+        # Pairing them anyway would label the model's text as environment text.
+        raise MissingTokenIdsError(
+            f"the completion has {len(starts)} model turn(s) (state['responses_start_idx']) "
+            f"but state['responses'] holds {len(responses)} server response(s); turns "
+            "written by hand (e.g. Gym actions) have no token ids: generate the rollout "
+            "against a server to train on it"
+        )
     env_mask = 0 if mask_env else 1
     position = 0
     for start, response in zip(starts, responses, strict=False):
@@ -245,6 +275,46 @@ def _process_text(
         mask += [env_mask] * len(env_ids)
         logprobs += [0.0] * len(env_ids)
     return prompt_ids, ids, mask, logprobs
+
+
+def _rollout_tools(state: State, default: Any) -> Any:
+    """The tools the rollout was generated with: a dataset row's own
+    `info["oai_tools"]` wins over the environment's, as it does in the rollout,
+    so the prompt is rendered with the tool list the server actually saw."""
+    info = state.get("info")
+    own = info.get("oai_tools") if isinstance(info, dict) else None
+    return own or default
+
+
+def _tokenize_rollout(
+    tokenizer: Tokenizer,
+    prompt: Messages,
+    completion: Messages,
+    state: State,
+    tools: Any,
+    message_type: MessageType,
+    mask_env: bool,
+) -> tuple[list[int], list[int], list[int], list[float]]:
+    """One rollout's prompt ids, completion ids, mask and logprobs.
+
+    A rollout that errored is often one whose messages the template cannot
+    render (that is why the server refused it); it carries no training signal
+    anyway, so it becomes an empty completion instead of failing the batch.
+    """
+    try:
+        if message_type == "chat":
+            return _process_chat(tokenizer, list(prompt), list(completion), state, tools, mask_env)
+        return _process_text(tokenizer, str(prompt), str(completion), state, mask_env)
+    except Exception as exc:
+        if not state.get("error"):
+            raise
+        logger.warning("errored rollout kept with an empty completion: %s", exc)
+    try:
+        if message_type == "chat":
+            return _chat_ids(tokenizer, list(prompt), tools, True), [], [], []
+        return list(tokenizer.encode(str(prompt), add_special_tokens=True)), [], [], []
+    except Exception:
+        return [], [], [], []
 
 
 def process_env_results(
@@ -298,20 +368,16 @@ def process_env_results(
     }
     for k in range(n):
         state = states[k]
-        tools = oai_tools[k] if per_rollout_tools else oai_tools  # type: ignore[index]
-        if message_type == "chat":
-            p_ids, c_ids, c_mask, c_lps = _process_chat(
-                processing_class,
-                list(prompts[k]),
-                list(completions[k]),
-                state,
-                tools,
-                mask_env_responses,
-            )
-        else:
-            p_ids, c_ids, c_mask, c_lps = _process_text(
-                processing_class, str(prompts[k]), str(completions[k]), state, mask_env_responses
-            )
+        tools = _rollout_tools(state, oai_tools[k] if per_rollout_tools else oai_tools)  # type: ignore[index]
+        p_ids, c_ids, c_mask, c_lps = _tokenize_rollout(
+            processing_class,
+            prompts[k],
+            completions[k],
+            state,
+            tools,
+            message_type,
+            mask_env_responses,
+        )
         truncated = bool(state.get("is_truncated"))
         if max_seq_len > 0 and len(p_ids) + len(c_ids) > max_seq_len:
             truncated = True
