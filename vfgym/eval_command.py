@@ -16,6 +16,7 @@ import os
 import re
 import shlex
 import sys
+import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -36,6 +37,7 @@ from vfgym.cli_support import (
 from vfgym.results import (
     METADATA_FILE,
     RESULTS_FILE,
+    ResultsBusy,
     ResumeMismatch,
     load_finished,
     read_results,
@@ -180,21 +182,44 @@ def resolve_output_dir(options: EvalOptions, model: str) -> tuple[Path, bool]:
                 EXIT_USAGE,
             )
         return directory, False
-    return default_output_dir(options.env_id, model), False
+    directory = default_output_dir(options.env_id, model)
+    _refuse_file_in_path(directory, given=False)
+    return directory, False
 
 
-def _refuse_file_in_path(directory: Path) -> None:
+def _refuse_file_in_path(directory: Path, given: bool = True) -> None:
     """A file where the results directory (or one of its parents) should be cannot hold a
     run; said before the run starts rather than as an OS error once it has."""
     for path in (directory, *directory.parents):
         if path.is_dir():
             return
         if path.exists():
+            what = (
+                f"-o/--output-dir {directory}"
+                if given
+                else f"the default results directory {directory}"
+            )
             raise CommandError(
-                f"-o/--output-dir {directory} cannot be a results directory: {path} is a "
-                "file; choose another -o/--output-dir",
+                f"{what} cannot be a results directory: {path} is a file; choose another "
+                "-o/--output-dir",
                 EXIT_USAGE,
             )
+
+
+def check_writable(directory: Path) -> None:
+    """Create the results directory and make sure a file can be written in it, so a
+    read-only or forbidden place is named before the run, not met as an OS error in it."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=directory):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise CommandError(
+            f"cannot write results to {directory}: {reason}; choose another -o/--output-dir "
+            "(a directory you can write to)",
+            EXIT_USAGE,
+        ) from None
 
 
 def resume_command(options: EvalOptions, endpoint: Endpoint, directory: Path) -> str:
@@ -430,6 +455,7 @@ def run_eval(
     policies = embedded_policies(env, options.env_id) if endpoint.embedded else None
     if resume:
         check_resumable(env, options, endpoint, directory)
+    check_writable(directory)
     again = resume_command(options, endpoint, directory)
     try:
         with _quiet_rollout_warnings(options.verbose), asyncio.Runner() as runner:
@@ -446,7 +472,7 @@ def run_eval(
             file=err,
         )
         return EXIT_INTERRUPTED
-    except FileExistsError as exc:
+    except (FileExistsError, ResultsBusy) as exc:
         raise CommandError(str(exc), EXIT_USAGE) from None
     except ResumeMismatch as exc:  # the inputs changed since the run started (data, version)
         raise CommandError(str(exc), EXIT_USAGE) from None

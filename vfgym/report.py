@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping
 from html import escape
 from pathlib import Path
@@ -17,17 +18,21 @@ from typing import Any
 
 from vfgym.cli_support import EXIT_USAGE, CommandError
 from vfgym.report_assets import CSS, JS
-from vfgym.results import METADATA_FILE, RESULTS_FILE, read_results
+from vfgym.results import METADATA_FILE, RESULTS_FILE, read_results, redact_secrets
 from vfgym.summary import (
     RunSummary,
     error_text,
     histogram,
     latest_records,
+    metric_counts_differ,
     summarize_records,
 )
 
 #: Longer message contents are cut in the report (the JSONL keeps them whole).
 MAX_CONTENT_CHARS = 20_000
+#: Longer error messages (a server's whole HTML error page, say) are cut too.
+MAX_ERROR_CHARS = 2_000
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _e(value: Any) -> str:
@@ -40,11 +45,11 @@ def _num(value: Any, digits: int = 3) -> str:
     return "-"
 
 
-def _clip(text: str) -> str:
-    if len(text) <= MAX_CONTENT_CHARS:
+def _clip(text: str, limit: int = MAX_CONTENT_CHARS) -> str:
+    if len(text) <= limit:
         return _e(text)
-    cut = len(text) - MAX_CONTENT_CHARS
-    return _e(text[:MAX_CONTENT_CHARS]) + f'<span class="note"> … {cut} more characters</span>'
+    cut = len(text) - limit
+    return _e(text[:limit]) + f'<span class="note"> … {cut} more characters</span>'
 
 
 def rollout_status(record: Mapping[str, Any], threshold: float) -> str:
@@ -87,14 +92,17 @@ def _summary_html(summary: RunSummary) -> str:
     ]
     parts = [f'<div class="cards" id="cards">{"".join(cards)}</div>', '<div class="tables">']
     if summary.metrics:
+        counted = metric_counts_differ(summary)  # n only when some metric has fewer values
         rows = "".join(
             f"<tr><td>{_e(name)}</td><td>{_num(s.mean)}</td><td>{_num(s.std)}</td>"
-            f"<td>{_num(s.min)}</td><td>{_num(s.max)}</td></tr>"
+            f"<td>{_num(s.min)}</td><td>{_num(s.max)}</td>"
+            f"{f'<td>{s.n}</td>' if counted else ''}</tr>"
             for name, s in summary.metrics.items()
         )
         parts.append(
             '<table id="metrics"><thead><tr><th>metric</th><th>mean</th><th>std</th>'
-            f"<th>min</th><th>max</th></tr></thead><tbody>{rows}</tbody></table>"
+            f"<th>min</th><th>max</th>{'<th>n</th>' if counted else ''}</tr></thead>"
+            f"<tbody>{rows}</tbody></table>"
         )
     if summary.pass_at_k:
         rows = "".join(
@@ -114,7 +122,10 @@ def _summary_html(summary: RunSummary) -> str:
         )
     parts.append("</div>")
     if summary.errors:
-        items = "".join(f"<li>{n} &times; {_e(message)}</li>" for message, n in summary.errors[:10])
+        items = "".join(
+            f"<li>{n} &times; {_clip(message, MAX_ERROR_CHARS)}</li>"
+            for message, n in summary.errors[:10]
+        )
         parts.append(f'<h2>Errors</h2><ul class="errors" id="error-list">{items}</ul>')
     return "".join(parts)
 
@@ -245,7 +256,9 @@ def rollout_html(record: Mapping[str, Any], threshold: float) -> str:
         bits.append("<b>errored</b>")
     body = []
     if record.get("error"):
-        body.append(f'<div class="error">{_e(error_text(record["error"]))}</div>')
+        body.append(
+            f'<div class="error">{_clip(error_text(record["error"]), MAX_ERROR_CHARS)}</div>'
+        )
     if record.get("reward_errors"):
         body.append(
             '<div class="error">reward function errors: '
@@ -254,7 +267,7 @@ def rollout_html(record: Mapping[str, Any], threshold: float) -> str:
     answer = record.get("answer")
     meta = [f"<b>task</b> {_e(record.get('task'))}"]
     if answer not in (None, ""):
-        meta.append(f"<b>answer</b> {_e(answer)}")
+        meta.append(f"<b>answer</b> {_clip(str(answer))}")
     metrics = record.get("metrics") or {}
     if metrics:
         meta.append(" · ".join(f"<b>{_e(k)}</b> {_num(v)}" for k, v in metrics.items()))
@@ -281,6 +294,7 @@ def render_report(
     max_rollouts: int = 1000,
 ) -> str:
     """The whole report as one HTML string."""
+    metadata = redact_secrets(dict(metadata))  # runs written before keys were redacted
     summary = summarize_records(records, metadata)
     rows = latest_records(records)
     env_id = metadata.get("env_id") or "evaluation"
@@ -379,10 +393,19 @@ def write_report(directory: Path, output: Path | None = None, max_rollouts: int 
     html = render_report(metadata, records, source=str(directory), max_rollouts=max_rollouts)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(html, encoding="utf-8")
+        path.write_bytes(_utf8(html))
     except OSError as exc:
         raise CommandError(f"cannot write the report to {path}: {exc}") from None
     return path
+
+
+def _utf8(html: str) -> bytes:
+    """The page as UTF-8. A lone surrogate (model text that was not valid Unicode, kept
+    as a JSON escape in the results) has no UTF-8 form: it is shown as U+FFFD."""
+    try:
+        return html.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", html).encode("utf-8")
 
 
 __all__ = ["histogram_svg", "render_report", "rollout_html", "rollout_status", "write_report"]

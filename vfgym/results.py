@@ -11,10 +11,18 @@ import json
 import math
 import os
 import platform
+import re
 import time
+from collections.abc import Iterator
 from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import IO, Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+try:
+    import fcntl
+except ImportError:  # Windows: no advisory locks; one writer per directory is up to the user
+    fcntl = None  # type: ignore[assignment]
 
 RESULTS_FILE = "results.jsonl"
 METADATA_FILE = "metadata.json"
@@ -37,18 +45,131 @@ def _json_default(value: Any) -> Any:
         return value.model_dump()
     if isinstance(value, set | frozenset | tuple):
         return list(value)
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
+    if isinstance(value, bytes | bytearray):
+        return bytes(value).decode("utf-8", "replace")
+    if hasattr(value, "tolist") and callable(value.tolist):  # numpy scalars and arrays
+        try:
+            return value.tolist()
+        except (TypeError, ValueError):
+            pass
     return repr(value)
 
 
+def _strict(value: Any) -> Any:
+    """`value` with every NaN or infinity replaced by None (JSON has no such numbers),
+    and values JSON cannot hold turned into ones it can, as `_json_default` does."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _strict(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_strict(v) for v in value]
+    if value is None or isinstance(value, str | int):
+        return value
+    return _strict(_json_default(value))
+
+
+def json_line(record: dict[str, Any]) -> bytes:
+    """One result line as UTF-8 bytes: strict JSON (NaN and infinity are written as null,
+    so any JSON reader can load the file) ending in a newline.
+
+    Text is kept as it is when it can be; text UTF-8 cannot encode (a lone surrogate
+    from a model's output) is written with JSON's \\u escapes instead, which read
+    back to the same string, rather than stopping the run.
+    """
+    try:
+        text = json.dumps(record, default=_json_default, ensure_ascii=False, allow_nan=False)
+    except ValueError as exc:
+        if "float" not in str(exc):  # not a NaN or infinity (a circular reference, say)
+            raise
+        text = json.dumps(_strict(record), ensure_ascii=False, allow_nan=False)
+    try:
+        return (text + "\n").encode("utf-8")
+    except UnicodeEncodeError:
+        return (json.dumps(json.loads(text), ensure_ascii=True) + "\n").encode("ascii")
+
+
 def as_json(value: Any) -> Any:
-    """`value` as it reads back from disk (tuples become lists, and so on), for comparisons."""
-    return json.loads(json.dumps(value, default=_json_default))
+    """`value` as it reads back from disk (tuples become lists, NaN becomes None, and so on),
+    for comparisons."""
+    return json.loads(json.dumps(_strict(value), default=_json_default))
 
 
-def _finite(value: float) -> float | None:
-    return value if isinstance(value, int | float) and math.isfinite(value) else None
+def _finite(value: Any) -> float | None:
+    """A reward or metric as a JSON number, or None when it is not a finite number.
+
+    numpy scalars (`np.float32`, `np.int64`) are numbers too, though not Python floats.
+    """
+    if isinstance(value, bool) or not hasattr(value, "__float__"):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+#: Names of arguments, headers and query parameters whose values are credentials.
+_SECRET_NAME = re.compile(
+    r"(^|_)(api_?key|access_?key|secret(_?key)?|private_?key|token|access_token|auth_token|"
+    r"refresh_token|password|passwd|authorization|credentials?|cookie|bearer)($|_)"
+)
+REDACTED = "<redacted>"
+
+
+def _is_secret_name(name: Any, in_url: bool = False) -> bool:
+    key = re.sub(r"[^a-z0-9]+", "_", str(name).lower())
+    return bool(_SECRET_NAME.search(key)) or (in_url and key in ("key", "sig", "signature"))
+
+
+def _redact_url(text: str) -> str:
+    try:
+        parts = urlsplit(text)
+    except ValueError:
+        return text
+    if parts.scheme not in ("http", "https", "ws", "wss") or not parts.netloc:
+        return text
+    netloc = parts.netloc
+    if "@" in netloc:
+        user, _, host = netloc.rpartition("@")
+        name = user.split(":", 1)[0]
+        netloc = f"{name}:{REDACTED}@{host}" if ":" in user else f"{REDACTED}@{host}"
+    query = parts.query
+    if query:
+        pairs = parse_qsl(query, keep_blank_values=True)
+        if any(_is_secret_name(k, in_url=True) for k, _ in pairs):
+            query = urlencode(
+                [(k, REDACTED if _is_secret_name(k, in_url=True) else v) for k, v in pairs],
+                safe="<>",
+            )
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def _redact_item(name: Any, value: Any) -> Any:
+    # Credentials are text (or hold text); a number under such a name (`token_budget`)
+    # is a setting, and stays comparable for resume.
+    if _is_secret_name(name) and isinstance(value, str | dict | list) and value:
+        return REDACTED
+    return redact_secrets(value)
+
+
+def redact_secrets(value: Any) -> Any:
+    """`value` with credentials replaced by a placeholder, for anything written to disk.
+
+    A run's metadata records how it was run (base URL, sampling and environment
+    arguments), and those can carry an API key: `http://user:key@host/v1`, an
+    `extra_headers` `Authorization`, an environment's `api_key` argument. The file
+    outlives the key's secrecy (it is shared, archived, put in reports), so the key
+    must never reach it. Values under a credential's name are replaced, and so are
+    the password and credential query parameters of URLs.
+    """
+    if isinstance(value, dict):
+        return {k: _redact_item(k, v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact_secrets(v) for v in value]
+    if isinstance(value, str) and "://" in value:
+        return _redact_url(value)
+    return value
 
 
 def library_versions() -> dict[str, str]:
@@ -97,19 +218,38 @@ def make_record(
     return record
 
 
+class ResultsBusy(RuntimeError):
+    """Another writer (another `vfgym eval`, or another batch) is writing to the directory."""
+
+
 class ResultsWriter:
-    """Appends result lines and keeps `metadata.json` current; a context manager."""
+    """Appends result lines and keeps `metadata.json` current; a context manager.
+
+    It holds an exclusive lock on the directory while open: two writers would
+    truncate each other's file or interleave their lines, and two resumes of one
+    run would redo the same rollouts twice.
+    """
 
     def __init__(self, directory: str | Path, metadata: dict[str, Any], *, resume: bool = False):
         self.directory = Path(directory)
         self.metadata = dict(metadata)
         self.resume = resume
         self.finished: dict[int, dict[str, Any]] = {}
-        self._file: IO[str] | None = None
+        self._file: IO[bytes] | None = None
+        self._lock: int | None = None
         self._started = time.time()
 
     def __enter__(self) -> ResultsWriter:
         self.directory.mkdir(parents=True, exist_ok=True)
+        self._lock = _lock_directory(self.directory)
+        try:
+            self._open()
+        except BaseException:
+            self._unlock()
+            raise
+        return self
+
+    def _open(self) -> None:
         results = self.directory / RESULTS_FILE
         if self.resume:
             self.finished = load_finished(self.directory, expect=self.metadata)
@@ -118,9 +258,9 @@ class ResultsWriter:
                 f"{results} already holds results; pass resume=True (--resume) to continue "
                 "that run, or choose another output directory"
             )
-        self._file = results.open("a" if self.resume else "w", encoding="utf-8")
+        self._file = results.open("ab" if self.resume else "wb")
         if self.resume and _ends_mid_line(results):
-            self._file.write("\n")  # a killed run's cut-off line must not swallow the next one
+            self._file.write(b"\n")  # a killed run's cut-off line must not swallow the next one
         self.metadata.update(
             status="running",
             started_at=time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(self._started)),
@@ -128,11 +268,10 @@ class ResultsWriter:
             resumed_rollouts=len(self.finished),
         )
         self._write_metadata()
-        return self
 
     def write(self, record: dict[str, Any]) -> None:
         assert self._file is not None, "ResultsWriter used outside its `with` block"
-        self._file.write(json.dumps(record, default=_json_default, ensure_ascii=False) + "\n")
+        self._file.write(json_line(record))
         self._file.flush()
 
     def close(self, status: str, summary: dict[str, Any] | None = None) -> None:
@@ -146,17 +285,48 @@ class ResultsWriter:
             duration_s=round(finished - self._started, 3),
             **(summary or {}),
         )
-        self._write_metadata()
+        try:
+            self._write_metadata()
+        finally:
+            self._unlock()
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         if self._file is not None:  # not closed by the caller: the run was cut short
             self.close("interrupted" if exc_type is not None else "complete")
+        self._unlock()
+
+    def _unlock(self) -> None:
+        if self._lock is not None:
+            os.close(self._lock)  # closing the descriptor releases its lock
+            self._lock = None
 
     def _write_metadata(self) -> None:
         path = self.directory / METADATA_FILE
         tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(self.metadata, indent=2, default=_json_default) + "\n")
+        safe = redact_secrets(_strict(self.metadata))
+        tmp.write_text(json.dumps(safe, indent=2, allow_nan=False) + "\n", encoding="utf-8")
         os.replace(tmp, path)
+
+
+def _lock_directory(directory: Path) -> int | None:
+    """An exclusive lock on `directory` (its open descriptor), or ResultsBusy when another
+    writer holds it; None where the platform has no advisory locks."""
+    if fcntl is None:
+        return None
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise ResultsBusy(
+            f"another run is writing to {directory} right now (a second `vfgym eval` or batch "
+            "with the same output directory); wait for it to finish, or choose another output "
+            "directory"
+        ) from None
+    except OSError:  # a file system without locks: go on unlocked, as before
+        os.close(fd)
+        return None
+    return fd
 
 
 def _ends_mid_line(path: Path) -> bool:
@@ -207,32 +377,31 @@ def load_finished(
     directory = Path(directory)
     meta_path = directory / METADATA_FILE
     if expect is not None and meta_path.exists():
-        previous = json.loads(meta_path.read_text())
+        previous = json.loads(meta_path.read_text(encoding="utf-8"))
         for key in RESUME_KEYS:
-            if key in expect and key in previous and previous[key] != as_json(expect[key]):
+            if key not in expect or key not in previous:
+                continue
+            # Compared as written: the file holds credentials redacted, NaN as null.
+            before = redact_secrets(previous[key])
+            now = redact_secrets(as_json(expect[key]))
+            if before != now:
                 raise ResumeMismatch(
-                    f"cannot resume {directory}: it was run with {key}={previous[key]!r}, "
-                    f"this run has {key}={expect[key]!r}; use another output directory"
+                    f"cannot resume {directory}: it was run with {key}={before!r}, "
+                    f"this run has {key}={now!r}; use another output directory"
                 )
     finished: dict[int, dict[str, Any]] = {}
     path = directory / RESULTS_FILE
     if not path.exists():
         return finished
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                # The last line of a killed run may be cut off; anything else is damage.
-                continue
-            if not isinstance(record, dict) or "index" not in record:
-                raise ValueError(f"{path}:{number} is not a vfgym result line")
-            if record.get("error"):
-                finished.pop(record["index"], None)
-            else:
-                finished[record["index"]] = record
+    for number, record in _result_lines(path):
+        if record is None:  # cut off by a kill: that rollout is run again
+            continue
+        if not isinstance(record, dict) or "index" not in record:
+            raise ValueError(f"{path}:{number} is not a vfgym result line")
+        if record.get("error"):
+            finished.pop(record["index"], None)
+        else:
+            finished[record["index"]] = record
     return finished
 
 
@@ -240,15 +409,26 @@ def read_results(directory: str | Path) -> tuple[dict[str, Any], list[dict[str, 
     """The metadata and every result line of a run, for reports and tools."""
     directory = Path(directory)
     meta_path = directory / METADATA_FILE
-    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+    meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.exists() else {}
     path = directory / RESULTS_FILE
     records = []
     if path.exists():
-        with path.open(encoding="utf-8") as handle:
-            for line in handle:
-                if line.strip():
-                    try:
-                        records.append(json.loads(line))
-                    except json.JSONDecodeError:
-                        continue
+        records = [record for _, record in _result_lines(path) if record is not None]
     return meta, records
+
+
+def _result_lines(path: Path) -> Iterator[tuple[int, Any]]:
+    """(line number, parsed line) for each non-blank line; None for a line that is not
+    JSON, such as the last line of a run killed mid-write.
+
+    Lines are decoded one by one: a kill can cut a line inside a multi-byte
+    character, and that must cost the one line, not make the whole file unreadable.
+    """
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, 1):
+            if not raw.strip():
+                continue
+            try:
+                yield number, json.loads(raw.decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError):
+                yield number, None

@@ -9,6 +9,7 @@ of every score, because they say nothing about the model.
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from typing import Any
 
 #: A rollout passes (for pass@k) when its reward reaches this value.
 DEFAULT_PASS_THRESHOLD = 1.0
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,12 @@ class Stats:
         mean = sum(finite) / len(finite)
         var = sum((v - mean) ** 2 for v in finite) / len(finite)
         return cls(len(finite), mean, math.sqrt(var), min(finite), max(finite))
+
+    @classmethod
+    def none(cls) -> Stats:
+        """A column with no finite value (n=0, every statistic NaN), for a metric that was
+        recorded but never had a value, so it is shown as such rather than left out."""
+        return cls(0, math.nan, math.nan, math.nan, math.nan)
 
 
 @dataclass(frozen=True)
@@ -157,9 +165,9 @@ def summarize_records(
         metric_names.update(dict.fromkeys(record.get("metrics") or {}))
     metrics = {}
     for name in metric_names:
+        # A metric whose function failed on every rollout (all NaN) is shown with n=0.
         stats = Stats.of((r.get("metrics") or {}).get(name) for r in scored)
-        if stats is not None:
-            metrics[name] = stats
+        metrics[name] = stats if stats is not None else Stats.none()
     errors = Counter(error_text(r["error"]) for r in rows if r.get("error"))
     stops = Counter(str(r.get("stop_reason")) for r in rows if r.get("stop_reason"))
     duration = (metadata or {}).get("duration_s")
@@ -172,13 +180,18 @@ def summarize_records(
         metrics=metrics,
         pass_at_k=pass_at_k_table(scored, pass_threshold),
         pass_threshold=pass_threshold,
-        completion_tokens=sum(int(r.get("completion_tokens") or 0) for r in rows),
+        completion_tokens=sum(_count(r.get("completion_tokens")) for r in rows),
         duration_s=float(duration) if _is_finite(duration) else None,
         rollout_ms=Stats.of((r.get("timing") or {}).get("total_ms") for r in rows),
         stop_reasons=dict(stops.most_common()),
         errors=errors.most_common(),
         resumed_rollouts=resumed if isinstance(resumed, int) and resumed > 0 else 0,
     )
+
+
+def _count(value: Any) -> int:
+    """A token count as a whole number; anything else (missing, NaN, text) counts 0."""
+    return int(value) if _is_finite(value) else 0
 
 
 def histogram(values: Iterable[float | None], bins: int = 10) -> list[tuple[float, float, int]]:
@@ -195,15 +208,20 @@ def histogram(values: Iterable[float | None], bins: int = 10) -> list[tuple[floa
         low, high = min(finite), max(finite)
         if low == high:
             low, high = low - 0.5, high + 0.5
-    width = (high - low) / bins
+    # Rewards near the float limits are binned at half scale: their span overflows to inf.
+    scale = 1.0 if math.isfinite(high - low) else 0.5
+    low_s = low * scale
+    width = (high * scale - low_s) / bins
     counts = [0] * bins
     for v in finite:
-        counts[min(bins - 1, int((v - low) / width))] += 1
-    return [(low + i * width, low + (i + 1) * width, counts[i]) for i in range(bins)]
+        counts[min(bins - 1, int((v * scale - low_s) / width))] += 1
+    edges = [(low_s + i * width) / scale for i in range(bins + 1)]
+    return [(edges[i], edges[i + 1], counts[i]) for i in range(bins)]
 
 
 def _fmt(value: float) -> str:
-    return f"{value:.3f}"
+    """Three decimals; `n/a` for NaN (a column without a single finite value)."""
+    return f"{value:.3f}" if math.isfinite(value) else "n/a"
 
 
 def format_table(rows: list[tuple[str, ...]], indent: str = "  ") -> list[str]:
@@ -223,6 +241,11 @@ def format_table(rows: list[tuple[str, ...]], indent: str = "  ") -> list[str]:
 def _pairs(rows: list[tuple[str, str]]) -> list[str]:
     width = max(len(label) for label, _ in rows)
     return [f"{label.ljust(width)}  {value}" for label, value in rows]
+
+
+def metric_counts_differ(summary: RunSummary) -> bool:
+    """True when some metric has fewer values than there are scored rollouts."""
+    return any(s.n != summary.num_scored for s in summary.metrics.values())
 
 
 def format_summary(summary: RunSummary, metadata: Mapping[str, Any] | None = None) -> str:
@@ -250,9 +273,13 @@ def format_summary(summary: RunSummary, metadata: Mapping[str, Any] | None = Non
     lines += _pairs(head)
     if summary.metrics:
         lines.append("")
-        table = [("metric", "mean", "std", "min", "max")]
+        # n is shown only when some metric is missing or NaN on some scored rollouts,
+        # since its mean then covers fewer rollouts than the reward's.
+        counted = metric_counts_differ(summary)
+        table = [("metric", "mean", "std", "min", "max", *(("n",) if counted else ()))]
         for name, s in summary.metrics.items():
-            table.append((name, _fmt(s.mean), _fmt(s.std), _fmt(s.min), _fmt(s.max)))
+            row = (name, _fmt(s.mean), _fmt(s.std), _fmt(s.min), _fmt(s.max))
+            table.append((*row, *((str(s.n),) if counted else ())))
         lines += format_table(table)
     if summary.pass_at_k:
         lines.append("")
@@ -276,7 +303,9 @@ def format_summary(summary: RunSummary, metadata: Mapping[str, Any] | None = Non
     lines += _pairs(tail)
     for message, count in summary.errors[:3]:
         lines.append(f"error ({count} rollouts): {message[:300]}")
-    return "\n".join(lines)
+    # Printed to a terminal or log: a lone surrogate (from a model's broken text, or a
+    # name given as undecodable bytes) would fail there, after the run, so it is replaced.
+    return _SURROGATE.sub("\ufffd", "\n".join(lines))
 
 
 __all__ = [
@@ -288,6 +317,7 @@ __all__ = [
     "format_table",
     "histogram",
     "latest_records",
+    "metric_counts_differ",
     "pass_at_k",
     "pass_at_k_table",
     "summarize_records",
