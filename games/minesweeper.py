@@ -181,7 +181,11 @@ class MinesweeperEnv(TextGame):
         notes = []
         for kind, r, c in actions:
             name = cell_name(r, c)
-            if kind == "flag":
+            if kind == "flag" and (r, c) in revealed:
+                # Opened by an earlier reveal of this move: a flag there would count
+                # against the mines left and could never be seen on the board.
+                notes.append(f"{name} was opened by an earlier reveal, so it is not flagged.")
+            elif kind == "flag":
                 flags.add((r, c))
                 notes.append(f"Flagged {name}.")
             elif kind == "unflag":
@@ -279,7 +283,14 @@ class MinesweeperEnv(TextGame):
         board, mines = self.read_board(messages)
         safe, guess = deduce(board, mines)
         targets = sorted(safe) if safe else [guess]
-        return move_message(", ".join(f"reveal {cell_name(r, c)}" for r, c in targets))
+        # Flags are the player's notes, not facts: a target under one is unflagged first,
+        # since the game refuses to reveal a flagged cell.
+        actions = []
+        for r, c in targets:
+            if board[r][c] == FLAG:
+                actions.append(f"unflag {cell_name(r, c)}")
+            actions.append(f"reveal {cell_name(r, c)}")
+        return move_message(", ".join(actions))
 
     def random_move(self, messages: Messages, rng: random.Random) -> str:
         board, _ = self.read_board(messages)
