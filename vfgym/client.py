@@ -14,6 +14,8 @@ import json
 import random
 import re
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 import openai
@@ -32,15 +34,34 @@ _CONTEXT_MARKERS = (
     "too many tokens",
 )
 
+# Besides 429 and 5xx: a request timeout and a conflict (say, an overloaded server
+# shedding load) may pass when sent again; other 4xx are the caller's to fix.
+_RETRIED_4XX = (408, 409, 429)
+
+
+class EmptyModelResponse(Exception):
+    """The server answered 200 without a completion: an error object, or no choices.
+
+    Some gateways report an upstream failure this way instead of with an HTTP
+    status. `status_code` is the code the error object gave, if any; without
+    one the answer is treated like a malformed body (retried).
+    """
+
+    def __init__(self, message: str, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+
 
 @dataclass(frozen=True)
 class RetryPolicy:
     """How transient server failures are retried: exponential backoff with jitter.
 
-    Retried: HTTP 429 and 5xx, timeouts, dropped connections and bodies that are
-    not valid JSON. Anything else (a 400, a 401) is the caller's to fix and fails
-    at once. `generate`/`evaluate` turn the openai client's own retries off
-    for the batch, so this policy alone decides.
+    Retried: HTTP 408, 409, 429 and 5xx, timeouts, dropped connections, bodies
+    that are not valid JSON and 200 answers without a completion. Anything else
+    (a 400, a 401, a 404) is the caller's to fix and fails at once. A server's
+    Retry-After (seconds or an HTTP date) replaces the backoff; every wait,
+    jitter included, is capped at `max_delay`. `generate`/`evaluate` turn the
+    openai client's own retries off for the batch, so this policy alone decides.
     """
 
     max_retries: int = 4
@@ -48,12 +69,26 @@ class RetryPolicy:
     max_delay: float = 8.0
     jitter: float = 0.25
 
+    def __post_init__(self) -> None:
+        # A negative or NaN wait would not fail: it would retry at once, hammering
+        # a server that is already struggling. Refuse it where it is written.
+        if not self.max_retries >= 0:
+            raise ValueError(f"RetryPolicy max_retries must be >= 0, got {self.max_retries}")
+        for name in ("initial_delay", "max_delay"):
+            if not getattr(self, name) >= 0:
+                raise ValueError(
+                    f"RetryPolicy {name} must be >= 0 seconds, got {getattr(self, name)}"
+                )
+        if not 0 <= self.jitter <= 1:
+            raise ValueError(f"RetryPolicy jitter must be a fraction in [0, 1], got {self.jitter}")
+
     def delay(self, attempt: int, retry_after: float | None = None) -> float:
         """Seconds to wait before retry number `attempt` (1-based)."""
         if retry_after is not None:
             return min(self.max_delay, retry_after)
         base = min(self.max_delay, self.initial_delay * (2 ** (attempt - 1)))
-        return base * (1.0 + random.uniform(-self.jitter, self.jitter))
+        # Capped again after the jitter: `max_delay` is the promise, not the median.
+        return min(self.max_delay, base * (1.0 + random.uniform(-self.jitter, self.jitter)))
 
 
 def is_context_overflow(exc: BaseException) -> bool:
@@ -75,22 +110,37 @@ _PROMPT_SIZE = re.compile(
     r"|prompt contains (?:at least )?(\d+) input tokens"
     r"|(\d+) tokens from the input"
 )
+# OpenAI counts tools apart: "you requested T tokens (M in the messages, F in the
+# functions, and C in the completion)"; the prompt is then everything but C.
+_REQUESTED = re.compile(r"you requested (\d+) tokens \([^)]*?(\d+) in the completion\)")
 
 
 def completion_room(exc: BaseException) -> int | None:
     """Completion tokens that would still fit, read from a context-overflow error.
 
     OpenAI, vLLM and SGLang all give the window ("maximum context length is/of N
-    tokens") and the prompt's size, in different words (see `_PROMPT_SIZE`); None
+    tokens") and the prompt's size, in different words (see `_PROMPT_SIZE`; OpenAI
+    counts tools apart, see `_REQUESTED`); None
     when the message does not say, or when the prompt alone fills the window.
     """
     text = str(exc)
-    window, prompt = _WINDOW.search(text), _PROMPT_SIZE.search(text)
-    if window is None or prompt is None:
+    window = _WINDOW.search(text)
+    prompt_tokens = _prompt_tokens(text)
+    if window is None or prompt_tokens is None:
         return None
-    prompt_tokens = next(size for size in prompt.groups() if size is not None)
-    room = int(window.group(1)) - int(prompt_tokens)
+    room = int(window.group(1)) - prompt_tokens
     return room if room > 0 else None
+
+
+def _prompt_tokens(text: str) -> int | None:
+    """The prompt's size in an overflow message, tools included when counted apart."""
+    requested = _REQUESTED.search(text)
+    if requested is not None:
+        return int(requested.group(1)) - int(requested.group(2))
+    prompt = _PROMPT_SIZE.search(text)
+    if prompt is None:
+        return None
+    return int(next(size for size in prompt.groups() if size is not None))
 
 
 def _max_tokens_key(sampling_args: dict[str, Any] | None) -> str | None:
@@ -104,8 +154,9 @@ def is_transient(exc: BaseException) -> bool:
     """True for failures that a later identical request may not meet."""
     if isinstance(exc, openai.APIConnectionError | openai.RateLimitError):
         return True  # APITimeoutError is an APIConnectionError
-    if isinstance(exc, openai.APIStatusError):
-        return exc.status_code >= 500 or exc.status_code in (408, 409, 429)
+    if isinstance(exc, openai.APIStatusError | EmptyModelResponse):
+        status = exc.status_code
+        return status is None or status >= 500 or status in _RETRIED_4XX
     return isinstance(exc, openai.APIResponseValidationError | json.JSONDecodeError)
 
 
@@ -121,10 +172,43 @@ def _retry_after(exc: BaseException) -> float | None:
         try:
             seconds = float(value) * scale
         except ValueError:
-            continue  # e.g. an HTTP date: fall back to the policy's own backoff
-        if seconds >= 0:
+            if scale != 1.0:
+                continue
+            seconds = _seconds_until(value)  # Retry-After may be an HTTP date
+        if seconds is not None and seconds >= 0:
             return seconds
     return None
+
+
+def _seconds_until(http_date: str) -> float | None:
+    """Seconds from now to an HTTP date (0 when it has passed); None when it is not one."""
+    try:
+        when = parsedate_to_datetime(http_date)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:  # RFC 9110 dates are GMT
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
+def _checked(response: Any) -> Any:
+    """`response` when it carries a completion; raises `EmptyModelResponse` otherwise."""
+    if getattr(response, "choices", None):
+        return response
+    error = getattr(response, "error", None)
+    if error is None:
+        raise EmptyModelResponse("the model server answered 200 with no choices")
+    message = error.get("message", error) if isinstance(error, dict) else error
+    code = error.get("code") if isinstance(error, dict) else None
+    try:
+        status = int(code) if code is not None else None
+    except (TypeError, ValueError):
+        status = None  # a name such as "rate_limit_exceeded", not an HTTP status
+    raise EmptyModelResponse(
+        f"the model server answered 200 with an error instead of a completion: {message}"
+        + (f" (code {code})" if code is not None else ""),
+        status_code=status,
+    )
 
 
 @functools.cache
@@ -160,6 +244,19 @@ def prepare_sampling_args(
 DEFAULT_RETRY = RetryPolicy()
 
 
+def _is_async(client: Any, create: Any) -> bool:
+    """Whether `create` must be awaited: an AsyncOpenAI, or a wrapper with an async `create`.
+
+    Anything else (an `OpenAI`, a wrapper around one) is called in a thread.
+    """
+    if isinstance(client, AsyncOpenAI):
+        return True
+    try:
+        return inspect.iscoroutinefunction(inspect.unwrap(create))
+    except ValueError:  # a `__wrapped__` cycle: say sync, and let `_send` await what it got
+        return False
+
+
 class ModelCaller:
     """The model calls of one rollout, with the request's fixed part prepared once.
 
@@ -186,7 +283,7 @@ class ModelCaller:
         self.retry = retry or DEFAULT_RETRY
         self._chat = message_type == "chat"
         self._create = (client.chat if self._chat else client).completions.create
-        self._in_thread = not isinstance(client, AsyncOpenAI)
+        self._in_thread = not _is_async(client, self._create)
         self._sampling_args = sampling_args
         self._kwargs = self._prepare(sampling_args, oai_tools)
 
@@ -212,8 +309,8 @@ class ModelCaller:
             kwargs = self._with_sampling_args(sampling_args)
         try:
             if self._chat and not self._in_thread:  # the usual case, without _send's frame
-                return await self._create(messages=prompt, **kwargs)
-            return await self._send(prompt, kwargs)
+                return _checked(await self._create(messages=prompt, **kwargs))
+            return _checked(await self._send(prompt, kwargs))
         except Exception as exc:
             if sampling_args is None:
                 sampling_args = self._sampling_args
@@ -225,8 +322,11 @@ class ModelCaller:
     async def _send(self, prompt: Messages, kwargs: dict[str, Any]) -> ModelResponse:
         if self._in_thread:  # a sync OpenAI client must not block the loop
             if self._chat:
-                return await asyncio.to_thread(self._create, messages=prompt, **kwargs)
-            return await asyncio.to_thread(self._create, prompt=prompt, **kwargs)
+                response = await asyncio.to_thread(self._create, messages=prompt, **kwargs)
+            else:
+                response = await asyncio.to_thread(self._create, prompt=prompt, **kwargs)
+            # A wrapper whose plain `create` hands back an awaitable is async after all.
+            return await response if inspect.isawaitable(response) else response
         if self._chat:
             return await self._create(messages=prompt, **kwargs)
         return await self._create(prompt=prompt, **kwargs)
@@ -268,7 +368,7 @@ class ModelCaller:
                     ) from exc
                 await asyncio.sleep(self.retry.delay(attempt, _retry_after(exc)))
             try:
-                return await self._send(prompt, kwargs)
+                return _checked(await self._send(prompt, kwargs))
             except Exception as again:
                 exc = again
 

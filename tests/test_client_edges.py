@@ -1,0 +1,349 @@
+"""Edges of the model client over real loopback HTTP: odd bodies, Retry-After, backoff caps."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import threading
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
+from types import SimpleNamespace
+from typing import Any
+
+import openai
+import pytest
+from aiohttp import web
+from openai import AsyncOpenAI, OpenAI
+
+from vfgym.client import RetryPolicy, _retry_after, request_model_response
+from vfgym.envs import SingleTurnEnv
+from vfgym.errors import ContextLengthExceeded, ModelCallError
+from vfgym.rubrics import Rubric
+
+HELLO = [{"role": "user", "content": "hello"}]
+
+
+def chat_body(text: str = "hi") -> dict[str, Any]:
+    """A well-formed chat completion, as any OpenAI-compatible server sends it."""
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "m",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
+    }
+
+
+Answer = tuple[int, Any, dict[str, str]]
+
+
+class ScriptedServer:
+    """Answers each chat request with the next scripted answer; the last one repeats."""
+
+    def __init__(self, answers: list[Answer]) -> None:
+        self.answers = answers
+        self.times: list[float] = []
+        self.bodies: list[dict[str, Any]] = []
+        self.port = 0
+        self.delay = 0.0
+
+    async def handle(self, request: web.Request) -> web.Response:
+        self.bodies.append(await request.json())
+        self.times.append(time.monotonic())
+        await asyncio.sleep(self.delay)
+        status, body, headers = self.answers[min(len(self.times), len(self.answers)) - 1]
+        text = body if isinstance(body, str) else json.dumps(body)
+        return web.Response(
+            status=status, text=text, content_type="application/json", headers=headers
+        )
+
+    def client(self) -> AsyncOpenAI:
+        return AsyncOpenAI(
+            base_url=f"http://127.0.0.1:{self.port}/v1", api_key="test", max_retries=0
+        )
+
+    def sync_client(self) -> OpenAI:
+        return OpenAI(base_url=f"http://127.0.0.1:{self.port}/v1", api_key="test", max_retries=0)
+
+
+@pytest.fixture
+async def scripted() -> AsyncIterator[Callable[..., Awaitable[ScriptedServer]]]:
+    """A factory: `server = await scripted(answer, ...)`, stopped after the test."""
+    runners: list[web.AppRunner] = []
+
+    async def start(*answers: Answer) -> ScriptedServer:
+        server = ScriptedServer(list(answers))
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", server.handle)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        runners.append(runner)
+        server.port = runner.addresses[0][1]
+        return server
+
+    try:
+        yield start
+    finally:
+        for runner in runners:
+            await runner.cleanup()
+
+
+FAST = RetryPolicy(max_retries=2, initial_delay=0.001, max_delay=0.01, jitter=0.0)
+OK: Answer = (200, chat_body("fine"), {})
+
+
+# -- 200 answers that carry no completion ---------------------------------------------
+
+
+async def test_a_200_with_an_error_body_is_retried_then_answered(scripted) -> None:
+    error = {"error": {"message": "upstream provider overloaded", "code": 502}}
+    server = await scripted((200, error, {}), OK)
+    response = await request_model_response(server.client(), "m", HELLO, retry=FAST)
+    assert response.choices[0].message.content == "fine"
+    assert len(server.bodies) == 2
+
+
+async def test_a_200_with_an_error_body_that_persists_is_a_model_call_error(scripted) -> None:
+    error = {"error": {"message": "upstream provider overloaded", "code": 502}}
+    server = await scripted((200, error, {}))
+    with pytest.raises(ModelCallError) as caught:
+        await request_model_response(server.client(), "m", HELLO, retry=FAST)
+    assert "upstream provider overloaded" in str(caught.value)
+    assert caught.value.attempts == 3
+    assert len(server.bodies) == 3
+
+
+async def test_a_200_with_a_client_error_body_is_not_retried(scripted) -> None:
+    error = {"error": {"message": "no such model 'x'", "code": 404}}
+    server = await scripted((200, error, {}))
+    with pytest.raises(ModelCallError) as caught:
+        await request_model_response(server.client(), "m", HELLO, retry=FAST)
+    assert "no such model" in str(caught.value)
+    assert len(server.bodies) == 1
+
+
+async def test_a_200_with_empty_choices_is_retried_then_answered(scripted) -> None:
+    empty = {**chat_body(), "choices": []}
+    server = await scripted((200, empty, {}), OK)
+    response = await request_model_response(server.client(), "m", HELLO, retry=FAST)
+    assert response.choices[0].message.content == "fine"
+    assert len(server.bodies) == 2
+
+
+async def test_a_sync_client_meeting_empty_choices_is_retried_too(scripted) -> None:
+    empty = {**chat_body(), "choices": []}
+    server = await scripted((200, empty, {}), OK)
+    response = await request_model_response(server.sync_client(), "m", HELLO, retry=FAST)
+    assert response.choices[0].message.content == "fine"
+    assert len(server.bodies) == 2
+
+
+async def test_a_response_without_usage_is_returned_as_is(scripted) -> None:
+    body = chat_body("no usage")
+    del body["usage"]
+    server = await scripted((200, body, {}))
+    response = await request_model_response(server.client(), "m", HELLO, retry=FAST)
+    assert response.usage is None
+    assert response.choices[0].message.content == "no usage"
+
+
+# -- Retry-After ----------------------------------------------------------------------
+
+
+def http_date(seconds_from_now: float) -> str:
+    return format_datetime(datetime.now(UTC) + timedelta(seconds=seconds_from_now), usegmt=True)
+
+
+async def test_retry_after_as_an_http_date_is_read(scripted) -> None:
+    server = await scripted(
+        (429, {"error": {"message": "slow down"}}, {"Retry-After": http_date(30)})
+    )
+    with pytest.raises(openai.RateLimitError) as caught:
+        await server.client().chat.completions.create(model="m", messages=HELLO)
+    assert 25 <= (_retry_after(caught.value) or 0) <= 31
+
+
+async def test_retry_after_as_a_past_http_date_means_now(scripted) -> None:
+    server = await scripted((503, {"error": {"message": "busy"}}, {"Retry-After": http_date(-60)}))
+    with pytest.raises(openai.InternalServerError) as caught:
+        await server.client().chat.completions.create(model="m", messages=HELLO)
+    assert _retry_after(caught.value) == 0.0
+
+
+async def test_an_http_date_retry_after_is_honoured_and_capped(scripted) -> None:
+    later = (429, {"error": {"message": "slow down"}}, {"Retry-After": http_date(3600)})
+    server = await scripted(later, OK)
+    policy = RetryPolicy(max_retries=2, initial_delay=0.001, max_delay=0.3, jitter=0.0)
+    await request_model_response(server.client(), "m", HELLO, retry=policy)
+    waited = server.times[1] - server.times[0]
+    assert 0.25 <= waited < 2.0  # the server's hour, capped at max_delay; not 1 ms
+
+
+# -- backoff --------------------------------------------------------------------------
+
+
+def test_jitter_never_takes_a_delay_past_max_delay() -> None:
+    policy = RetryPolicy(initial_delay=1.0, max_delay=1.0, jitter=0.5)
+    delays = [policy.delay(attempt) for attempt in (1, 2, 3) for _ in range(100)]
+    assert max(delays) <= 1.0
+    assert min(delays) >= 0.5
+
+
+async def test_cancelling_during_backoff_stops_at_once(scripted) -> None:
+    server = await scripted((503, {"error": {"message": "busy"}}, {}))
+    slow = RetryPolicy(max_retries=3, initial_delay=30.0, max_delay=30.0, jitter=0.0)
+    task = asyncio.create_task(request_model_response(server.client(), "m", HELLO, retry=slow))
+    while not server.times:
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.05)  # now sleeping in the backoff
+    started = time.monotonic()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert time.monotonic() - started < 1.0
+    assert len(server.bodies) == 1
+
+
+async def test_a_sync_client_does_not_block_the_loop(scripted) -> None:
+    server = await scripted(OK)
+    server.delay = 0.5
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.02)
+            ticks += 1
+
+    tick_task = asyncio.create_task(ticker())
+    try:
+        response = await request_model_response(server.sync_client(), "m", HELLO, retry=FAST)
+    finally:
+        tick_task.cancel()
+    assert response.choices[0].message.content == "fine"
+    assert ticks >= 10  # the loop kept running while the thread waited half a second
+
+
+# -- context overflow -----------------------------------------------------------------
+
+
+def overflow(message: str) -> Answer:
+    error = {"message": message, "type": "invalid_request_error", "code": "context_length_exceeded"}
+    return (400, {"error": error}, {})
+
+
+async def test_the_room_left_counts_the_tools_in_the_prompt(scripted) -> None:
+    server = await scripted(
+        overflow(
+            "This model's maximum context length is 4096 tokens. However, you requested 4200 "
+            "tokens (1000 in the messages, 200 in the functions, and 3000 in the completion). "
+            "Please reduce the length of the messages, functions, or completion."
+        ),
+        OK,
+    )
+    await request_model_response(
+        server.client(), "m", HELLO, sampling_args={"max_tokens": 3000}, retry=FAST
+    )
+    assert [body["max_completion_tokens"] for body in server.bodies] == [3000, 4096 - 1200]
+
+
+async def test_an_overflow_without_numbers_is_not_resent(scripted) -> None:
+    server = await scripted(overflow("prompt is too long for this model"), OK)
+    with pytest.raises(ContextLengthExceeded):
+        await request_model_response(
+            server.client(), "m", HELLO, sampling_args={"max_tokens": 3000}, retry=FAST
+        )
+    assert len(server.bodies) == 1
+
+
+async def test_an_overflow_with_no_room_left_is_not_resent(scripted) -> None:
+    server = await scripted(
+        overflow(
+            "This model's maximum context length is 100 tokens. However, you requested 150 "
+            "tokens (120 in the messages, 30 in the completion)."
+        ),
+        OK,
+    )
+    with pytest.raises(ContextLengthExceeded):
+        await request_model_response(
+            server.client(), "m", HELLO, sampling_args={"max_tokens": 30}, retry=FAST
+        )
+    assert len(server.bodies) == 1
+
+
+# -- what a rollout makes of it -------------------------------------------------------
+
+
+async def test_a_rollout_meeting_only_error_bodies_is_errored_not_scored(scripted) -> None:
+    server = await scripted((200, {"error": {"message": "upstream timed out"}}, {}))
+    rows = [{"question": "hello", "answer": "fine"}]
+    rubric = Rubric(funcs=[lambda completion, answer: float(completion[-1]["content"] == answer)])
+    env = SingleTurnEnv(dataset=rows, rubric=rubric, retry=FAST)
+    out = await env.evaluate(server.client(), "m")
+    assert out.state[0]["error"]["type"] == "ModelCallError"
+    assert "upstream timed out" in out.state[0]["error"]["message"]
+    assert math.isnan(out.reward[0])
+    assert len(server.bodies) == FAST.max_retries + 1
+
+
+# -- clients that are neither AsyncOpenAI nor OpenAI ----------------------------------
+
+
+def wrapped(create: Callable[..., Any]) -> SimpleNamespace:
+    """A client-shaped wrapper (tracing, a gateway SDK) around someone's `create`."""
+    return SimpleNamespace(chat=SimpleNamespace(completions=SimpleNamespace(create=create)))
+
+
+async def test_a_wrapped_async_client_is_awaited(scripted) -> None:
+    server = await scripted(OK)
+    real = server.client()
+
+    async def create(**kwargs: Any) -> Any:
+        return await real.chat.completions.create(**kwargs)
+
+    response = await request_model_response(wrapped(create), "m", HELLO, retry=FAST)
+    assert response.choices[0].message.content == "fine"
+    assert len(server.bodies) == 1
+
+
+async def test_a_wrapped_sync_client_still_runs_in_a_thread(scripted) -> None:
+    server = await scripted(OK)
+    server.delay = 0.3
+    real = server.sync_client()
+    loop_thread = threading.get_ident()
+    threads: list[int] = []
+
+    def create(**kwargs: Any) -> Any:
+        threads.append(threading.get_ident())
+        return real.chat.completions.create(**kwargs)
+
+    response = await request_model_response(wrapped(create), "m", HELLO, retry=FAST)
+    assert response.choices[0].message.content == "fine"
+    assert threads and loop_thread not in threads
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"jitter": 1.5},
+        {"jitter": -0.1},
+        {"max_retries": -1},
+        {"initial_delay": -1.0},
+        {"max_delay": float("nan")},
+    ],
+)
+def test_a_retry_policy_that_would_wait_a_negative_time_is_refused(bad: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match=next(iter(bad))):
+        RetryPolicy(**bad)
