@@ -31,7 +31,9 @@ NEEDS_SANDBOX = False
 
 RANGES = {"easy": (1, 20), "medium": (1, 100), "hard": (1, 1000)}
 _RANGE = re.compile(r"between (-?\d+) and (-?\d+)")
-_HINT = re.compile(r"(-?\d+) is too (low|high)")
+#: A hint opens its reply: an invalid move's reply quotes the move mid-line, and a move
+#: worded like a hint must not be read as one.
+_HINT = re.compile(r"^(-?\d+) is too (low|high)\. Guess again\.", re.MULTILINE)
 
 SYSTEM_PROMPT = """You are playing Guess the Number.
 I am thinking of a whole number in a range I will tell you. Each turn, guess one number.
@@ -139,7 +141,9 @@ def load_environment(
         raise ValueError(f"low ({lo}) must be below high ({hi})")
     if max_turns is not None and max_turns < 1:
         raise ValueError("max_turns must be at least 1 (or None for the default)")
-    turns = max_turns or math.ceil(math.log2(hi - lo + 2)) + 4
+    # Binary search's guesses, plus room for every invalid move short of the last one
+    # allowed (at least 4 turns of slack), so invalid moves end a game, not the turn limit.
+    turns = max_turns or math.ceil(math.log2(hi - lo + 2)) + max(4, max_invalid_moves - 1)
     make = lambda rng, i: generate_item(rng, lo, hi)  # noqa: E731
     return GuessTheNumberEnv(
         dataset=game_rows("guess-the-number", make, num_examples, seed),

@@ -264,8 +264,11 @@ def load_environment(
         )
     if not 1 <= max_misses <= 25:
         raise ValueError(f"max_misses must be between 1 and 25, not {max_misses}")
-    # At most 26 letters can be guessed, plus the invalid moves allowed.
-    turns = max_turns if max_turns is not None else 26 + max_invalid_moves
+    # A game ends by its misses, never by the turn limit: it holds at most one hit per
+    # letter of the word and `max_misses` misses (wrong whole words among them), and never
+    # more than 26 letter guesses; plus the invalid moves allowed.
+    longest = max(26, high + max_misses)
+    turns = max_turns if max_turns is not None else longest + max_invalid_moves
     if turns < 1:
         raise ValueError(f"max_turns must be at least 1, not {turns}")
     make = lambda rng, i: generate_item(rng, low, high, max_misses)  # noqa: E731

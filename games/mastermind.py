@@ -168,7 +168,9 @@ def read_game(messages: Messages) -> tuple[tuple[int, int, bool], list[tuple[str
         raise ValueError("no Mastermind game found in the conversation")
     pegs, letters, rule = match.groups()
     space = (int(pegs), len(letters.split(", ")), rule == "Colours may")
-    history = [(g, int(b), int(w)) for g, b, w in _ROW.findall(texts[-1])]
+    # The latest board: a refused move's reply shows none, and must not erase the history.
+    rows = next((found for text in reversed(texts) if (found := _ROW.findall(text))), [])
+    history = [(g, int(b), int(w)) for g, b, w in rows]
     return space, history
 
 

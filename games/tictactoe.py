@@ -318,14 +318,21 @@ def load_environment(
     difficulty: str = "medium",
     opponent: str | None = None,
     first: str = "alternate",
-    max_turns: int = 10,
+    max_turns: int | None = None,
     max_invalid_moves: int = 3,
 ) -> TicTacToeEnv:
-    """Build the environment; `opponent` overrides the difficulty's opponent."""
+    """Build the environment; `opponent` overrides the difficulty's opponent.
+
+    `max_turns` defaults to 10, or more when `max_invalid_moves` allows more invalid moves
+    than 10 turns hold beside a full game's five X moves: invalid moves end a game, not
+    the turn limit.
+    """
     check_choice("difficulty", difficulty, DIFFICULTIES)
     kind = DIFFICULTIES[difficulty] if opponent is None else opponent
     check_choice("opponent", kind, OPPONENTS)
     check_choice("first", first, FIRSTS)
+    if max_turns is None:
+        max_turns = max(10, 5 + max_invalid_moves - 1)
     if max_turns < 5:
         raise ValueError(
             f"max_turns must be at least 5 (a full game has 5 X moves), not {max_turns}"

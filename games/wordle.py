@@ -345,7 +345,8 @@ def read_history(messages: Messages) -> tuple[int, list[tuple[str, str]], int]:
     first = texts[0]
     tier = next((t for t, d in DESCRIPTIONS.items() if d in first), max(DESCRIPTIONS))
     allowed = _GUESSES.search(first)
-    rows = _ROW.findall(texts[-1])
+    # The latest board: a refused move's reply shows none, and must not erase the history.
+    rows = next((found for text in reversed(texts) if (found := _ROW.findall(text))), [])
     history = [(word.lower(), marks) for word, marks in rows]
     return tier, history, int(allowed.group(1)) if allowed else MAX_GUESSES
 
