@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import Callable
 from typing import Any
 
 import pytest
+from scripted_models import scripted
 
 from vfgym.envs import StatefulToolEnv, ToolEnv
 from vfgym.envs.environment import new_state
@@ -46,19 +46,6 @@ def call(name: str, arguments: Any, call_id: str | None = None) -> dict[str, Any
     if call_id:
         out["id"] = call_id
     return out
-
-
-def scripted(*turns: Any) -> Callable[[Messages], Any]:
-    """A model that plays `turns` in order, one per assistant turn of the conversation."""
-
-    def policy(messages: Messages) -> Any:
-        done = sum(1 for m in messages if m["role"] == "assistant")
-        turn = turns[min(done, len(turns) - 1)]
-        if isinstance(turn, list):
-            return {"role": "assistant", "content": None, "tool_calls": turn}
-        return turn
-
-    return policy
 
 
 def correct(completion: Messages, answer: str) -> float:

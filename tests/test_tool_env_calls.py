@@ -14,11 +14,12 @@ from typing import Annotated, Any
 
 import pydantic
 import pytest
+from scripted_models import scripted
 
 from vfgym.envs import StatefulToolEnv, ToolEnv
 from vfgym.rubrics import ToolRubric
 from vfgym.tools import Tool, convert_func_to_oai_tool
-from vfgym.types import Messages, State
+from vfgym.types import State
 
 QUESTION = [{"role": "user", "content": "What is 2+3?"}]
 ROWS = [{"prompt": QUESTION, "answer": "5"}]
@@ -48,19 +49,6 @@ async def answer(env: ToolEnv, *calls: Any) -> tuple[list[dict[str, Any]], State
     state: State = {}
     replies, state = await env.env_response([*QUESTION, turn], state)
     return replies, state
-
-
-def scripted(*turns: Any):
-    """A model that plays `turns` in order, one per assistant turn of the conversation."""
-
-    def policy(messages: Messages) -> Any:
-        done = sum(1 for m in messages if m["role"] == "assistant")
-        turn = turns[min(done, len(turns) - 1)]
-        if isinstance(turn, list):
-            return {"role": "assistant", "content": None, "tool_calls": turn}
-        return turn
-
-    return policy
 
 
 # -- unknown tool names ----------------------------------------------------------------

@@ -9,6 +9,7 @@ from typing import Any
 
 import docker
 import pytest
+from scripted_models import scripted
 
 from vfgym.rubrics import Rubric
 from vfgym.sandbox import DockerSandbox
@@ -23,19 +24,6 @@ def call(name: str, arguments: dict[str, Any], call_id: str) -> dict[str, Any]:
         "type": "function",
         "function": {"name": name, "arguments": json.dumps(arguments)},
     }
-
-
-def scripted(*turns: Any) -> Callable[[Messages], Any]:
-    """A model that plays `turns` in order; a list is a turn of tool calls."""
-
-    def policy(messages: Messages) -> Any:
-        done = sum(1 for m in messages if m["role"] == "assistant")
-        turn = turns[min(done, len(turns) - 1)]
-        if isinstance(turn, list):
-            return {"role": "assistant", "content": None, "tool_calls": turn}
-        return turn
-
-    return policy
 
 
 async def word_count(path: str, sandbox: DockerSandbox) -> str:
