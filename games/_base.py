@@ -71,6 +71,10 @@ def move_message(move: str) -> ChatMessage:
     return {"role": "assistant", "content": f"<move>{move}</move>"}
 
 
+#: Why an empty move is refused.
+_NO_MOVE = "the reply holds no move; answer with <move>YOUR MOVE</move>"
+
+
 @functools.lru_cache(maxsize=64)
 def _invalid_tail(left: int) -> str:
     """What an invalid move's feedback says about the invalid moves still allowed."""
@@ -200,21 +204,45 @@ class TextGame(MultiTurnEnv):
         limits), minus what the rules above never use: the context list, built
         twice per turn, the checks for awaitable results, and the calls between. A game
         that redefines a hook it inlines (or the loop's limits) gets the engine's.
+
+        The check before the move runs on the first turn only: recording the model's
+        text changes neither the game nor the invalid-move count, so from the second
+        turn on it would repeat the check that ended the last turn (and found the
+        game going on, or the episode would have ended there).
         """
         if not self._fused_turn:
             return super().text_turn_sync(state, text)
         completion = state["completion"]
         completion.append({"role": "assistant", "content": text})
-        state["turn"] += 1
+        turn = state["turn"] = state["turn"] + 1
         game = state["game_state"]
-        if self.is_over(game) or state.get("invalid_moves", 0) >= self.max_invalid_moves:
+        if turn == 1 and (self.is_over(game) or state["invalid_moves"] >= self.max_invalid_moves):
             return [], self._natural_stop(state, True)
-        reply = {"role": "user", "content": self._answer(text, state)}
+        # `_answer`, inlined for the usual reply, exactly one lowercase tag pair (see
+        # there): a call costs 3% of a Gym step.
+        if (
+            text[:6] == "<move>"
+            and text[-7:] == "</move>"
+            and len(text) >= 13
+            and "</" not in (inner := text[6:-7])
+            and not self._starts_turns
+        ):
+            state["tagged_moves"] += 1
+            move = inner.strip()
+            try:
+                if not move:
+                    raise InvalidMove(_NO_MOVE)
+                feedback = self.apply_move(game, move)
+            except InvalidMove as exc:
+                feedback = self._refused(state, exc)
+        else:
+            feedback = self._answer(text, state)
+        reply = {"role": "user", "content": feedback}
         completion.append(reply)
-        if self.is_over(game) or state.get("invalid_moves", 0) >= self.max_invalid_moves:
+        if self.is_over(game) or state["invalid_moves"] >= self.max_invalid_moves:
             return [reply], self._natural_stop(state, True)
         # `_limit_stop`, inlined (the turn limit is the default one: see `_fused_turn`).
-        if 0 < self.max_turns <= state["turn"]:
+        if 0 < self.max_turns <= turn:
             return [reply], "max_turns"
         budget = self.rollout_token_budget
         if budget is not None and state["completion_tokens"] >= budget:
@@ -251,13 +279,16 @@ class TextGame(MultiTurnEnv):
             move = text.strip()
         try:
             if not move:
-                raise InvalidMove("the reply holds no move; answer with <move>YOUR MOVE</move>")
-            feedback = self.apply_move(state["game_state"], move)
+                raise InvalidMove(_NO_MOVE)
+            return self.apply_move(state["game_state"], move)
         except InvalidMove as exc:
-            state["invalid_moves"] += 1
-            left = self.max_invalid_moves - state["invalid_moves"]
-            feedback = f"Invalid move: {exc} {_invalid_tail(left)}"
-        return feedback
+            return self._refused(state, exc)
+
+    def _refused(self, state: State, exc: InvalidMove) -> str:
+        """Count an invalid move and say why it was refused and how many are left."""
+        state["invalid_moves"] += 1
+        left = self.max_invalid_moves - state["invalid_moves"]
+        return f"Invalid move: {exc} {_invalid_tail(left)}"
 
     def render_state(self, state: State) -> str:
         """Text rendering of the episode's position (used by the Gym adapter's render)."""

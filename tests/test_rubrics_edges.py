@@ -219,3 +219,79 @@ async def test_judges_in_a_group_each_score_every_rollout() -> None:
         }
         assert all(len(column) == 3 for column in out.metrics.values())
         assert len(server.requests) == 2  # the failed rollout is never judged
+
+
+# -- scoring a finished State alone ---------------------------------------------------
+
+
+def _finished_state(**extra: Any) -> dict[str, Any]:
+    return {
+        "prompt": PROMPT,
+        "completion": COMPLETION,
+        "answer": "4",
+        "task": "arithmetic",
+        "info": {"level": 2},
+        "example_id": 7,
+        "timing": {"total_ms": 1.0},
+        **extra,
+    }
+
+
+def test_scoring_a_state_alone_reads_every_argument_a_function_asks_for_from_it() -> None:
+    seen: dict[str, Any] = {}
+
+    def everything(prompt, completion, answer, state, task, info, example_id, parser) -> float:
+        seen.update(prompt=prompt, answer=answer, task=task, info=info, example_id=example_id)
+        return 1.0 if parser.parse_answer(completion) == answer else 0.0
+
+    def turns(state) -> float:
+        return float(len(state["completion"]))
+
+    rubric = Rubric([everything, turns], weights=[1.0, 0.5], parser=XMLParser(["answer"]))
+    alone = rubric.score_state_sync(_finished_state())
+    spelled = rubric.score_values_sync(
+        PROMPT, COMPLETION, "4", _finished_state(), "arithmetic", {"level": 2}, 7
+    )
+    assert alone == spelled == (1.5, {"everything": 1.0, "turns": 1.0, REWARD_ERRORS: 0.0})
+    assert seen == {
+        "prompt": PROMPT,
+        "answer": "4",
+        "task": "arithmetic",
+        "info": {"level": 2},
+        "example_id": 7,
+    }
+
+
+def test_scoring_a_state_alone_records_the_time_and_the_errors_in_it() -> None:
+    def broken(state) -> float:
+        raise RuntimeError("no")
+
+    state = _finished_state()
+    reward, metrics = Rubric([correct, broken]).score_state_sync(state)
+    assert (reward, metrics[REWARD_ERRORS]) == (1.0, 1.0) and math.isnan(metrics["broken"])
+    assert [e["func"] for e in state[REWARD_ERRORS]] == ["broken"]
+    timing = state["timing"]
+    assert timing["scoring_ms"] >= 0.0 and timing["total_ms"] == 1.0 + timing["scoring_ms"]
+
+
+def test_scoring_a_state_alone_goes_through_a_subclass_own_score_values_sync() -> None:
+    class Doubled(Rubric):
+        def score_values_sync(self, *args: Any, **kwargs: Any) -> tuple[float, dict]:
+            reward, metrics = super().score_values_sync(*args, **kwargs)
+            return reward * 2, metrics
+
+    assert Doubled([correct]).score_state_sync(_finished_state())[0] == 2.0
+
+
+def test_sync_scoring_follows_a_subclass_that_says_what_its_functions_are() -> None:
+    class Fixed(Rubric):
+        def get_reward_funcs(self) -> list:
+            return [correct]
+
+        def get_reward_weights(self) -> list[float]:
+            return [3.0]
+
+    assert Fixed().score_state_sync(_finished_state()) == (
+        3.0,
+        {"correct": 1.0, REWARD_ERRORS: 0.0},
+    )

@@ -62,6 +62,43 @@ def test_fused_turn_matches_the_engines_turn(name: str) -> None:
     assert turns > 6  # every row played at least one turn, most several
 
 
+def test_a_game_over_before_its_first_move_ends_it_unanswered_as_the_engine_does() -> None:
+    """The fused turn checks for the game's end before the move on the first turn only
+    (later, the check that ended the last turn holds): a game set up already over
+    still ends at once there, with no reply, as in the engine's turn."""
+
+    class AlreadyWon(gtn.GuessTheNumberEnv):
+        def new_game(self, info: dict[str, Any]) -> dict[str, Any]:
+            return {**super().new_game(info), "won": True}
+
+    make = lambda rng, i: gtn.generate_item(rng, 1, 100)  # noqa: E731
+    env = AlreadyWon(dataset=game_rows("guess-the-number", make, 2, 0), max_turns=10)
+    assert env._fused_turn
+    row = env.get_dataset()[0]
+    fused, general = fresh_state(env, row), fresh_state(env, row)
+    assert env.text_turn_sync(fused, "<move>5</move>") == ([], "completed")
+    env.record_model_turn(general, {"role": "assistant", "content": "<move>5</move>"})
+    assert MultiTurnEnv.advance_sync(env, general) == ([], "completed")
+    assert fused == general and fused["game_state"]["guesses"] == []
+
+
+def test_a_game_that_counts_each_turn_reads_its_moves_through_the_fused_turn() -> None:
+    """`start_turn` runs before every move the fused turn reads, tagged or not."""
+    started: list[int] = []
+
+    class Counting(gtn.GuessTheNumberEnv):
+        def start_turn(self, game: dict[str, Any]) -> None:
+            started.append(len(game["guesses"]))
+
+    make = lambda rng, i: gtn.generate_item(rng, 1, 100)  # noqa: E731
+    env = Counting(dataset=game_rows("guess-the-number", make, 2, 0), max_turns=10)
+    assert env._fused_turn and env._starts_turns
+    state = fresh_state(env, env.get_dataset()[0])
+    for move in ("<move>0</move>", "<move>1</move>", "2"):
+        env.text_turn_sync(state, move)
+    assert started == [0, 0, 1] and state["tagged_moves"] == 2
+
+
 def test_a_game_that_redefines_a_hook_gets_the_engines_turn() -> None:
     calls: list[int] = []
 

@@ -614,3 +614,32 @@ def test_a_rubric_that_overrides_sync_scoring_is_honoured_by_a_sync_step():
     assert (reward, terminated, info["episode_reward"]) == (10.0, True, 10.0)
     assert info["metrics"]["x"] == 1.0
     env.close()
+
+
+def test_an_environment_that_redefines_finish_has_it_called_at_a_sync_steps_end():
+    """The sync end of an episode inlines `finish` only while it is MultiTurnEnv's own."""
+
+    class Noting(GuessEnv):
+        def finish(self, state: Any, stop_reason: str) -> None:
+            super().finish(state, stop_reason)
+            state["finished_by"] = stop_reason
+
+    env = GymEnv(Noting(max_turns=2))
+    env.reset(options={"index": 0})  # target 1
+    env.step("5")
+    _, _, terminated, truncated, info = env.step("6")
+    assert (terminated, truncated, info["stop_reason"]) == (False, True, "max_turns")
+    assert env.state["finished_by"] == "max_turns" and env.state["is_truncated"] is True
+    env.close()
+
+
+def test_every_episode_gets_metrics_of_its_own():
+    """Each episode's end hands out a new metrics dict: changing one changes no other."""
+    env = GymEnv(GuessEnv())
+    ends = []
+    for _ in range(2):
+        env.reset(options={"index": 0})  # target 1
+        ends.append(env.step("1")[4]["metrics"])
+    ends[0]["won"] = -1.0
+    assert ends[1]["won"] == 1.0 and ends[0] is not ends[1]
+    env.close()

@@ -68,7 +68,7 @@ from vfgym.gym.text import (
     observation_text,
 )
 from vfgym.rubrics.reward_call import to_reward
-from vfgym.rubrics.rubric import Rubric, SyncScoringUnavailable
+from vfgym.rubrics.rubric import Rubric, SyncScoringUnavailable, rollout_args
 from vfgym.types import ChatMessage, Messages, State
 
 T = TypeVar("T")
@@ -218,6 +218,7 @@ class GymEnv(gym.Env[Observation, Action]):
         # Hooks left at MultiTurnEnv's defaults do nothing: the sync path skips them.
         self._default_setup = type(env).setup_state is MultiTurnEnv.setup_state
         self._default_cleanup = type(env).cleanup_state is MultiTurnEnv.cleanup_state
+        self._default_finish = type(env).finish is MultiTurnEnv.finish
         # Only an async cleanup can need the loop its episode opened things on.
         self._async_cleanup = (
             not self._default_cleanup
@@ -588,12 +589,26 @@ class GymEnv(gym.Env[Observation, Action]):
     def _end_sync(
         self, state: State, stop: str, observation: Observation, reward: float, info: dict[str, Any]
     ) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
-        """The end of a sync step that ended the episode: finish, clean up, score."""
-        env = self.environment
-        env.finish(state, stop)
+        """The end of a sync step that ended the episode: finish, clean up, score.
+
+        Every episode ends here, so the default `finish` and an absent cleanup are
+        inlined, and the metrics, a dict made for this call, are not copied."""
+        if self._default_finish:
+            state["stop_reason"] = stop
+            state["is_truncated"] = truncated = stop in TRUNCATING
+        else:
+            self.environment.finish(state, stop)
+            truncated = stop in TRUNCATING
         self._done = True
-        self._cleanup_sync(state)
-        return self._last_step(observation, reward, info, stop, self._score_here(state))
+        if self._default_cleanup:
+            self._cleaned = True
+        else:
+            self._cleanup_sync(state)
+        episode_reward, metrics = self._score_here(state)
+        info["stop_reason"] = stop
+        info["episode_reward"] = episode_reward
+        info["metrics"] = metrics
+        return observation, reward + episode_reward, not truncated, truncated, info
 
     def _score_here(self, state: State) -> tuple[float, dict[str, float]]:
         """The finished episode's (reward, metrics), scored in this thread, or on the
@@ -602,8 +617,8 @@ class GymEnv(gym.Env[Observation, Action]):
         try:
             score = _score_sync(rubric, state)
             if score is None:
-                verdict = self._drive_loop(rubric.score_rollout(*_score_args(state)))
-                score = verdict.reward, verdict.metrics
+                verdict = self._drive_loop(rubric.score_rollout(*rollout_args(state)))
+                score = verdict.reward, dict(verdict.metrics)
         except Exception as exc:
             _scoring_failed(state, exc)
             raise
@@ -616,7 +631,7 @@ class GymEnv(gym.Env[Observation, Action]):
         try:
             score = _score_sync(rubric, state) if sync_scoring else None
             if score is None:
-                verdict = await rubric.score_rollout(*_score_args(state))
+                verdict = await rubric.score_rollout(*rollout_args(state))
                 score = verdict.reward, verdict.metrics
         except Exception as exc:
             _scoring_failed(state, exc)
@@ -1134,11 +1149,11 @@ def _score_sync(rubric: Rubric, state: State) -> tuple[float, dict[str, float]] 
     the rubric needs an event loop (async reward functions, or scoring of its own)."""
     try:
         if type(rubric).score_rollout_sync is Rubric.score_rollout_sync:
-            return rubric.score_values_sync(*_score_args(state))
-        verdict = rubric.score_rollout_sync(*_score_args(state))
+            return rubric.score_state_sync(state)
+        verdict = rubric.score_rollout_sync(*rollout_args(state))
     except SyncScoringUnavailable:
         return None
-    return verdict.reward, verdict.metrics
+    return verdict.reward, dict(verdict.metrics)
 
 
 def _scoring_failed(state: State, exc: Exception) -> None:
@@ -1146,19 +1161,6 @@ def _scoring_failed(state: State, exc: Exception) -> None:
     the State records it as `generate` does, and the exception goes to the caller,
     since a made-up reward would mislead training."""
     state["error"] = error_record(exc)
-
-
-def _score_args(state: State) -> tuple[Any, ...]:
-    """The positional arguments of `score_rollout` for a finished episode."""
-    return (
-        state["prompt"],
-        state["completion"],
-        state["answer"],
-        state,
-        state.get("task", "default"),
-        state.get("info"),
-        state.get("example_id"),
-    )
 
 
 __all__ = ["GymEnv", "ObservationMode"]

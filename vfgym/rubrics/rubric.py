@@ -55,6 +55,19 @@ def add_scoring_time(state: State, elapsed_ms: float) -> None:
     timing["total_ms"] = timing.get("total_ms", 0.0) + elapsed_ms
 
 
+def rollout_args(state: State) -> tuple[Any, ...]:
+    """A finished rollout's State as `score_rollout`'s positional arguments."""
+    return (
+        state["prompt"],
+        state["completion"],
+        state["answer"],
+        state,
+        state.get("task", "default"),
+        state.get("info"),
+        state.get("example_id"),
+    )
+
+
 def errored_rows(states: list[State]) -> list[int]:
     """Indices of the rollouts whose state records an `error` (generation or a hook failed)."""
     return [i for i, s in enumerate(states) if isinstance(s, dict) and s.get("error")]
@@ -171,6 +184,11 @@ class Rubric:
         # async (kept by _specs_of; no functions: all sync).
         self._sync_key: tuple[Any, ...] | None = ()
         self._plan: _SyncPlan | None = None
+        # `_sync_plan` reads the lists themselves unless a subclass says what they are.
+        self._own_lists = (
+            type(self).get_reward_funcs is Rubric.get_reward_funcs
+            and type(self).get_reward_weights is Rubric.get_reward_weights
+        )
         self._warned: set[str] = set()
         self.class_objects: dict[str, Any] = {"parser": self.parser}
         for name, value in (class_objects or {}).items():
@@ -457,11 +475,35 @@ class Rubric:
             available = self._offer(
                 prompt, completion, answer, state, task, info, example_id, kwargs
             )
+        return self._run_plan(plan, state, available, apply_weights, started)
+
+    def score_state_sync(self, state: State) -> tuple[float, dict[str, float]]:
+        """`score_values_sync` for a finished rollout given by its State alone: the
+        other arguments (prompt, completion, answer, task, info, example id) are read
+        from it, and only when a reward function takes more than the State. The Gym
+        adapter scores every episode's end this way."""
+        if type(self).score_values_sync is not Rubric.score_values_sync:
+            return self.score_values_sync(*rollout_args(state))
+        started = time.perf_counter()
+        plan = self._sync_plan()  # raises before anything is called
+        available = None
+        if plan.offers:
+            available = self._offer(*rollout_args(state), {})
+        return self._run_plan(plan, state, available, True, started)
+
+    def _run_plan(
+        self,
+        plan: _SyncPlan,
+        state: State,
+        available: dict[str, Any] | None,
+        apply_weights: bool,
+        started: float,
+    ) -> tuple[float, dict[str, float]]:
+        """Call, check, record and sum each function in turn, in one pass. A float (the
+        usual value) costs one type check; anything else takes `_as_reward`."""
         reward = 0.0
         errors = 0
         metrics: dict[str, float] = {}
-        # One pass: call, check, record and sum each function in turn. A float (the
-        # usual value) costs one type check; anything else takes `_as_reward`.
         for name, func, weight, spec in plan.steps:
             try:
                 value = func(state) if spec is None else spec.call(available)
@@ -481,8 +523,10 @@ class Rubric:
     def _sync_plan(self) -> _SyncPlan:
         """How `score_values_sync` calls the functions, kept while they and their
         weights stay the same; raises `SyncScoringUnavailable` when it cannot."""
-        funcs = self.get_reward_funcs()
-        weights = self.get_reward_weights()
+        if self._own_lists:  # (no calls: this runs at every Gym episode's end)
+            funcs, weights = self.reward_funcs, self.reward_weights
+        else:
+            funcs, weights = self.get_reward_funcs(), self.get_reward_weights()
         plan = self._plan
         if plan is None or plan.funcs != funcs or plan.weights != weights:
             if type(self).score_rollout is not Rubric.score_rollout:
