@@ -890,7 +890,7 @@ async def test_judge_asks_the_server_once_per_rollout(parallel: bool) -> None:
         assert "What is 2+2?" in message["content"]
         assert "Reference answer:\n```\n4\n```" in message["content"]
         assert "Answer to grade:\n```\n4\n```" in message["content"]
-        assert state["judge_response"] == {message["content"]: "yes"}
+        assert state["judge_response"] == {rubric.judge_key(): {message["content"]: "yes"}}
 
         wrong = [{"role": "assistant", "content": "<answer>5</answer>"}]
         result = await rubric.score_rollout(PROMPT, wrong, "4", {})

@@ -3,13 +3,27 @@
 The judge is any OpenAI-compatible chat endpoint. Reward functions ask for an
 argument named `judge` and await `judge(prompt, completion, answer, state)`,
 which returns the judge's text; what counts as a pass is theirs to decide.
-Answers are cached per rollout in `state["judge_response"]`, keyed by the
-filled-in judge prompt, so several reward functions can share one verdict.
+Answers are cached per rollout in `state["judge_response"]`, so several reward
+functions (or several rubrics) share one verdict without asking twice. A verdict
+belongs to one question put to one judge, so the cache is keyed by both:
+
+    state["judge_response"] = {judge_key: {filled_judge_prompt: reply_text}}
+
+`judge_key` is `JudgeRubric.judge_key()`: a JSON object, as a string, of what
+decides the answer besides the prompt, namely the judge model, the client's base
+URL and the sampling arguments sent with the request, e.g.
+`{"model": "gpt-4.1-nano", "base_url": "https://api.openai.com/v1/",
+"sampling_args": {"temperature": 0.0}}`. Two judges that differ in any of these are
+each asked. The API key and headers are left out, so that no credential is written
+to results.jsonl; clients that differ only there count as one judge. The whole
+structure is plain JSON, so a State read back from results.jsonl still answers
+from its cache.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import string
 from typing import Any
 
@@ -87,7 +101,10 @@ class JudgeRubric(Rubric):
         self.judge_model = judge_model
         self.judge_prompt = judge_prompt
         self.judge_sampling_args = dict(judge_sampling_args or {})
-        self._inflight: dict[tuple[int, str], asyncio.Future[str]] = {}
+        # Requests in flight, by (id(state), judge key, filled prompt): concurrent
+        # reward functions asking this judge one question about one rollout wait for
+        # a single request.
+        self._inflight: dict[tuple[int, str, str], asyncio.Future[str]] = {}
         self.class_objects.update(
             judge=self.judge,
             judge_model=self.judge_model,
@@ -121,6 +138,28 @@ class JudgeRubric(Rubric):
 
     def _request_args(self) -> dict[str, Any]:
         return {k: v for k, v in self.judge_sampling_args.items() if v is not None}
+
+    def judge_key(self) -> str:
+        """Which judge answers, as the key of its answers in `state["judge_response"]`.
+
+        A JSON object (as a string, with sorted keys, so equal judges give equal keys)
+        of the model, the client's base URL and the sampling arguments actually sent
+        (those set to None are not sent, so they do not count). Values JSON cannot hold
+        are written as their repr. A client without a `base_url` is told apart by its
+        identity instead, so two such clients are never mistaken for one judge.
+        Reads `judge_client`, so it fails like a judge call when no client can be made.
+        """
+        client = self.judge_client
+        base_url = getattr(client, "base_url", None)
+        if base_url is None:
+            kind = type(client)
+            base_url = f"<{kind.__module__}.{kind.__qualname__} object at {id(client):#x}>"
+        identity = {
+            "model": self.judge_model,
+            "base_url": str(base_url),
+            "sampling_args": self._request_args(),
+        }
+        return json.dumps(identity, sort_keys=True, default=repr)
 
     async def _ask(self, judge_prompt: str) -> str:
         create = self.judge_client.chat.completions.create
@@ -161,7 +200,9 @@ class JudgeRubric(Rubric):
         """The judge's reply on this rollout's answer, asked at most once per rollout.
 
         The judge prompt is filled with the question (last user message), the
-        reference `answer` and the parser's answer from `completion`.
+        reference `answer` and the parser's answer from `completion`. The reply is
+        reused only for the same filled prompt put to the same judge (`judge_key`);
+        a failed call caches nothing, so a later call asks again.
         """
         response = self.parser.parse_answer(completion)
         filled = self.judge_prompt.format(
@@ -169,13 +210,14 @@ class JudgeRubric(Rubric):
             answer=answer,
             response="" if response is None else response,
         )
+        judge_key = self.judge_key()
         cache = state.get("judge_response")
         if not isinstance(cache, dict):
             cache = state["judge_response"] = {}
-        if filled in cache:
-            return cache[filled]
-        # Concurrent reward functions of one rollout share a single request.
-        key = (id(state), filled)
+        answers = cache.get(judge_key)
+        if isinstance(answers, dict) and filled in answers:
+            return answers[filled]
+        key = (id(state), judge_key, filled)
         pending = self._inflight.get(key)
         if pending is not None and pending.get_loop() is asyncio.get_running_loop():
             return await asyncio.shield(pending)
@@ -192,7 +234,17 @@ class JudgeRubric(Rubric):
             raise
         else:
             future.set_result(text)
-            cache[filled] = text
+            _remember(cache, judge_key, filled, text)
             return text
         finally:
-            self._inflight.pop(key, None)
+            if self._inflight.get(key) is future:
+                del self._inflight[key]
+
+
+def _remember(cache: dict[str, Any], judge_key: str, filled: str, text: str) -> None:
+    """File `text` under its judge and prompt. An entry under the judge's key that
+    is not a mapping (user code wrote something else there) is replaced, not crashed on."""
+    answers = cache.get(judge_key)
+    if not isinstance(answers, dict):
+        answers = cache[judge_key] = {}
+    answers[filled] = text
