@@ -312,7 +312,8 @@ class TextGame(MultiTurnEnv):
         game = self
 
         def win(state: State) -> float:
-            if game.lost_on_invalid_moves(state) or not game.is_over(state["game_state"]):
+            # (a game still going, the usual end under a turn limit, needs one call)
+            if not game.is_over(state["game_state"]) or game.lost_on_invalid_moves(state):
                 return 0.0
             return float(game.score(state["game_state"]))
 

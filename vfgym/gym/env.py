@@ -277,13 +277,19 @@ class GymEnv(gym.Env[Observation, Action]):
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Observation, dict[str, Any]]:
         """Start an episode: draw a row (from `np_random`, or `options["index"]`)."""
-        self._claim("reset")  # before the seed changes anything
+        if self._busy:
+            self._claim("reset")  # raises, before the seed changes anything
+        self._busy = True
         try:
             if not self._inline:  # its hooks will run on the env's own loop
                 self._check_next_episode_loop(self._loop, "reset")
             if seed is not None:  # all that gym.Env.reset does
                 super().reset(seed=seed)
-            index = self._row_index(options)
+            rng = self._row_rng
+            if options is None and rng is not None and self._np_random is self._row_rng_source:
+                index = int(rng.random() * len(self.rows))  # `_row_index`'s usual draw
+            else:
+                index = self._row_index(options)
             if not self._inline:
                 return self._drive_loop(self._reset(index))
             return self._reset_sync(index)
