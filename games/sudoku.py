@@ -6,7 +6,8 @@ removed one by one while a solver confirms the solution stays unique.
 
 A move places one or more digits, `<move>r3c5=7</move>` or
 `<move>r3c5=7 r3c6=1</move>` (row, column, digit; all placements of a move are
-checked together and none is made if one is refused). A placement that puts a
+checked together, on the grid they leave, so their order does not matter, and none
+is made if one is refused; a cell named twice is refused). A placement that puts a
 digit twice in a row, column or box, or that writes over a given, is invalid.
 A placement that breaks no rule but is not the solution is accepted; you may
 overwrite your own digits or clear one with `r3c5=0`. The game is won when the
@@ -71,6 +72,26 @@ def _units(n: int) -> tuple[list[int], list[int], list[int]]:
     cols = [i % n for i in range(n * n)]
     boxes = [(i // n) // b * b + (i % n) // b for i in range(n * n)]
     return rows, cols, boxes
+
+
+def _check_repeats(grid: list[int], placed: dict[int, int], n: int) -> None:
+    """Refuse the move (nothing is placed) if a digit it placed repeats another digit of
+    `grid` in the same row, column or box."""
+    rows, cols, boxes = _units(n)
+    for cell, digit in placed.items():
+        if not digit:
+            continue
+        for other in range(n * n):
+            if other == cell or grid[other] != digit:
+                continue
+            for unit, label in ((rows, "row"), (cols, "column"), (boxes, "box")):
+                if unit[other] == unit[cell]:
+                    name = f"r{cell // n + 1}c{cell % n + 1}"
+                    where = f"r{other // n + 1}c{other % n + 1}"
+                    raise InvalidMove(
+                        f"{name}={digit} repeats the {digit} at {where} in the same "
+                        f"{label}; nothing was placed."
+                    )
 
 
 def solve(
@@ -229,8 +250,7 @@ class SudokuEnv(TextGame):
                 "as row, column and digit, like <move>r3c5=7</move> or <move>r1c1=2 r1c2=9</move>."
             )
         grid = list(game["grid"])
-        rows, cols, boxes = _units(n)
-        made = []
+        made: dict[int, int] = {}  # cell -> digit, in the order the move names them
         for r_text, c_text, d_text in placements:
             r, c = move_number(r_text), move_number(c_text)
             digit = 0 if d_text == "." else move_number(d_text)
@@ -244,24 +264,20 @@ class SudokuEnv(TextGame):
             cell = (r - 1) * n + (c - 1)
             if game["givens"][cell]:
                 raise InvalidMove(f"{name} is a given ({game['givens'][cell]}); it cannot change.")
-            if digit:
-                for other in range(n * n):
-                    if other == cell or grid[other] != digit:
-                        continue
-                    for unit, label in ((rows, "row"), (cols, "column"), (boxes, "box")):
-                        if unit[other] == unit[cell]:
-                            where = f"r{other // n + 1}c{other % n + 1}"
-                            raise InvalidMove(
-                                f"{name}={digit} repeats the {digit} at {where} in the same "
-                                f"{label}; nothing was placed."
-                            )
-            grid[cell] = digit
-            made.append(f"{name}={digit}")
+            if cell in made:
+                raise InvalidMove(f"{name} is named twice in one move; place each cell once.")
+            grid[cell] = made[cell] = digit
+        # The placements are judged together, by the grid they leave, so their order in
+        # the move does not matter (a clear may come after the digit it makes room for).
+        _check_repeats(grid, made, n)
         game["grid"] = grid
         game["placements"] += len(made)
         left = grid.count(0)
         status = "Solved: the grid is complete!" if not left else f"{left} empty cells left."
-        return f"Placed {' '.join(made)}. {status}\n{render_grid(grid, n)}"
+        placed = " ".join(
+            f"r{cell // n + 1}c{cell % n + 1}={digit}" for cell, digit in made.items()
+        )
+        return f"Placed {placed}. {status}\n{render_grid(grid, n)}"
 
     def is_over(self, game: dict[str, Any]) -> bool:
         return 0 not in game["grid"]

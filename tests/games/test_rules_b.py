@@ -403,6 +403,58 @@ def test_sudoku_placements_follow_the_brute_force_rule() -> None:
                 break
 
 
+def test_a_sudoku_move_is_judged_by_the_grid_it_leaves_whatever_its_order() -> None:
+    """The placements of one move are checked together: listing a clear after the
+    placement it makes room for is the same move as listing it before; multi-cell moves
+    made of random placements are refused exactly when the grid they would leave breaks
+    a rule, and then change nothing."""
+    env = sd.load_environment(num_examples=2, size=4, seed=6)
+    row = env.get_dataset()[0]
+    solution, givens = row["info"]["solution"], row["info"]["puzzle"]
+    empty = [i for i, d in enumerate(givens) if not d]
+    name = lambda cell: f"r{cell // 4 + 1}c{cell % 4 + 1}"  # noqa: E731
+    # Two empty cells of one row: put the digit of `there` at `here` first, then move it.
+    here, there = next(
+        (a, b)
+        for a in empty
+        for b in empty
+        if a != b and a // 4 == b // 4 and not brute_conflict(givens, 4, a, solution[b])
+    )
+    for order in (
+        (f"{name(there)}={solution[there]}", f"{name(here)}=0"),
+        (f"{name(here)}=0", f"{name(there)}={solution[there]}"),
+    ):
+        game = env.new_game(row["info"])
+        env.apply_move(game, f"{name(here)}={solution[there]}")
+        env.apply_move(game, " ".join(order))
+        assert (game["grid"][here], game["grid"][there]) == (0, solution[there]), order
+    game = env.new_game(row["info"])
+    with pytest.raises(InvalidMove, match="twice"):
+        env.apply_move(game, f"{name(here)}=1 {name(here)}=2")
+    rng = random.Random(9)
+    for _ in range(400):
+        game = env.new_game(row["info"])
+        env.apply_move(game, f"{name(here)}={solution[here]}")
+        before = list(game["grid"])
+        cells = rng.sample(empty, 2)
+        digits = [rng.randint(0, 4) for _ in cells]
+        after = list(before)
+        for cell, digit in zip(cells, digits, strict=True):
+            after[cell] = digit
+        broken = any(
+            d and brute_conflict(after, 4, c, d) for c, d in zip(cells, digits, strict=True)
+        )
+        move = " ".join(f"{name(c)}={d}" for c, d in zip(cells, digits, strict=True))
+        try:
+            env.apply_move(game, move)
+        except InvalidMove:
+            assert broken, move
+            assert game["grid"] == before
+            continue
+        assert not broken, move
+        assert game["grid"] == after
+
+
 def test_sudoku_efficiency_is_empty_cells_over_placements() -> None:
     env = sd.load_environment(num_examples=1, size=4, seed=8)
     row = env.get_dataset()[0]
