@@ -8,6 +8,31 @@ a reasoning block, normalise whitespace), and retokenized text is not what the
 model sampled. Only the prompt and the environment's turns are tokenized, by a
 pluggable tokenizer: a Hugging Face tokenizer, vfgym's `ByteTokenizer`, or the
 server's own `/tokenize` endpoint (`ServerTokenizer`).
+
+A rollout becomes `prompt_ids` (the first request's rendering) followed by, per
+turn, the model's ids exactly as sampled (mask 1) and the environment's ids
+(mask 0 with `mask_env_responses`). The environment's ids are everything the
+template renders between the model's last sampled token and the next model
+turn, taken from the conversation as the next request renders it: the
+environment's messages, the next assistant header, and any id the template adds
+after the model's end-of-turn token (the newline after ChatML's `<|im_end|>`, or
+the end-of-turn token itself when `max_tokens` cut the turn) — the model never
+sampled those.
+
+When the template renders each turn the same whatever follows it, the sequence
+up to each model turn is exactly the prompt the server tokenized for it. Some
+templates rewrite an earlier turn once more messages follow: Qwen3's drops the
+`<think>...</think>` reasoning of every assistant turn before the last user
+message. No sequence can then hold both what the model sampled and what the
+server showed it later. vfgym keeps the model's own ids for its turns (the
+logprobs and the policy gradient belong to what was sampled) and places the
+environment's ids, rendered in the rewritten conversation, right after them; the
+later requests' view of the rewritten turns is not reproduced. To find where the
+environment's ids start in a rewritten rendering, the model turn's text is
+rendered with two different endings: what both renderings end with is the rest
+of the turn, then the environment. A template that also closes the turn
+differently once it is no longer the last one is refused
+(`TemplateAlignmentError`) rather than mislabelled.
 """
 
 from __future__ import annotations
@@ -159,6 +184,78 @@ def _chat_ids(tokenizer: Tokenizer, messages: list[Any], tools: Any, generation:
     return list(ids)
 
 
+_PROBES = ("x", "y")  # two texts a template renders alike apart from the text itself
+_GLUE_WINDOW = 8  # at most this many template ids follow a turn's last sampled id
+_GLUE_EVIDENCE = 4  # sampled ids that must line up before the glue is trusted
+
+
+class TemplateAlignmentError(ValueError):
+    """The chat template rewrites a model turn so that the environment's ids cannot be placed."""
+
+
+def _common_suffix(a: list[int], b: list[int], a_end: int | None = None) -> int:
+    """How many ids `a[:a_end]` and `b` end with in common."""
+    a_end = len(a) if a_end is None else a_end
+    n = 0
+    limit = min(a_end, len(b))
+    while n < limit and a[a_end - 1 - n] == b[-1 - n]:
+        n += 1
+    return n
+
+
+def _probed(message: Any, probe: str) -> Any:
+    """`message` with `probe` added to the end of its text."""
+    content = message.get("content")
+    if isinstance(content, list):
+        return {**message, "content": [*content, {"type": "text", "text": probe}]}
+    return {**message, "content": (content or "") + probe}
+
+
+def _after_text(
+    tokenizer: Tokenizer, conversation: list[Any], turn: int, tools: Any, generation: bool
+) -> list[int]:
+    """The ids the template renders after the text of message `turn`, to the end.
+
+    Found by rendering the conversation twice with different text appended to
+    that message: whatever both renderings end with comes after the text
+    (tool calls, the end-of-turn token, and everything later).
+    """
+    first, second = (
+        _chat_ids(
+            tokenizer,
+            [*conversation[:turn], _probed(conversation[turn], probe), *conversation[turn + 1 :]],
+            tools,
+            generation,
+        )
+        for probe in _PROBES
+    )
+    n = _common_suffix(first, second)
+    return first[len(first) - n :]
+
+
+def _glue(before: list[int], generated: list[int]) -> list[int]:
+    """The ids the template renders after the model's last sampled id, at the end of
+    `before` (a rendering that ends with that model turn).
+
+    A template often closes a turn with more than the model sampled: a newline
+    after the end-of-turn token (ChatML, Qwen), or the end-of-turn token itself
+    when the turn was cut by `max_tokens`. Those ids were never generated, so they
+    belong to the environment's side. They are found by lining the end of the
+    model's ids up with the end of the rendering; a template that rewrites the
+    end of the turn leaves nothing to line up, and then no glue is assumed.
+    """
+    if not generated:
+        return []
+    best_end, best = len(before), 0
+    for end in range(len(before), max(len(before) - _GLUE_WINDOW, 0) - 1, -1):
+        matched = _common_suffix(before, generated[-_GLUE_EVIDENCE:], end)
+        if matched > best:
+            best_end, best = end, matched
+    if best < min(len(generated), _GLUE_EVIDENCE):
+        return []
+    return before[best_end:]
+
+
 def _template_ids(
     tokenizer: Tokenizer,
     conversation: list[Any],
@@ -166,20 +263,38 @@ def _template_ids(
     tools: Any,
     generation: bool,
     seq: list[int],
+    generated: list[int] | None,
 ) -> list[int]:
     """The ids the chat template puts after `seq` once the last `added` messages
     (and, with `generation`, the next assistant header) join the conversation.
 
-    Normally the new rendering extends `seq`. When the template renders the
-    model's turns differently from what it generated (e.g. it strips
-    reasoning), the generated ids are kept and the new part is the difference
-    of two renderings instead.
+    `generated` is what the model sampled for the message before them (None when
+    that message is not the model's). See the module docstring for why the
+    model's ids stay as sampled when the template renders its turn differently.
     """
     after = _chat_ids(tokenizer, conversation, tools, generation)
-    if after[: len(seq)] == seq:
+    if after[: len(seq)] == seq:  # the template extends what the server saw
         return after[len(seq) :]
-    rendered_before = _chat_ids(tokenizer, conversation[: len(conversation) - added], tools, False)
-    return after[len(rendered_before) :]
+    turn = len(conversation) - added - 1
+    before = _chat_ids(tokenizer, conversation[: turn + 1], tools, False)
+    glue = _glue(before, generated) if generated is not None else []
+    if after[: len(before)] == before:  # only the model's own turn reads differently
+        return glue + after[len(before) :]
+    if generated is None:
+        return after[len(before) :]
+    # The template rewrites the model's turn (or an earlier one) once the
+    # environment answers, e.g. Qwen3 dropping reasoning before a user message:
+    # place the environment's ids by what follows the turn's text instead.
+    tail = _after_text(tokenizer, conversation, turn, tools, generation)
+    closing = _after_text(tokenizer, conversation[: turn + 1], turn, tools, False)
+    if tail[: len(closing)] != closing:
+        raise TemplateAlignmentError(
+            f"the chat template ends the model's turn (message {turn}) differently once the "
+            "messages after it are added, so vfgym cannot tell where the environment's tokens "
+            "start; pass a tokenizer whose chat template closes an assistant turn the same way "
+            "whether or not it is the last message"
+        )
+    return glue + tail[len(closing) :]
 
 
 def _process_chat(
@@ -198,6 +313,7 @@ def _process_chat(
     conversation = list(prompt)
     responses = iter(state.get("responses") or [])
     env_mask = 0 if mask_env else 1
+    generated: list[int] | None = None  # the ids of the model's latest turn
 
     def add_env(env_ids: list[int]) -> None:
         ids.extend(env_ids)
@@ -219,7 +335,7 @@ def _process_chat(
                 # No environment turn in between (env_response returned no
                 # messages): the server still rendered the next assistant
                 # header before generating, and those ids belong in the sequence.
-                add_env(_template_ids(tokenizer, conversation, 0, tools, True, seq))
+                add_env(_template_ids(tokenizer, conversation, 0, tools, True, seq, generated))
             generated, values = response_tokens(response)
             ids += generated
             mask += [1] * len(generated)
@@ -232,7 +348,9 @@ def _process_chat(
         while j < len(completion) and completion[j].get("role") != "assistant":
             j += 1
         conversation.extend(completion[i:j])
-        add_env(_template_ids(tokenizer, conversation, j - i, tools, j < len(completion), seq))
+        more = j < len(completion)
+        add_env(_template_ids(tokenizer, conversation, j - i, tools, more, seq, generated))
+        generated = None
         i = j
     return prompt_ids, ids, mask, logprobs
 
@@ -405,6 +523,7 @@ def process_env_results(
 __all__ = [
     "MissingTokenIdsError",
     "ServerTokenizer",
+    "TemplateAlignmentError",
     "Tokenizer",
     "process_env_results",
     "response_tokens",

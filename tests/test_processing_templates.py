@@ -1,0 +1,399 @@
+"""Token processing under chat templates that are not prefix-stable.
+
+Qwen3's template rewrites history: an assistant turn before the last user
+message loses its `<think>...</think>` block, and every turn's `<|im_end|>` is
+followed by a newline the model never sampled. The template below reproduces
+both behaviours over a byte vocabulary, so the tests run offline against the
+project's loopback server.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+import pytest
+
+import vfgym as vf
+from vfgym.processing import ServerTokenizer, TemplateAlignmentError
+from vfgym.server import ByteTokenizer, ModelServer
+from vfgym.server.tokenizer import VOCAB_SIZE, content_text, render_tool_calls
+
+IM_START, IM_END = 8, 9  # reserved ids of the byte vocabulary
+SPECIAL = {"<|im_start|>": IM_START, "<|im_end|>": IM_END}
+BYTES = ByteTokenizer()
+WANT_IDS = {"extra_body": {"return_token_ids": True}, "logprobs": True}
+
+
+def split_think(text: str) -> tuple[str, str]:
+    """(reasoning, answer) of an assistant text, split as Qwen3's template splits it."""
+    if "</think>" not in text:
+        return "", text
+    answer = text.split("</think>")[-1].lstrip("\n")
+    reasoning = text.split("</think>")[0].rstrip("\n").split("<think>")[-1].lstrip("\n")
+    return reasoning, answer
+
+
+def last_query_index(messages: Sequence[dict[str, Any]]) -> int:
+    """The last user message that is not a wrapped tool response (Qwen3's `last_query_index`)."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        text = content_text(message.get("content"))
+        wrapped = text.startswith("<tool_response>") and text.endswith("</tool_response>")
+        if message["role"] == "user" and not wrapped:
+            return index
+    return len(messages) - 1
+
+
+def render_assistant(message: dict[str, Any], keep_reasoning: bool) -> str:
+    reasoning, answer = split_think(content_text(message.get("content")))
+    head = "<|im_start|>assistant\n"
+    if keep_reasoning:
+        head += "<think>\n" + reasoning.strip("\n") + "\n</think>\n\n"
+        answer = answer.lstrip("\n")
+    return head + answer + render_tool_calls(message.get("tool_calls")) + "<|im_end|>\n"
+
+
+def render_qwen_style(
+    messages: Sequence[dict[str, Any]], tools: Any, add_generation_prompt: bool
+) -> str:
+    """Qwen3's chat template, in Python (tool calls in the byte template's notation)."""
+    out: list[str] = []
+    if tools:
+        system = ""
+        if messages and messages[0]["role"] == "system":
+            system = content_text(messages[0].get("content")) + "\n\n"
+        listing = "".join("\n" + json.dumps(t, sort_keys=True) for t in tools)
+        out.append(f"<|im_start|>system\n{system}# Tools\n<tools>{listing}\n</tools><|im_end|>\n")
+    elif messages and messages[0]["role"] == "system":
+        out.append(f"<|im_start|>system\n{content_text(messages[0].get('content'))}<|im_end|>\n")
+    last_query = last_query_index(messages)
+    for i, message in enumerate(messages):
+        role = message["role"]
+        text = content_text(message.get("content"))
+        if role == "user" or (role == "system" and i > 0):
+            out.append(f"<|im_start|>{role}\n{text}<|im_end|>\n")
+        elif role == "assistant":
+            reasoning, _ = split_think(text)
+            is_last = i == len(messages) - 1
+            out.append(render_assistant(message, i > last_query and (is_last or bool(reasoning))))
+        elif role == "tool":
+            if i == 0 or messages[i - 1]["role"] != "tool":
+                out.append("<|im_start|>user")
+            out.append(f"\n<tool_response>\n{text}\n</tool_response>")
+            if i == len(messages) - 1 or messages[i + 1]["role"] != "tool":
+                out.append("<|im_end|>\n")
+        elif role != "system":
+            raise ValueError(f"message {i} has role {role!r}, which this template does not know")
+    if add_generation_prompt:
+        out.append("<|im_start|>assistant\n")
+    return "".join(out)
+
+
+class QwenStyleTokenizer:
+    """Byte-level ids plus `<|im_start|>`/`<|im_end|>`, rendered with `render_qwen_style`."""
+
+    eos_token = "<|im_end|>"
+    eos_token_id = IM_END
+    vocab_size = VOCAB_SIZE
+
+    def text_ids(self, text: str) -> list[int]:
+        ids: list[int] = []
+        pieces = text.replace("<|im_start|>", "\0S\0").replace("<|im_end|>", "\0E\0").split("\0")
+        for piece in pieces:
+            if piece in ("S", "E"):
+                ids.append(IM_START if piece == "S" else IM_END)
+            elif piece:
+                ids.extend(BYTES.encode(piece, split_special_tokens=True))
+        return ids
+
+    def encode(self, text: str, add_special_tokens: bool = False, **_: Any) -> list[int]:
+        return self.text_ids(text)
+
+    def decode(self, ids: Iterable[int], skip_special_tokens: bool = False, **_: Any) -> str:
+        names = {v: k for k, v in SPECIAL.items()}
+        out: list[str] = []
+        run: list[int] = []
+        for tid in ids:
+            if tid in names:
+                out.append(BYTES.decode(run))
+                run = []
+                out.append("" if skip_special_tokens else names[tid])
+            else:
+                run.append(tid)
+        out.append(BYTES.decode(run))
+        return "".join(out)
+
+    def apply_chat_template(
+        self,
+        conversation: Sequence[dict[str, Any]],
+        tools: Any = None,
+        *,
+        tokenize: bool = True,
+        add_generation_prompt: bool = False,
+        **_: Any,
+    ) -> list[int] | str:
+        text = render_qwen_style(conversation, tools, add_generation_prompt)
+        return self.text_ids(text) if tokenize else text
+
+
+class SamplingQwenStyleTokenizer(QwenStyleTokenizer):
+    """The server's side of the same vocabulary: a reply ends with `<|im_end|>`.
+
+    A real model ends its turn by sampling the end-of-turn token, and vLLM returns
+    it in `token_ids` while leaving it out of the text. The loopback server turns
+    a reply's text into ids with `encode`, so here `encode` adds that token.
+    """
+
+    def encode(self, text: str, add_special_tokens: bool = False, **_: Any) -> list[int]:
+        return [*self.text_ids(text), IM_END]
+
+
+QWEN = QwenStyleTokenizer()
+
+
+class FeedbackEnv(vf.MultiTurnEnv):
+    """Answers every model turn, the last one too, with a user message (a game's feedback)."""
+
+    def env_response(self, messages: Any, state: vf.State, **kwargs: Any):
+        return [{"role": "user", "content": feedback(state["turn"])}], state
+
+
+def feedback(turn: int) -> str:
+    """The environment's reply to model turn `turn` (1-based); it quotes the model's answer."""
+    return f"move {turn - 1} noted"
+
+
+def thinking_policy(messages: list[dict[str, Any]]) -> str:
+    turn = sum(1 for m in messages if m["role"] == "assistant")
+    return f"<think>\nplan {turn}\n</think>\n\nmove {turn}"
+
+
+def plain_policy(messages: list[dict[str, Any]]) -> str:
+    return f"move {sum(1 for m in messages if m['role'] == 'assistant')}"
+
+
+@pytest.fixture(scope="module")
+def thinking_server() -> Iterator[ModelServer]:
+    with ModelServer(thinking_policy, tokenizer=SamplingQwenStyleTokenizer()).running() as server:
+        yield server
+
+
+def play_feedback(server: ModelServer, turns: int = 3, sampling: dict[str, Any] | None = None):
+    env = FeedbackEnv(
+        dataset=[
+            {
+                "prompt": [
+                    {"role": "system", "content": "Play."},
+                    {"role": "user", "content": "Your move."},
+                ]
+            }
+        ],
+        max_turns=turns,
+    )
+    args = {**WANT_IDS, **(sampling or {})}
+    out = env.evaluate_sync(server.sync_client(), "vfgym-test", sampling_args=args)
+    assert not out.state[0].get("error"), out.state[0].get("error")
+    return env, out
+
+
+def env_ids(reply: str, *, after_cut: bool = False, more: bool = True) -> list[int]:
+    """The template's ids between a model turn and the next: the newline after the
+    model's `<|im_end|>` (or the whole `<|im_end|>` when the turn was cut), the user
+    message, and the next assistant header."""
+    text = ("<|im_end|>" if after_cut else "") + f"\n<|im_start|>user\n{reply}<|im_end|>\n"
+    return QWEN.encode(text + ("<|im_start|>assistant\n" if more else ""))
+
+
+def prompt_token_ids(response: Any) -> list[int]:
+    return list(response.model_extra["prompt_token_ids"])
+
+
+def server_tokenizer(server: ModelServer, remote: bool) -> Any:
+    return ServerTokenizer(server.base_url, "vfgym-test") if remote else QWEN
+
+
+@pytest.mark.parametrize("remote", [False, True], ids=["local", "server-tokenizer"])
+def test_stripped_reasoning_keeps_the_model_ids_and_places_the_env_ids(
+    thinking_server: ModelServer, remote: bool
+) -> None:
+    env, out = play_feedback(thinking_server)
+    responses = out.state[0]["responses"]
+    assert [m["role"] for m in out.completion[0]] == ["assistant", "user"] * 3
+    # the template did rewrite history: the second request no longer shows turn 0's plan
+    assert "plan 0" not in QWEN.decode(prompt_token_ids(responses[1]))
+    processed = env.process_env_results(
+        out.prompt,
+        out.completion,
+        out.state,
+        out.reward,
+        server_tokenizer(thinking_server, remote),
+        mask_env_responses=True,
+    )
+    assert processed.prompt_ids[0] == prompt_token_ids(responses[0])
+    want_ids: list[int] = []
+    want_mask: list[int] = []
+    want_logprobs: list[float] = []
+    for k, response in enumerate(responses):
+        generated = list(response.choices[0].token_ids)
+        assert generated[-1] == IM_END  # the model ended its turn itself
+        between = env_ids(feedback(k + 1), more=k + 1 < len(responses))
+        want_ids += generated + between
+        want_mask += [1] * len(generated) + [0] * len(between)
+        want_logprobs += [e.logprob for e in response.choices[0].logprobs.content]
+        want_logprobs += [0.0] * len(between)
+    assert QWEN.decode(processed.completion_ids[0]) == QWEN.decode(want_ids)
+    assert processed.completion_ids[0] == want_ids
+    assert processed.completion_mask[0] == want_mask
+    assert processed.completion_logprobs[0] == want_logprobs
+    # what the server saw after each (rewritten) model turn is exactly the env ids
+    for k in range(1, len(responses)):
+        between = env_ids(feedback(k))
+        assert prompt_token_ids(responses[k])[-len(between) :] == between
+
+
+def test_a_turn_cut_by_max_tokens_leaves_the_end_of_turn_token_to_the_template(
+    thinking_server: ModelServer,
+) -> None:
+    """Without a sampled `<|im_end|>`, the template's one is not the model's."""
+    full = len(QWEN.encode(thinking_policy([]))) + 1  # with the end-of-turn token
+    env, out = play_feedback(thinking_server, turns=2, sampling={"max_tokens": full - 2})
+    responses = out.state[0]["responses"]
+    assert [r.choices[0].finish_reason for r in responses] == ["length", "length"]
+    processed = env.process_env_results(
+        out.prompt, out.completion, out.state, out.reward, QWEN, mask_env_responses=True
+    )
+    first, second = (list(r.choices[0].token_ids) for r in responses)
+    assert QWEN.decode(first).endswith("move ")  # cut inside the answer
+    between = env_ids(feedback(1), after_cut=True)
+    last = env_ids(feedback(2), after_cut=True, more=False)
+    assert processed.completion_ids[0] == first + between + second + last
+    assert processed.completion_mask[0] == (
+        [1] * len(first) + [0] * len(between) + [1] * len(second) + [0] * len(last)
+    )
+    assert prompt_token_ids(responses[1])[-len(between) :] == between
+
+
+class QuietFirstEnv(vf.MultiTurnEnv):
+    """Says nothing after the first model turn, then answers with feedback."""
+
+    def env_response(self, messages: Any, state: vf.State, **kwargs: Any):
+        if state["turn"] == 1:
+            return [], state
+        return [{"role": "user", "content": feedback(state["turn"])}], state
+
+
+def test_two_model_turns_stripped_by_one_user_message(thinking_server: ModelServer) -> None:
+    """Back-to-back model turns both lose their reasoning once feedback follows them."""
+    env = QuietFirstEnv(dataset=[{"prompt": [{"role": "user", "content": "go"}]}], max_turns=3)
+    out = env.evaluate_sync(thinking_server.sync_client(), "vfgym-test", sampling_args=WANT_IDS)
+    roles = [m["role"] for m in out.completion[0]]
+    assert roles == ["assistant", "assistant", "user", "assistant", "user"]
+    responses = out.state[0]["responses"]
+    assert "plan 1" not in QWEN.decode(prompt_token_ids(responses[2]))
+    processed = env.process_env_results(
+        out.prompt, out.completion, out.state, out.reward, QWEN, mask_env_responses=True
+    )
+    first, second, third = (list(r.choices[0].token_ids) for r in responses)
+    header = QWEN.encode("\n<|im_start|>assistant\n")
+    middle = env_ids(feedback(2))
+    last = env_ids(feedback(3), more=False)
+    assert processed.completion_ids[0] == first + header + second + middle + third + last
+    assert processed.completion_mask[0] == (
+        [1] * len(first)
+        + [0] * len(header)
+        + [1] * len(second)
+        + [0] * len(middle)
+        + [1] * len(third)
+        + [0] * len(last)
+    )
+    sequence = processed.prompt_ids[0] + processed.completion_ids[0]
+    second_prompt = prompt_token_ids(responses[1])  # nothing rewritten yet
+    assert sequence[: len(second_prompt)] == second_prompt
+    assert prompt_token_ids(responses[2])[-len(middle) :] == middle
+
+
+class ReclosingTokenizer(QwenStyleTokenizer):
+    """Strips reasoning like Qwen3 and also ends a final assistant turn with another token."""
+
+    def apply_chat_template(
+        self,
+        conversation: Sequence[dict[str, Any]],
+        tools: Any = None,
+        *,
+        tokenize: bool = True,
+        add_generation_prompt: bool = False,
+        **_: Any,
+    ) -> list[int] | str:
+        text = render_qwen_style(conversation, tools, add_generation_prompt)
+        if conversation[-1]["role"] == "assistant" and not add_generation_prompt:
+            text = text.removesuffix("<|im_end|>\n") + "<|endoftext|>"
+        return self.text_ids(text) if tokenize else text
+
+
+def test_a_template_that_recloses_a_rewritten_turn_is_refused(
+    thinking_server: ModelServer,
+) -> None:
+    env, out = play_feedback(thinking_server, turns=2)
+    with pytest.raises(TemplateAlignmentError, match="closes an assistant turn the same way"):
+        env.process_env_results(
+            out.prompt, out.completion, out.state, out.reward, ReclosingTokenizer()
+        )
+
+
+def add(a: int, b: int) -> int:
+    """Add two numbers."""
+    return a + b
+
+
+def tool_policy(messages: list[dict[str, Any]]) -> Any:
+    """Thinks, calls `add`, thinks again and answers: all after the one user query."""
+    if not any(m["role"] == "tool" for m in messages):
+        call = {
+            "id": "c1",
+            "type": "function",
+            "function": {"name": "add", "arguments": '{"a": 2, "b": 3}'},
+        }
+        return {
+            "role": "assistant",
+            "content": "<think>\nuse the tool\n</think>\n\n",
+            "tool_calls": [call],
+        }
+    return "<think>\nthe tool said 5\n</think>\n\n5"
+
+
+@pytest.mark.parametrize("scenario", ["tool-turns-keep-reasoning", "no-reasoning"])
+def test_every_request_prefix_is_rebuilt_when_the_template_allows(scenario: str) -> None:
+    """Qwen3 keeps the reasoning of turns after the last user query (tool chains) and
+    has nothing to strip from turns without reasoning: there the sequence must be
+    exactly what the server tokenized for each request, newline glue included."""
+    if scenario == "tool-turns-keep-reasoning":
+        policy: Any = tool_policy
+        env: vf.MultiTurnEnv = vf.ToolEnv(
+            tools=[add], dataset=[{"prompt": [{"role": "user", "content": "2+3?"}]}]
+        )
+    else:
+        policy = plain_policy
+        env = FeedbackEnv(dataset=[{"prompt": [{"role": "user", "content": "go"}]}], max_turns=3)
+    with ModelServer(policy, tokenizer=SamplingQwenStyleTokenizer()).running() as server:
+        out = env.evaluate_sync(server.sync_client(), "vfgym-test", sampling_args=WANT_IDS)
+    state = out.state[0]
+    assert not state.get("error"), state.get("error")
+    responses = state["responses"]
+    assert len(responses) >= 2
+    processed = env.process_env_results(
+        out.prompt, out.completion, out.state, out.reward, QWEN, mask_env_responses=True
+    )
+    ids = processed.prompt_ids[0] + processed.completion_ids[0]
+    for response in responses:
+        prefix = prompt_token_ids(response)
+        assert ids[: len(prefix)] == prefix
+    generated = [t for r in responses for t in r.choices[0].token_ids]
+    pairs = zip(processed.completion_ids[0], processed.completion_mask[0], strict=True)
+    assert [t for t, m in pairs if m] == generated
+    # the whole conversation rendered at once is the sequence (nothing was rewritten),
+    # but for the newline after a final model turn, which no request ever contained
+    decoded = QWEN.decode(ids)
+    rendered = render_qwen_style(out.prompt[0] + out.completion[0], env.oai_tools, False)
+    assert rendered.startswith(decoded) and rendered[len(decoded) :] in ("", "\n")
