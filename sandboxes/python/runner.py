@@ -36,11 +36,13 @@ import sys
 import time
 import traceback
 import types
+from collections.abc import Callable
 
 PROTOCOL_VERSION = 1
 WORKSPACE = os.environ.get("VFGYM_WORKSPACE", "/workspace")
 #: Directories every user can write to, emptied between users. /dev/mqueue holds
-#: POSIX message queues, which outlive the processes that made them.
+#: POSIX message queues, which outlive the processes that made them (where it is
+#: missing, as under gVisor, `refuse_posix_queues` keeps any from being made).
 SCRATCH_DIRS = ("/tmp", "/dev/shm", "/dev/mqueue")
 HEADER = struct.Struct(">I")
 MAX_REQUEST_BYTES = 512 * 1024 * 1024
@@ -49,6 +51,22 @@ PR_SET_DUMPABLE = 4
 KILL_PASSES = 200
 #: How long `kill_others` keeps looking for strays once it has found some.
 STRAY_CONFIRM_S = 2.0
+
+# System V IPC (see SysvIpc).
+IPC_PRIVATE, IPC_CREAT, IPC_RMID = 0, 0o1000, 0
+SHM_INFO, MSG_INFO, SEM_INFO = 14, 12, 19
+IPC_ID_LIMIT = 1 << 31
+#: Where ids must be probed (gVisor), a use that went through more ids than this makes
+#: the reset report the sandbox dirty (its pool replaces it) rather than probe them all.
+IPC_PROBE_LIMIT = 1 << 16
+
+# A seccomp filter refusing mq_open (see refuse_posix_queues).
+PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
+SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO = 0x7FFF0000, 0x00050000
+BPF_LD_ABS, BPF_JEQ, BPF_AND, BPF_RET = 0x20, 0x15, 0x54, 0x06
+X32_SYSCALL_BIT = 0x40000000
+#: machine: (AUDIT_ARCH_* value, mq_open's system call number)
+MQ_OPEN_SYSCALLS = {"x86_64": (0xC000003E, 240), "aarch64": (0xC00000B7, 180)}
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -388,6 +406,9 @@ class Runner:
         self.statuses: dict[int, int] = {}
         self.kernel_pid: int | None = None
         self.kernel_fds: dict[str, int] = {}
+        self.sysv_ipc = SysvIpc()
+        # Before any child exists, so that every process of the sandbox inherits it.
+        self.posix_queue_problem = refuse_posix_queues()
         wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self.wake_fd = wake_r
         signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
@@ -833,17 +854,19 @@ class Runner:
                 removed += wipe_directory(directory)
             except OSError as exc:
                 problems.append(f"{directory}: {exc}")
-        remove_sysv_ipc()
+        ipc_problems = self.sysv_ipc.wipe()
+        if self.posix_queue_problem:
+            ipc_problems.append(self.posix_queue_problem)
         leftovers = [d for d in (WORKSPACE, *SCRATCH_DIRS) if os.path.isdir(d) and os.listdir(d)]
         processes = other_pids({os.getpid()})
         self.statuses.clear()
         if request.get("warm_kernel", True):
             self.start_kernel()
-        clean = not leftovers and not processes
+        clean = not leftovers and not processes and not ipc_problems
         return {
             "clean": clean,
             "removed": removed,
-            "problems": problems + [f"not empty: {d}" for d in leftovers],
+            "problems": problems + ipc_problems + [f"not empty: {d}" for d in leftovers],
             "processes": len(processes),
         }
 
@@ -985,24 +1008,217 @@ def wipe_directory(directory: str) -> int:
     return removed
 
 
-def remove_sysv_ipc() -> None:
-    """Shared memory, semaphores and message queues outlive their processes; drop them."""
-    calls = {"shm": "shmctl", "sem": "semctl", "msg": "msgctl"}
-    for kind, function in calls.items():
-        try:
-            with open(f"/proc/sysvipc/{kind}") as handle:
-                lines = handle.read().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            fields = line.split()
-            if len(fields) < 2:
-                continue
-            ipc_id = int(fields[1])
-            if kind == "sem":
-                getattr(_libc, function)(ipc_id, 0, 0)  # IPC_RMID == 0
-            else:
-                getattr(_libc, function)(ipc_id, 0, None)
+class _ShmInfo(ctypes.Structure):
+    _fields_ = [("used_ids", ctypes.c_int)] + [
+        (name, ctypes.c_ulong)
+        for name in ("shm_tot", "shm_rss", "shm_swp", "swap_attempts", "swap_successes")
+    ]
+
+
+class _MsgInfo(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_int)
+        for name in ("msgpool", "msgmap", "msgmax", "msgmnb", "msgmni", "msgssz", "msgtql")
+    ] + [("msgseg", ctypes.c_ushort)]
+
+
+class _SemInfo(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_int)
+        for name in (
+            "semmap",
+            "semmni",
+            "semmns",
+            "semmnu",
+            "semmsl",
+            "semopm",
+            "semume",
+            "semusz",
+            "semvmx",
+            "semaem",
+        )
+    ]
+
+
+def _shm_in_use() -> int:
+    """Pages of shared memory in the IPC namespace (every segment holds at least one)."""
+    info = _ShmInfo()
+    if _libc.shmctl(0, SHM_INFO, ctypes.byref(info)) < 0:
+        return -1
+    return int(info.shm_tot)
+
+
+def _msg_in_use() -> int:
+    info = _MsgInfo()
+    if _libc.msgctl(0, MSG_INFO, ctypes.byref(info)) < 0:
+        return -1
+    return int(info.msgpool)
+
+
+def _sem_in_use() -> int:
+    info = _SemInfo()
+    if _libc.semctl(0, 0, SEM_INFO, ctypes.byref(info)) < 0:
+        return -1
+    return int(info.semusz)
+
+
+class SysvKind:
+    """How to make, remove and count one kind of System V IPC object."""
+
+    def __init__(
+        self,
+        name: str,
+        label: str,
+        make: Callable[[], int],
+        remove: Callable[[int], int],
+        in_use: Callable[[], int],
+    ) -> None:
+        self.name = name  # as in /proc/sysvipc
+        self.label = label
+        self.make = make
+        self.remove = remove
+        self.in_use = in_use
+
+
+SYSV_KINDS = (
+    SysvKind(
+        "shm",
+        "pages of shared memory",
+        lambda: _libc.shmget(IPC_PRIVATE, 1, IPC_CREAT | 0o600),
+        lambda ipc_id: _libc.shmctl(ipc_id, IPC_RMID, None),
+        _shm_in_use,
+    ),
+    SysvKind(
+        "sem",
+        "semaphore sets",
+        lambda: _libc.semget(IPC_PRIVATE, 1, IPC_CREAT | 0o600),
+        lambda ipc_id: _libc.semctl(ipc_id, 0, IPC_RMID),
+        _sem_in_use,
+    ),
+    SysvKind(
+        "msg",
+        "message queues",
+        lambda: _libc.msgget(IPC_PRIVATE, IPC_CREAT | 0o600),
+        lambda ipc_id: _libc.msgctl(ipc_id, IPC_RMID, None),
+        _msg_in_use,
+    ),
+)
+
+
+def listed_sysv_ids(kind: str) -> list[int] | None:
+    """Ids of every object of `kind` from /proc/sysvipc; None where it does not exist
+    (gVisor has none, and lists shared memory and message queues no other way)."""
+    try:
+        with open(f"/proc/sysvipc/{kind}") as handle:
+            lines = handle.read().splitlines()[1:]
+    except OSError:
+        return None
+    return [int(fields[1]) for fields in (line.split() for line in lines) if len(fields) > 1]
+
+
+class SysvIpc:
+    """Removes the System V IPC objects (shared memory, semaphore sets, message queues)
+    that user code left: they outlive their processes and would carry data over.
+
+    Linux lists them in /proc/sysvipc. gVisor does not, but it hands out ids one after
+    another (never reusing one until they wrap), so every object alive now has an id
+    between the last one handed out at the previous wipe (`marks`) and the id a new
+    object gets now; those ids are removed one by one. The kernel's own counts then
+    show whether any object is left, whatever way they were found.
+    """
+
+    def __init__(self) -> None:
+        self.marks = {kind.name: -1 for kind in SYSV_KINDS}
+
+    def wipe(self) -> list[str]:
+        """Remove every object; returns problems (left over, or not checkable)."""
+        problems = []
+        for kind in SYSV_KINDS:
+            ids = listed_sysv_ids(kind.name)
+            if ids is None:
+                ids = self._ids_since_mark(kind, problems)
+            for ipc_id in ids:
+                kind.remove(ipc_id)
+            left = kind.in_use()
+            if left < 0:
+                problems.append(
+                    f"cannot count System V {kind.label}: {os.strerror(ctypes.get_errno())}"
+                )
+            elif left:
+                problems.append(f"{left} System V {kind.label} left after the wipe")
+        return problems
+
+    def _ids_since_mark(self, kind: SysvKind, problems: list[str]) -> range | list[int]:
+        probe = kind.make()
+        if probe < 0:
+            problems.append(
+                f"cannot probe System V {kind.label}: {os.strerror(ctypes.get_errno())}"
+            )
+            return []
+        kind.remove(probe)
+        mark, self.marks[kind.name] = self.marks[kind.name], probe
+        used = (probe - mark - 1) % IPC_ID_LIMIT
+        if used > IPC_PROBE_LIMIT:
+            problems.append(f"{used} System V {kind.label} ids used since the last wipe")
+            return []
+        if probe > mark:
+            return range(mark + 1, probe)
+        return [*range(mark + 1, IPC_ID_LIMIT), *range(probe)]  # the ids wrapped around
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def posix_queue_filter() -> bytes | None:
+    """A seccomp program that makes mq_open fail with ENOSYS, for this machine's
+    architecture; None when it is not one the program knows."""
+    arch, number = MQ_OPEN_SYSCALLS.get(os.uname().machine, (None, None))
+    if arch is None:
+        return None
+    refuse = SECCOMP_RET_ERRNO | errno.ENOSYS
+    program = [
+        (BPF_LD_ABS, 0, 0, 4),  # the system call's architecture
+        (BPF_JEQ, 1, 0, arch),
+        (BPF_RET, 0, 0, refuse),  # another ABI (32-bit calls): refuse all of it
+        (BPF_LD_ABS, 0, 0, 0),  # the system call's number
+        (BPF_AND, 0, 0, ~X32_SYSCALL_BIT & 0xFFFFFFFF),
+        (BPF_JEQ, 0, 1, number),
+        (BPF_RET, 0, 0, refuse),
+        (BPF_RET, 0, 0, SECCOMP_RET_ALLOW),
+    ]
+    return b"".join(struct.pack("=HBBI", *instruction) for instruction in program)
+
+
+def has_mqueue_fs() -> bool:
+    """True when /dev/mqueue is an mqueue filesystem, where the wipe finds POSIX queues."""
+    try:
+        with open("/proc/self/mounts") as handle:
+            for line in handle:
+                fields = line.split()
+                if len(fields) > 2 and fields[1] == "/dev/mqueue" and fields[2] == "mqueue":
+                    return True
+    except OSError:
+        pass
+    return False
+
+
+def refuse_posix_queues() -> str | None:
+    """Keep every process of the sandbox from making POSIX message queues where the
+    wipe could not find them again (gVisor mounts no /dev/mqueue, so queues would
+    outlive it). Returns why a reset cannot be proven clean, or None."""
+    if has_mqueue_fs():
+        return None
+    program = posix_queue_filter()
+    if program is None:
+        return f"POSIX message queues cannot be listed nor refused on {os.uname().machine}"
+    filters = ctypes.create_string_buffer(program, len(program))
+    fprog = _SockFprog(len(program) // 8, ctypes.addressof(filters))
+    _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    if _libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
+        reason = os.strerror(ctypes.get_errno())
+        return f"POSIX message queues cannot be listed nor refused: seccomp failed ({reason})"
+    return None
 
 
 def main() -> None:
