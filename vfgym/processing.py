@@ -126,7 +126,10 @@ class ServerTokenizer:
         return self._tokenize({"prompt": text, "add_special_tokens": add_special_tokens})
 
 
-def _extra(obj: Any, key: str) -> Any:
+def response_field(obj: Any, key: str) -> Any:
+    """A field of a server response (or one of its parts) that the openai client's
+    models may not declare, such as vLLM's `token_ids`: an attribute, an extra field,
+    or a dict key."""
     value = getattr(obj, key, None)
     if value is None:
         extra = getattr(obj, "model_extra", None) or {}
@@ -151,7 +154,7 @@ def response_tokens(response: Any) -> tuple[list[int], list[float]]:
     """
     choice = response.choices[0]
     logprobs = getattr(choice, "logprobs", None)
-    ids = _extra(choice, "token_ids")
+    ids = response_field(choice, "token_ids")
     values: list[float] | None = None
     if logprobs is not None:
         content = getattr(logprobs, "content", None)

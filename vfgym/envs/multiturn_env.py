@@ -13,6 +13,7 @@ from vfgym.client import ModelCaller
 from vfgym.envs.environment import Environment, fill_state_defaults, new_state
 from vfgym.errors import ContextLengthExceeded, error_record
 from vfgym.messages import assistant_message, completion_text
+from vfgym.processing import response_field
 from vfgym.types import ChatMessage, Info, Messages, ModelResponse, SamplingArgs, State
 
 #: Why an episode ended. "completed" is a natural end (Gymnasium's `terminated`);
@@ -44,6 +45,8 @@ class MultiTurnEnv(Environment):
         )
         self._default_is_completed = cls.is_completed is MultiTurnEnv.is_completed
         self._default_model_call = cls.get_model_response is Environment.get_model_response
+        # Said once per environment: a budget its server's responses give no way to count.
+        self._warned_uncounted_budget = False
 
     # ------------------------------------------------------------- hooks
 
@@ -138,12 +141,47 @@ class MultiTurnEnv(Environment):
             usage = getattr(response, "usage", None)
             if usage is not None and usage.completion_tokens is not None:
                 state["completion_tokens"] += usage.completion_tokens
+            else:  # some servers and gateways send no usage
+                state["completion_tokens"] += self._tokens_without_usage(response)
         if self.message_type == "chat":
             state["completion"].append(message)
         else:
             state.setdefault("responses_start_idx", []).append(len(state["completion"]))
             state["completion"] += message
         state["turn"] += 1
+
+    def _tokens_without_usage(self, response: Any) -> int:
+        """A turn's token count from a response with no `usage`, so that the token
+        budget still holds: the first choice's logprobs or token ids, one entry per
+        generated token. With neither there is nothing to count; an environment with a
+        budget says so once instead of letting the budget silently do nothing.
+        """
+        choices = getattr(response, "choices", None)
+        if choices:
+            choice = choices[0]
+            logprobs = getattr(choice, "logprobs", None)
+            if logprobs is not None:
+                tokens = getattr(logprobs, "content", None)  # chat
+                if tokens is None:
+                    tokens = getattr(logprobs, "tokens", None)  # legacy completions
+                if tokens is not None:
+                    return len(tokens)
+            ids = response_field(choice, "token_ids")
+            if ids is not None:
+                return len(ids)
+        budget = self.rollout_token_budget
+        if budget is not None and not self._warned_uncounted_budget:
+            self._warned_uncounted_budget = True
+            self.logger.warning(
+                "%s has rollout_token_budget=%d, but the model server's responses carry no "
+                "usage, logprobs or token ids, so their tokens cannot be counted and the "
+                "budget is not enforced. Have the server return `usage`, request logprobs "
+                "(sampling_args={'logprobs': True}, or {'logprobs': 1} for completions), "
+                "or rely on max_turns to end rollouts.",
+                type(self).__name__,
+                budget,
+            )
+        return 0
 
     async def check_stop(
         self, state: State, *, natural_only: bool = False, **kwargs: Any
