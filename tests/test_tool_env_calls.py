@@ -353,7 +353,7 @@ async def test_none_and_dict_results() -> None:
         call("nothing", {}, "n"),
         call("mapping", {}, "m"),
     )
-    assert [r["content"] for r in replies] == ["", "{'a': 1}"]
+    assert [r["content"] for r in replies] == ["", '{"a": 1}']
 
 
 # -- exceptions ------------------------------------------------------------------------

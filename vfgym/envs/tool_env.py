@@ -14,6 +14,13 @@ from vfgym.offload import Offloader, OffloadMode
 from vfgym.tools import Tool, check_tool_name, clip, quote, tool_name
 from vfgym.types import ChatMessage, Messages, State
 
+#: How many characters of a tool's reply the model reads by default: plenty for any
+#: answer a tool should give, and a few thousand tokens, so that one runaway result
+#: (a `cat` of a big file, a print in a loop) cannot fill the model's context window.
+DEFAULT_MAX_TOOL_RESULT_CHARS = 20_000
+#: The smallest cap accepted: room for the note on a cut reply and some text before it.
+MIN_TOOL_RESULT_CHARS = 100
+
 
 def default_error_formatter(exc: Exception) -> str:
     """What the model reads when its tool call fails: the error's type and message."""
@@ -36,6 +43,11 @@ class ToolEnv(MultiTurnEnv):
     (a hand-written or replayed conversation) is given one, written into the call too,
     so the conversation stays valid for an OpenAI-compatible server.
 
+    A reply (a result or an error message) longer than `max_tool_result_chars` is
+    cut, ending with a note that says so, so one runaway tool cannot fill the
+    model's context window. A dict, list or tuple result is sent as JSON, which
+    models read more reliably than Python's repr (quotes, None, True).
+
     The exception: a tool that raises one of `infrastructure_errors` failed through
     no fault of the model's (its sandbox's Docker Engine went away, say), so the
     error ends the rollout as an error (`state["error"]`, stop reason "error") the
@@ -53,11 +65,14 @@ class ToolEnv(MultiTurnEnv):
         max_turns: int = 10,
         error_formatter: Callable[[Exception], str] = default_error_formatter,
         offload_sync: OffloadMode = "auto",
+        max_tool_result_chars: int | None = DEFAULT_MAX_TOOL_RESULT_CHARS,
         **kwargs: Any,
     ):
         """`offload_sync` says where sync tools run (see `vfgym.offload`): "auto"
         inline while they stay quick and in a worker thread once calls turn slow,
-        "always" in a thread, "never" inline."""
+        "always" in a thread, "never" inline. `max_tool_result_chars` caps each tool
+        reply the model reads (None: no cap); a longer one is cut with a note."""
+        self.max_tool_result_chars = check_result_cap(max_tool_result_chars)
         self.offloader = Offloader(offload_sync)
         self.tools: list[Callable[..., Any]] = []
         self.tool_map: dict[str, Callable[..., Any]] = {}
@@ -143,12 +158,20 @@ class ToolEnv(MultiTurnEnv):
         A slow sync tool runs in a worker thread, so it never stalls the other
         rollouts (see `offload_sync`). An exception propagates to `env_response`,
         which turns it into the model's error message with `error_formatter`
-        (unless it is one of `infrastructure_errors`).
+        (unless it is one of `infrastructure_errors`). The result's text is cut to
+        `max_tool_result_chars` here, so an override that wraps this reply (adds a
+        label, a note) keeps what it adds.
         """
         spec = self._tool_specs.get(tool_name)
         positional, keywords = spec.call_arguments(tool_args) if spec else ([], tool_args)
         result = await self.offloader.call(self.tool_map[tool_name], *positional, **keywords)
-        return {"role": "tool", "content": result_text(result), "tool_call_id": tool_call_id}
+        content = cut_text(result_text(result), self.max_tool_result_chars)
+        return {"role": "tool", "content": content, "tool_call_id": tool_call_id}
+
+    def _error_text(self, text: Any) -> Any:
+        """An error message cut to the cap: an exception's text can be any length
+        (a tool's own message, one problem per item of a long argument)."""
+        return cut_text(text, self.max_tool_result_chars) if isinstance(text, str) else text
 
     def _parse_call(self, call: Any) -> tuple[str, dict[str, Any]]:
         """(name, arguments) of one tool call; ToolCallError says what is malformed.
@@ -196,7 +219,7 @@ class ToolEnv(MultiTurnEnv):
                 name = name or _call_name(call)
                 reply: ChatMessage = {
                     "role": "tool",
-                    "content": f"Error: {exc}",
+                    "content": self._error_text(f"Error: {exc}"),
                     "tool_call_id": call_id,
                 }
                 ok = False
@@ -212,7 +235,7 @@ class ToolEnv(MultiTurnEnv):
                         raise  # the rollout ends as an error: not the model's failure
                     reply = {
                         "role": "tool",
-                        "content": self.error_formatter(exc),
+                        "content": self._error_text(self.error_formatter(exc)),
                         "tool_call_id": call_id,
                     }
                     ok = False
@@ -230,14 +253,57 @@ class ToolEnv(MultiTurnEnv):
         return replies, state
 
 
+def check_result_cap(value: Any) -> int | None:
+    """`value` as a cap on tool replies, refused now rather than at the first long reply."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < MIN_TOOL_RESULT_CHARS:
+        raise ValueError(
+            "max_tool_result_chars must be a whole number of characters, at least "
+            f"{MIN_TOOL_RESULT_CHARS}, or None for no cap; got {value!r}"
+        )
+    return value
+
+
 def result_text(result: Any) -> str:
     """A tool's result as the text of its reply: "" for None, bytes decoded as UTF-8
-    (what the model should read is the text, not Python's b'...' repr), else `str`."""
+    (what the model should read is the text, not Python's b'...' repr), a dict, list
+    or tuple of JSON values as JSON (models misread Python's repr: its quotes, None,
+    True), else `str`.
+
+    A named tuple keeps its `str`, whose field names say more than a JSON array.
+    """
     if result is None:
         return ""
     if isinstance(result, bytes | bytearray | memoryview):
         return bytes(result).decode("utf-8", errors="replace")
+    if isinstance(result, dict | list | tuple) and not hasattr(result, "_fields"):
+        try:
+            return json.dumps(result, ensure_ascii=False)
+        except (TypeError, ValueError):
+            pass  # a value JSON has no form for (a set, bytes, an object) or a cycle
     return str(result)
+
+
+def _cut_note(kept: int, total: int) -> str:
+    return f"\n[... cut to the first {kept} of {total} characters]"
+
+
+def cut_text(text: str, limit: int | None) -> str:
+    """`text`, or when longer than `limit` (None: no limit) its start and a note
+    saying how much of how many characters is shown, `limit` characters at most.
+
+    The model must know it reads part of the result, or it takes the part for the
+    whole. The cut never falls between the two halves of a surrogate pair (text
+    decoded with "surrogatepass" can hold them), which would leave invalid text.
+    """
+    if limit is None or len(text) <= limit:
+        return text
+    total = len(text)
+    kept = limit - len(_cut_note(limit, total))  # the note for `kept` is no longer
+    if "\udc00" <= text[kept] <= "\udfff" and "\ud800" <= text[kept - 1] <= "\udbff":
+        kept -= 1
+    return text[:kept] + _cut_note(kept, total)
 
 
 def _give_id(call: Any, index: int, taken: set[str]) -> str:
