@@ -1,16 +1,19 @@
 """Play N guess-the-number steps in one framework, for counting instructions per step.
 
 Wall-clock figures on a shared machine move by a third between runs; an instruction
-count does not. Run this under callgrind twice, with N steps and with none, and
-divide the difference by N (the same loop, making a random move each step, for both
-frameworks):
+count does not. Run this under callgrind twice, with 20,000 and with 140,000 steps,
+and divide the difference of the two counts by 120,000: start-up and the first
+episodes cancel out, and a run's count moves by about 14 million instructions, so
+the figure is good to about ±150 (the same loop, making a random move each step, for
+both frameworks):
 
-    PYTHONHASHSEED=0 setarch -R valgrind --tool=callgrind --callgrind-out-file=/dev/null \\
-        .venv/bin/python benchmarks/step_instructions.py vfgym 20000
-    PYTHONHASHSEED=0 setarch -R valgrind --tool=callgrind --callgrind-out-file=/dev/null \\
-        ~/.cache/vfgym-bench/gem/bin/python benchmarks/step_instructions.py gem 20000
+    for n in 20000 140000; do
+        PYTHONHASHSEED=0 setarch -R valgrind --tool=callgrind --callgrind-out-file=/dev/null \\
+            .venv/bin/python benchmarks/step_instructions.py vfgym $n 2>&1 | grep Collected
+    done
 
-(GEM's venv is the one `gym_bench.py` makes.) `loop` plays against a do-nothing env:
+(`~/.cache/vfgym-bench/gem/bin/python benchmarks/step_instructions.py gem $n` for GEM;
+GEM's venv is the one `gym_bench.py` makes.) `loop` plays against a do-nothing env:
 the cost of the loop and its moves alone. Stdlib only besides the framework, so it
 runs in the peers' venvs.
 """
