@@ -16,6 +16,7 @@ from typing import Any
 import openai
 import pytest
 from aiohttp import web
+from loopback_http import serve_posts
 from openai import AsyncOpenAI, OpenAI
 
 from vfgym.client import RetryPolicy, _retry_after, request_model_response
@@ -83,14 +84,8 @@ async def scripted() -> AsyncIterator[Callable[..., Awaitable[ScriptedServer]]]:
 
     async def start(*answers: Answer) -> ScriptedServer:
         server = ScriptedServer(list(answers))
-        app = web.Application()
-        app.router.add_post("/v1/chat/completions", server.handle)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
+        runner, server.port = await serve_posts(server.handle, "/v1/chat/completions")
         runners.append(runner)
-        server.port = runner.addresses[0][1]
         return server
 
     try:

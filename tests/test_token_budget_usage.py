@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from aiohttp import web
+from loopback_http import serve_posts
 from openai import AsyncOpenAI
 
 from vfgym.envs import MultiTurnEnv
@@ -102,15 +103,10 @@ async def usageless() -> AsyncIterator[Callable[[], Awaitable[UsagelessServer]]]
     async def start() -> UsagelessServer:
         server = UsagelessServer()
         servers.append(server)
-        app = web.Application()
-        app.router.add_post("/v1/chat/completions", server.handle)
-        app.router.add_post("/v1/completions", server.handle)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
+        runner, server.port = await serve_posts(
+            server.handle, "/v1/chat/completions", "/v1/completions"
+        )
         runners.append(runner)
-        server.port = runner.addresses[0][1]
         return server
 
     try:
