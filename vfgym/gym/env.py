@@ -32,7 +32,7 @@ import json
 import random
 import sys
 from collections.abc import Callable, Coroutine, Mapping
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from typing import Any, Literal, TypeVar
 
 import gymnasium as gym
@@ -87,6 +87,25 @@ _CONTENT = itemgetter("content")
 
 #: Keys `reset(options=...)` understands.
 RESET_OPTIONS = frozenset({"index"})
+
+
+def _made_with(name: str) -> property:
+    """A setting of `GymEnv.__init__` that reads back but cannot be assigned later.
+
+    The spaces and the step path are built from it when the env is made, so a new
+    value assigned afterwards (`env.unwrapped.per_step_reward = True`, or a vector
+    env's `set_attr`) would be silently ignored, or half applied; the error says how
+    to get an env with that setting instead. Reads go through `attrgetter` (C code).
+    """
+
+    def refuse(self: GymEnv, value: Any) -> None:
+        raise AttributeError(
+            f"GymEnv.{name} is fixed when the env is made (its spaces and step path are "
+            f"built from it), so it cannot be set afterwards; make a new env with it: "
+            f"gym.make(id, {name}={value!r}) or GymEnv(env, {name}={value!r})"
+        )
+
+    return property(attrgetter(f"_{name}"), refuse, doc=f"`{name}` as the env was made with.")
 
 
 class GymEnv(gym.Env[Observation, Action]):
@@ -192,10 +211,11 @@ class GymEnv(gym.Env[Observation, Action]):
 
         self.environment = env
         self.owns_environment = owns_environment
-        self.observation_mode: ObservationMode = observation_mode
-        self.per_step_reward = per_step_reward
-        self.render_mode = render_mode
-        self.max_text_length = max_text_length
+        # Read-only (see `_made_with`): the spaces and the step path are built from them.
+        self._observation_mode: ObservationMode = observation_mode
+        self._per_step_reward = per_step_reward
+        self._render_mode = render_mode
+        self._max_text_length = max_text_length
         self.count_tokens = count_tokens
         self.rows = rows
         self.observation_space = (
@@ -250,6 +270,11 @@ class GymEnv(gym.Env[Observation, Action]):
         self._row_rng: random.Random | None = None
         self._row_rng_source: np.random.Generator | None = None
         self._episodes = 0
+
+    observation_mode = _made_with("observation_mode")
+    per_step_reward = _made_with("per_step_reward")
+    render_mode = _made_with("render_mode")  # type: ignore[assignment]
+    max_text_length = _made_with("max_text_length")
 
     # --------------------------------------------------------------- public
 
@@ -345,7 +370,7 @@ class GymEnv(gym.Env[Observation, Action]):
                 observation = env_messages[0].get("content")
                 if not (
                     type(observation) is str
-                    and len(observation) <= self.max_text_length
+                    and len(observation) <= self._max_text_length
                     and (observation.isprintable() or FORBIDDEN.search(observation) is None)
                 ):
                     observation = self._observe(env_messages)
@@ -746,7 +771,7 @@ class GymEnv(gym.Env[Observation, Action]):
         """`_observe(prompt)`, remembered by the prompt's texts in text mode: every reset
         shows one of the dataset's prompts, and cleaning a long system prompt each time
         costs more than the rest of a reset."""
-        if self.observation_mode != "text" or type(prompt) is not list:
+        if self._observation_mode != "text" or type(prompt) is not list:
             return self._observe(prompt)
         try:
             key = tuple(map(_CONTENT, prompt))
@@ -941,9 +966,9 @@ class GymEnv(gym.Env[Observation, Action]):
         return model_turn(action, chat=self._chat)
 
     def _observe(self, messages: Messages) -> Observation:
-        if self.observation_mode == "text":
-            return observation_text(messages, self.max_text_length)
-        limit = self.max_text_length
+        if self._observation_mode == "text":
+            return observation_text(messages, self._max_text_length)
+        limit = self._max_text_length
         out = []
         # One or two messages of a role and a content (a step's usual reply) fit the
         # space's JSON bound by construction: 2 * (2 * limit + 64) < 4 * limit + 4096.
