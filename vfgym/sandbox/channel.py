@@ -69,6 +69,12 @@ class RunnerChannel:
             ) from exc
         return cls(reader, writer, max_frame)
 
+    @property
+    def peer_closed(self) -> bool:
+        """True once the container closed its end of the stream (it exited or was killed),
+        which is seen without a request: an idle sandbox killed from outside is known dead."""
+        return self._reader.at_eof()
+
     async def request(self, message: dict[str, Any], timeout: float) -> dict[str, Any]:
         """Send one request and wait for its reply (at most `timeout` seconds)."""
         async with self._lock:

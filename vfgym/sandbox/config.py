@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,10 +85,11 @@ class SandboxConfig:
             raise ValueError(f"pids={self.pids} is too low for the runner and a shell; use >= 8")
         for name in ("timeout", "start_timeout"):
             value = getattr(self, name)
-            if not isinstance(value, int | float) or not value > 0:  # NaN too
+            if not isinstance(value, int | float) or isinstance(value, bool) or not value > 0:
                 raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
         if not self.runtime or not isinstance(self.runtime, str):
             raise ValueError("runtime must be a Docker runtime name such as 'runc' or 'runsc'")
+        self._check_types()
         if not self.workspace.startswith("/") or self.workspace.rstrip("/") in ("", "/"):
             raise ValueError(
                 f"workspace must be an absolute directory path, got {self.workspace!r}"
@@ -96,6 +98,34 @@ class SandboxConfig:
             if key.startswith("vfgym."):
                 raise ValueError(f"label {key!r} uses the reserved 'vfgym.' prefix; rename it")
         object.__setattr__(self, "labels", dict(self.labels))
+
+    def _check_types(self) -> None:
+        """Refuse values of the wrong type here, with what to write instead: later they
+        fail deep inside Docker, or (a truthy string as `network`) silently do harm."""
+        if not isinstance(self.network, bool):
+            raise ValueError(f"network must be True or False, got {self.network!r}")
+        if not isinstance(self.workspace, str):
+            raise ValueError(
+                f"workspace must be an absolute directory path, got {self.workspace!r}"
+            )
+        if not isinstance(self.user, str):
+            raise ValueError(f"user must be a str such as '10001:10001', got {self.user!r}")
+        if self.image is not None and not isinstance(self.image, str):
+            raise ValueError(
+                f"image must be an image name such as 'repo:tag' or None, got {self.image!r}"
+            )
+        if self.docker_host is not None and not isinstance(self.docker_host, str):
+            raise ValueError(
+                "docker_host must be an endpoint such as 'unix:///var/run/docker.sock' or None, "
+                f"got {self.docker_host!r}"
+            )
+        if not isinstance(self.labels, Mapping):
+            raise ValueError(f"labels must be a dict of str to str, got {self.labels!r}")
+        for key, value in self.labels.items():
+            if not isinstance(key, str) or not isinstance(value, str):
+                raise ValueError(
+                    f"labels must map str to str (Docker labels are text), got {key!r}: {value!r}"
+                )
 
     def replace(self, **changes: Any) -> SandboxConfig:
         """A copy with some fields changed (unknown names raise TypeError)."""

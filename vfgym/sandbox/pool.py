@@ -22,6 +22,11 @@ from vfgym.sandbox.sandbox import DockerSandbox, remove_container
 
 logger = logging.getLogger(__name__)
 
+_CLOSED_WHILE_STARTING = (
+    "the pool was closed while a sandbox was being started for this acquire; "
+    "create a new SandboxPool"
+)
+
 
 class SandboxPool:
     """Hands out warm sandboxes: `async with pool.acquire() as sandbox: ...`.
@@ -44,8 +49,19 @@ class SandboxPool:
     ) -> None:
         if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
             raise ValueError(f"size must be a positive number of sandboxes, got {size!r}")
-        if start_concurrency <= 0:
-            raise ValueError(f"start_concurrency must be positive, got {start_concurrency!r}")
+        if (
+            not isinstance(start_concurrency, int)
+            or isinstance(start_concurrency, bool)
+            or start_concurrency <= 0
+        ):
+            raise ValueError(
+                f"start_concurrency must be a positive integer, got {start_concurrency!r}"
+            )
+        if config is not None and not isinstance(config, SandboxConfig):
+            raise TypeError(
+                f"config must be a SandboxConfig (e.g. SandboxConfig(timeout=5)), "
+                f"got {type(config).__name__}"
+            )
         self.config = config if config is not None else SandboxConfig()
         self.size = size
         self.pool_id = uuid.uuid4().hex[:16]
@@ -189,6 +205,16 @@ class SandboxPool:
                 raise
 
     async def _take(self) -> DockerSandbox:
+        """A live sandbox; one that died while idle (its container was killed from
+        outside) is never handed out but destroyed and replaced in the background."""
+        while True:
+            sandbox = await self._take_one()
+            if sandbox.alive and not sandbox.container_exited:
+                return sandbox
+            logger.warning("idle sandbox %s had died; replacing it", sandbox.container_id)
+            self._track(asyncio.ensure_future(self._release(sandbox)))
+
+    async def _take_one(self) -> DockerSandbox:
         if self._idle and not self._closed:
             return self._idle.popleft()  # the common case: no await, no lock
         self._require_open()
@@ -200,16 +226,30 @@ class SandboxPool:
                 if self._count < self.size:
                     self._count += 1
                     break
-                await self._changed.wait()
+                try:
+                    await self._changed.wait()
+                except asyncio.CancelledError:
+                    # A wake-up may have been meant for this task; pass it on, or a
+                    # returned sandbox sits idle while the next waiter sleeps for ever
+                    # (Python before 3.13 drops it). The lock is held again here.
+                    self._changed.notify()
+                    raise
         try:
-            return await self._create()
-        except BaseException:
+            sandbox = await self._create()
+        except BaseException as exc:
             await self._forget_one()
+            if self._closed and isinstance(exc, Exception):  # close() removed it mid-start
+                raise SandboxClosedError(_CLOSED_WHILE_STARTING) from exc
             raise
+        if self._closed:  # started after close() swept the pool: never hand it out
+            await sandbox.close()
+            raise SandboxClosedError(_CLOSED_WHILE_STARTING)
+        return sandbox
 
     async def _release(self, sandbox: DockerSandbox) -> None:
         self._leased.discard(sandbox)
-        if not self._closed and sandbox.alive and sandbox.uses < self.config.max_uses:
+        healthy = sandbox.alive and not sandbox.container_exited
+        if not self._closed and healthy and sandbox.uses < self.config.max_uses:
             try:
                 await sandbox.reset()
             except SandboxError as exc:
@@ -229,7 +269,7 @@ class SandboxPool:
 
     def _require_open(self) -> None:
         if self._closed:
-            raise SandboxClosedError("this pool is closed")
+            raise SandboxClosedError("this pool is closed; create a new SandboxPool")
         if not self._started:
             raise SandboxClosedError(
                 "this pool was not started; use `async with SandboxPool(...)` or await start()"

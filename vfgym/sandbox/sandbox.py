@@ -103,6 +103,12 @@ class DockerSandbox:
             and not self._channel.broken
         )
 
+    @property
+    def container_exited(self) -> bool:
+        """True once the container's stream has ended (it exited or was killed from
+        outside), known without a call: a pool never lends a sandbox that died idle."""
+        return self._channel is not None and self._channel.peer_closed
+
     async def start(self) -> None:
         """Create and start the container and wait until its runner answers."""
         if self._closed:
