@@ -39,6 +39,9 @@ def test_config_defaults_are_safe() -> None:
         ({"workspace": "relative"}, "absolute"),
         ({"labels": {"vfgym.sandbox": "x"}}, "reserved"),
         ({"output_limit": True}, "output_limit"),
+        ({"timeout": float("inf")}, "timeout"),  # would turn the per-call limit off
+        ({"start_timeout": float("inf")}, "start_timeout"),
+        ({"memory": 1.5}, "int"),  # read as 1.5 bytes: surely meant "1.5g"
     ],
 )
 def test_config_rejects_bad_values(changes: dict, message: str) -> None:
@@ -91,3 +94,30 @@ def test_paths_outside_the_workspace_are_refused(path: str) -> None:
 def test_paths_inside_the_workspace_are_normalised() -> None:
     assert workspace_relative("/workspace/a//b/./c", "/workspace") == "a/b/c"
     assert workspace_relative("./x.txt", "/workspace") == "x.txt"
+
+
+def test_an_owner_proc_does_not_show_is_judged_by_whether_its_pid_exists(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Where /proc hides other users' processes (hidepid) or does not exist (macOS),
+    `gc` must not take a live owner for dead and remove its running sandboxes; a pid
+    that no longer exists is still dead."""
+    import subprocess
+
+    from vfgym.sandbox import labels
+
+    live = subprocess.Popen(["sleep", "30"])
+    try:
+        live_token = labels.owner_token(live.pid)
+        gone = subprocess.Popen(["true"])
+        gone.wait()
+        gone_token = labels.owner_token(gone.pid)
+        assert labels.owner_is_alive(live_token) is True
+        monkeypatch.setattr(labels, "_start_time", lambda pid: None)  # /proc shows nothing
+        assert labels.owner_is_alive(live_token) is True
+        assert labels.owner_is_alive(gone_token) is False
+        host = live_token.split(":")[0]
+        assert labels.owner_is_alive(f"{host}:0:0") is False  # never signal group 0
+    finally:
+        live.kill()
+        live.wait()

@@ -20,6 +20,11 @@ def parse_size(value: int | str, what: str) -> int:
         raise ValueError(f"{what} must be a size such as 536870912 or '512m', not {value!r}")
     if isinstance(value, int):
         number = value
+    elif not isinstance(value, str):
+        raise ValueError(
+            f"{what}={value!r}: give bytes as an int, or a string with a unit such as '512m' "
+            "or '1.5g'"
+        )
     else:
         match = _SIZE.match(str(value))
         if not match:
@@ -85,8 +90,14 @@ class SandboxConfig:
             raise ValueError(f"pids={self.pids} is too low for the runner and a shell; use >= 8")
         for name in ("timeout", "start_timeout"):
             value = getattr(self, name)
-            if not isinstance(value, int | float) or isinstance(value, bool) or not value > 0:
-                raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+            if (
+                not isinstance(value, int | float)
+                or isinstance(value, bool)
+                or not 0 < value < math.inf  # NaN too; inf would turn the limit off
+            ):
+                raise ValueError(
+                    f"{name} must be a positive number of seconds, and finite; got {value!r}"
+                )
         if not self.runtime or not isinstance(self.runtime, str):
             raise ValueError("runtime must be a Docker runtime name such as 'runc' or 'runsc'")
         self._check_types()

@@ -39,10 +39,26 @@ def owner_is_alive(token: str) -> bool | None:
     pid_text, _, start = rest.partition(":")
     if host != socket.gethostname():
         return None
-    if not pid_text.isdigit():
+    if not pid_text.isdigit() or int(pid_text) <= 0:
         return False
-    current = _start_time(int(pid_text))
-    return current is not None and current == start
+    pid = int(pid_text)
+    current = _start_time(pid)
+    if current is not None:
+        return current == start  # a pid reused by another process is no owner
+    # /proc says nothing: the owner is gone, or /proc hides it (hidepid) or does not
+    # exist (macOS). Removing a live owner's sandboxes would break its run, so a pid
+    # that exists counts as alive.
+    return _pid_exists(pid)
+
+
+def _pid_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # signal 0: only checks that the process exists
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def sandbox_labels(pool_id: str, extra: dict[str, str]) -> dict[str, str]:
