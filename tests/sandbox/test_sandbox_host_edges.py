@@ -137,3 +137,24 @@ async def test_closing_the_pool_while_an_acquire_starts_a_sandbox_says_the_pool_
     with pytest.raises(SandboxClosedError, match="closed"):
         await waiting
     assert not await asyncio.to_thread(sandbox_containers, docker_client, label)
+
+
+@on_session_loop
+async def test_an_acquire_while_the_pool_starts_makes_no_sandbox_beyond_its_size(
+    docker_client: docker.DockerClient, make_config: Any
+) -> None:
+    """An acquire that runs while `start()` checks the image starts a sandbox of its
+    own; start must then warm up only the rest, so the pool never holds more than
+    `size` containers."""
+    pool = SandboxPool(make_config(), size=2)
+    label = f"vfgym.sandbox.pool={pool.pool_id}"
+    starting = asyncio.ensure_future(pool.start())
+    await asyncio.sleep(0)  # start() has begun (and marked the pool started)
+    try:
+        async with pool.acquire() as sandbox:
+            assert (await sandbox.run_python("1 + 1")).value == "2"
+            await starting
+            ids = await asyncio.to_thread(sandbox_containers, docker_client, label)
+            assert len(ids) == 2, ids
+    finally:
+        await pool.close()

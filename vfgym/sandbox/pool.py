@@ -110,9 +110,12 @@ class SandboxPool:
                     f"sandbox image {image!r} is not on this Docker Engine; build it with "
                     "`python -m vfgym.sandbox build` (or set SandboxConfig.image)"
                 )
+            # An acquire made while the image was checked may have counted (and be
+            # starting) a sandbox of its own: warm up only the rest.
+            missing = self.size - self._count
             self._count = self.size
             created = await asyncio.gather(
-                *(self._create() for _ in range(self.size)), return_exceptions=True
+                *(self._create() for _ in range(missing)), return_exceptions=True
             )
             errors = [item for item in created if isinstance(item, BaseException)]
             for item in created:
