@@ -52,6 +52,10 @@ KILL_PASSES = 200
 #: How long `kill_others` keeps looking for strays once it has found some.
 STRAY_CONFIRM_S = 2.0
 
+#: /proc/<pid>/stat's flag of a process in its exit, and SIGKILL's bit in a signal mask.
+PF_EXITING = 0x4
+SIGKILL_BIT = 1 << (signal.SIGKILL - 1)
+
 # System V IPC (see SysvIpc).
 IPC_PRIVATE, IPC_CREAT, IPC_RMID = 0, 0o1000, 0
 SHM_INFO, MSG_INFO, SEM_INFO = 14, 12, 19
@@ -335,6 +339,24 @@ def kernel_main(ctl_in: int, ctl_out: int) -> None:
         os.write(ctl_out, HEADER.pack(len(reply)) + reply)
 
 
+def is_dying(pid: int) -> bool:
+    """True when process `pid` is exiting or has a SIGKILL pending: it is gone in a
+    moment, though `waitpid` cannot collect it yet."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+        with open(f"/proc/{pid}/status", "rb") as handle:
+            status = handle.read()
+    except OSError:
+        return False
+    if fields[0] in (b"Z", b"X") or int(fields[6]) & PF_EXITING:
+        return True
+    for line in status.splitlines():
+        if line.startswith((b"SigPnd:", b"ShdPnd:")) and int(line.split()[1], 16) & SIGKILL_BIT:
+            return True
+    return False
+
+
 def reap_leftovers() -> None:
     """Collect children that earlier cells left behind (the runner killed them when those
     cells ended), so they do not linger as zombies."""
@@ -538,6 +560,11 @@ class Runner:
         OOM killer chose it, it exited by itself); True when it did, so the call that
         runs in its replacement can say that the variables are gone."""
         self.reap()
+        pid = self.kernel_pid
+        if pid is not None and pid not in self.statuses and is_dying(pid):
+            # Killed a moment ago (`kill -9` from a shell command returns before the
+            # process is gone): code sent to it now would be lost with it.
+            self._await_exit(pid, 1.0)
         if self.kernel_pid is None or self.kernel_pid not in self.statuses:
             return False
         self.stop_kernel()
