@@ -58,6 +58,12 @@ def shown_number(digits: str) -> str:
     return f"{digits[:MOVE_NUMBER_DIGITS]}… ({len(digits)} digits)"
 
 
+def counted(n: int, one: str, many: str) -> str:
+    """`n` with its noun in the right number, "1 guess" or "3 guesses": feedback quotes
+    counts of one too."""
+    return f"{n} {one if n == 1 else many}"
+
+
 def move_number(digits: str) -> int:
     """The int of the digits a move's pattern matched; more digits than any game
     needs is an invalid move, so a model's 5,000-digit number cannot crash the game."""

@@ -323,26 +323,40 @@ class ConnectFourEnv(OpponentGame):
 # ------------------------------------------------------------------- items
 
 
+def random_opening(rng: random.Random, plies: int, marks: tuple[str, str]) -> str:
+    """A board after `plies` random moves, `marks[0]` first, none of which makes four."""
+    board = EMPTY * (ROWS * COLS)
+    for ply in range(plies):
+        mark = marks[ply % 2]
+        quiet = [c for c in legal_columns(board) if winner(place(board, c, mark)) is None]
+        board = place(board, rng.choice(quiet), mark)
+    return board
+
+
 def generate_item(
     rng: random.Random, index: int, depth: int, first: str, opening_plies: int
 ) -> tuple[str, dict[str, Any], str]:
     """A game: random opening plies (no one wins in them), then the opponent's first move
-    when it starts."""
+    when it starts.
+
+    An opening after which that first move would complete four is drawn again: the
+    player would be handed a game already lost. (An opening that passes the first time
+    is the one earlier versions drew, so such items are unchanged.)
+    """
     opponent_starts = opponent_moves_first(first, index)
     seed = rng.getrandbits(32)
-    board = EMPTY * (ROWS * COLS)
     marks = (OPPONENT, PLAYER) if opponent_starts else (PLAYER, OPPONENT)
-    for ply in range(opening_plies):
-        mark = marks[ply % 2]
-        quiet = [c for c in legal_columns(board) if winner(place(board, c, mark)) is None]
-        board = place(board, rng.choice(quiet), mark)
     intro = f"New game. {opening_plies} opening moves were played at random."
-    if opponent_starts:
+    while True:
+        board = random_opening(rng, opening_plies, marks)
+        if not opponent_starts:
+            intro += " You move first."
+            break
         col = opponent_move(board, depth, seed)
-        board = place(board, col, OPPONENT)
-        intro += f" O moves first and played column {col + 1}."
-    else:
-        intro += " You move first."
+        if winner(place(board, col, OPPONENT)) is None:
+            board = place(board, col, OPPONENT)
+            intro += f" O moves first and played column {col + 1}."
+            break
     question = f"{intro}\n\n{render_board(board)}\n\nYour move (you are X)."
     return question, {"board": board, "depth": depth, "opponent_seed": seed}, ""
 

@@ -28,6 +28,7 @@ from vfgym.games._base import (
     InvalidMove,
     TextGame,
     check_choice,
+    counted,
     game_rows,
     move_message,
 )
@@ -176,7 +177,7 @@ class HangmanEnv(TextGame):
         game["step_revealed"] = hidden_before - hidden_after
         if hidden_after == 0:
             game["won"] = True
-            head += f" You found {word.upper()} with {game['misses']} misses."
+            head += f" You found {word.upper()} with {counted(game['misses'], 'miss', 'misses')}."
         elif game["misses"] >= game["max_misses"]:
             head += f" Out of misses: the word was {word.upper()}."
         return f"{head}\n\n{render_board(game)}"
@@ -235,9 +236,10 @@ def generate_item(
     groups = words_by_length()
     pool = [w for n in range(min_length, max_length + 1) for w in groups.get(n, ())]
     word = rng.choice(pool)
+    allowed = counted(max_misses, "time", "times")
     question = (
         f"I picked a hidden English word of {len(word)} letters. "
-        f"You may miss {max_misses} times.\n\n{render_board(start_game(word, max_misses))}"
+        f"You may miss {allowed}.\n\n{render_board(start_game(word, max_misses))}"
     )
     return question, {"word": word, "max_misses": max_misses}, word
 

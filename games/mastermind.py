@@ -28,6 +28,7 @@ from vfgym.games._base import (
     InvalidMove,
     TextGame,
     check_choice,
+    counted,
     game_rows,
     move_message,
 )
@@ -201,7 +202,8 @@ class MastermindEnv(TextGame):
         }
 
     def apply_move(self, game: dict[str, Any], move: str) -> str:
-        guess = re.sub(r"[\s,\-]", "", move).upper()
+        # A full stop after the code ends a sentence, as in every game of the catalogue.
+        guess = re.sub(r"[\s,;\-]", "", move.rstrip().removesuffix(".")).upper()
         letters = ALPHABET[: game["colours"]]
         example = (letters * game["pegs"])[: game["pegs"]]
         if len(guess) != game["pegs"] or any(c not in letters for c in guess):
@@ -222,7 +224,8 @@ class MastermindEnv(TextGame):
         elif used >= total:
             head = f"{guess}: black {black} white {white}. Out of guesses: it was {game['secret']}."
         else:
-            head = f"{guess}: black {black} white {white}. {total - used} guesses left."
+            left = counted(total - used, "guess", "guesses")
+            head = f"{guess}: black {black} white {white}. {left} left."
         return f"{head}\n\n{render_board(game['guesses'], game['scores'])}"
 
     def is_over(self, game: dict[str, Any]) -> bool:
@@ -273,7 +276,7 @@ def generate_item(
     rule = "Colours may repeat." if repeats else "No colour repeats."
     question = (
         f"I hid a code of {pegs} pegs in the colours {', '.join(letters)}. {rule} "
-        f"You have {max_guesses} guesses. Make your first guess."
+        f"You have {counted(max_guesses, 'guess', 'guesses')}. Make your first guess."
     )
     info = {
         "secret": secret,

@@ -106,9 +106,13 @@ def shortest_path(
 
 
 def parse_steps(move: str) -> str:
-    """The steps of a move as a string of N/E/S/W; InvalidMove if anything else is there."""
+    """The steps of a move as a string of N/E/S/W; InvalidMove if anything else is there.
+
+    A full stop after the steps ends a sentence, as in every game of the catalogue.
+    """
     text = _WORDS.sub(
-        lambda m: m.group(1)[0].upper().translate(str.maketrans("UDLR", "NSWE")), move
+        lambda m: m.group(1)[0].upper().translate(str.maketrans("UDLR", "NSWE")),
+        move.rstrip().removesuffix("."),
     )
     steps = []
     for char in re.sub(r"[\s,;\-]+", "", text).upper():

@@ -10,8 +10,12 @@ Cells are named by column letter and row number, `A1` at the top left. A move is
 one or more actions separated by commas: `reveal B3`, `flag C4`, `unflag C4`
 (a bare `B3` reveals), for example `<move>reveal B3, flag C4</move>`. Flags are
 notes for the player: they stop a cell from being revealed by mistake and do
-not count towards winning. Revealing a cell that was already revealed, a
-flagged cell, or flagging a revealed cell is invalid (nothing happens).
+not count towards winning; the feedback counts the mines not yet flagged, never
+below zero (with more flags than mines it says how many flags at least are on safe
+cells). Revealing a cell that was already revealed, a
+flagged cell, or flagging a revealed cell is invalid (nothing happens). The game
+is won the moment the last safe cell opens: the actions after it in the same move
+are not played.
 
 Knobs: `width`/`height`/`mines` (`difficulty` presets "easy" 6x6 with 5 mines,
 "medium" 8x8 with 10, "hard" 10x10 with 20), `max_turns`, `max_invalid_moves`.
@@ -49,7 +53,7 @@ MAX_SIDE = 26
 HIDDEN, FLAG, EMPTY, MINE, BLAST = "#", "F", ".", "*", "X"
 _ACTION = re.compile(r"^(?:(reveal|open|r|flag|f|unflag|u)\s+)?([A-Za-z])\s*(\d+)$", re.IGNORECASE)
 _ROW = re.compile(r"^\s*(\d+) ((?:[#F.*X1-8] ?)+)$", re.MULTILINE)
-_MINES = re.compile(r"There are (\d+) mines")
+_MINES = re.compile(r"There (?:are|is) (\d+) mine")
 
 SYSTEM_PROMPT = """You are playing Minesweeper.
 Some cells of the grid hide mines. Reveal every cell that is not a mine to win; revealing a
@@ -122,6 +126,17 @@ def render_board(game: dict[str, Any], show_mines: bool = False) -> str:
     return "\n".join(lines)
 
 
+def mine_count(mines: int, flags: int) -> str:
+    """The mines left unflagged, if every flag were right. More flags than mines cannot
+    all be right: the count stays at zero and says how many flags at least are wrong,
+    rather than going negative."""
+    if flags <= mines:
+        return f"Mines: {mines} (unflagged: {mines - flags})."
+    extra = flags - mines
+    wrong = "1 is on a safe cell" if extra == 1 else f"{extra} are on safe cells"
+    return f"Mines: {mines} (unflagged: 0; {flags} flags, so at least {wrong})."
+
+
 def parse_actions(move: str) -> list[tuple[str, int, int]]:
     """(kind, row, column) of each action; InvalidMove names the one that cannot be read."""
     actions = []
@@ -178,8 +193,11 @@ class MinesweeperEnv(TextGame):
             elif kind == "unflag":
                 pending_flags.discard((r, c))
         before = len(revealed)
+        safe = h * w - game["mines"]
         notes = []
         for kind, r, c in actions:
+            if len(revealed) == safe:
+                break  # the last safe cell opened: the game is won, and over
             name = cell_name(r, c)
             if kind == "flag" and (r, c) in revealed:
                 # Opened by an earlier reveal of this move: a flag there would count
@@ -212,8 +230,7 @@ class MinesweeperEnv(TextGame):
         if self._won(game):
             notes.append("Every safe cell is revealed. You win!")
         elif game["blast"] is None:
-            left = game["mines"] - len(flags)
-            notes.append(f"Mines: {game['mines']} (unflagged: {left}).")
+            notes.append(mine_count(game["mines"], len(flags)))
         return " ".join(notes) + "\n" + self.render(game)
 
     @staticmethod
@@ -374,9 +391,11 @@ def generate_item(
 ) -> tuple[str, dict[str, Any], str]:
     info = {"width": width, "height": height, "mines": mines, "mine_seed": rng.getrandbits(48)}
     game = fresh_game(info)
+    # The policy reads the count back from this sentence (_MINES).
+    count = "There is 1 mine" if mines == 1 else f"There are {mines} mines"
     question = (
         f"The board is {width} columns (A-{chr(ord('A') + width - 1)}) by {height} rows "
-        f"(1-{height}). There are {mines} mines. Reveal a first cell.\n{render_board(game)}"
+        f"(1-{height}). {count}. Reveal a first cell.\n{render_board(game)}"
     )
     return question, info, ""
 

@@ -26,6 +26,7 @@ from vfgym.games._base import (
     InvalidMove,
     TextGame,
     check_choice,
+    counted,
     game_rows,
     move_message,
     move_number,
@@ -44,6 +45,9 @@ DIFFICULTIES = {"easy": (3, 5, "random"), "medium": (4, 7, "optimal"), "hard": (
 _MOVE = re.compile(r"^\D*?(\d+)\D+?(\d+)\D*$")
 #: "take 2 from heap 3": the count comes first when "from" stands between the numbers.
 _COUNT_FROM_HEAP = re.compile(r"^\D*?(\d+)\D*?\bfrom\b\D*?(\d+)\D*$", re.IGNORECASE)
+#: A minus sign before a number ("1 -2"); a dash between two numbers ("1-2", "1 - 2")
+#: only separates them.
+_NEGATIVE = re.compile(r"(?<!\d)[-\u2212]\d")
 _HEAP = re.compile(r"^\s*heap (\d+): [o ]*\((\d+)\)\s*$", re.MULTILINE)
 _RULES = {
     False: "Whoever takes the last object wins.",
@@ -143,6 +147,12 @@ class NimEnv(TextGame):
 
     def apply_move(self, game: dict[str, Any], move: str) -> str:
         heaps, misere = game["heaps"], game["misere"]
+        if _NEGATIVE.search(move):
+            # Read without its sign, "1 -2" would take 2: refuse it rather than guess.
+            raise InvalidMove(
+                f"{move[:40]!r} holds a negative number; heap numbers and counts are whole "
+                "numbers from 1, like <move>1 2</move> (take 2 objects from heap 1)."
+            )
         match = _MOVE.match(move)
         if not match:
             raise InvalidMove(
@@ -156,10 +166,10 @@ class NimEnv(TextGame):
             raise InvalidMove(f"there is no heap {heap}; heaps are numbered 1 to {len(heaps)}.")
         if heaps[heap - 1] == 0:
             raise InvalidMove(f"heap {heap} is empty; take from a heap that has objects.")
-        if not 1 <= count <= heaps[heap - 1]:
-            raise InvalidMove(
-                f"heap {heap} has {heaps[heap - 1]} objects: take between 1 and {heaps[heap - 1]}."
-            )
+        size = heaps[heap - 1]
+        if not 1 <= count <= size:
+            allowed = "take 1" if size == 1 else f"take between 1 and {size}"
+            raise InvalidMove(f"heap {heap} has {counted(size, 'object', 'objects')}: {allowed}.")
         was_winning = is_winning(heaps, misere)
         heaps[heap - 1] -= count
         game["moves"] += 1
@@ -225,7 +235,8 @@ def generate_item(
         if winning or start == "random":
             break
     question = (
-        f"New game of Nim with {heaps} heaps. {_RULES[misere]} You move first.\n\n"
+        f"New game of Nim with {counted(heaps, 'heap', 'heaps')}. {_RULES[misere]} "
+        "You move first.\n\n"
         f"{render_heaps(sizes)}\n\nYour move."
     )
     info = {

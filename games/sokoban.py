@@ -31,6 +31,7 @@ from vfgym.games._base import (
     InvalidMove,
     TextGame,
     check_choice,
+    counted,
     game_rows,
     move_message,
 )
@@ -315,7 +316,8 @@ class SokobanEnv(TextGame):
         if text in ("restart", "reset"):
             game["board"] = game["start"]
             return f"The level is back at its start.\n{game['board']}"
-        steps = re.sub(r"[\s,;]+", "", move).upper()
+        # A full stop after the steps ends a sentence, as it may after "restart".
+        steps = re.sub(r"[\s,;]+", "", move.rstrip().removesuffix(".")).upper()
         bad = sorted(set(steps) - set(DIRECTIONS))
         if not steps or bad:
             raise InvalidMove(
@@ -353,7 +355,8 @@ class SokobanEnv(TextGame):
         game["pushes"] += pushes
         on_goal = len(boxes & level.goals)
         if self.is_over(game):
-            return f"Solved in {game['steps']} steps (par {game['par']}). You win!\n{game['board']}"
+            solved = f"Solved in {counted(game['steps'], 'step', 'steps')} (par {game['par']})."
+            return f"{solved} You win!\n{game['board']}"
         return (
             f"You moved {steps[:taken]} ({pushes} push{'es' if pushes != 1 else ''}). "
             f"Boxes on goals: {on_goal}/{len(boxes)}.\n{game['board']}"
@@ -456,7 +459,12 @@ def generate_item(
     if best is None:
         raise RuntimeError("could not generate a Sokoban level; try a larger room")
     par, solution, board = best
-    question = f"Push all {n_boxes} box{'es' if n_boxes > 1 else ''} onto the goals.\n{board}"
+    task = (
+        "Push the box onto the goal."
+        if n_boxes == 1
+        else f"Push all {n_boxes} boxes onto the goals."
+    )
+    question = f"{task}\n{board}"
     return question, {"board": board, "par": par}, solution
 
 

@@ -31,6 +31,7 @@ from vfgym.games._base import (
     InvalidMove,
     TextGame,
     check_choice,
+    counted,
     game_rows,
     move_message,
     move_number,
@@ -49,6 +50,9 @@ MIN_GIVENS = {4: 4, 9: 17}
 
 _PLACEMENT = re.compile(r"r\s*(\d+)\s*c\s*(\d+)\s*[=:]\s*(\d+|\.)", re.IGNORECASE)
 _SEPARATORS = re.compile(r"[\s,;]+")
+#: A full stop after a move's last digit ends a sentence (as in every game of the
+#: catalogue); a dot after "=" is a clear, `r3c5=.`, and stays.
+_FULL_STOP = re.compile(r"(\d)\s*\.\s*$")
 _ROW = re.compile(r"^r(\d+)\s*\|(.*)$", re.MULTILINE)
 
 SYSTEM_PROMPT = """You are solving a Sudoku puzzle.
@@ -241,6 +245,7 @@ class SudokuEnv(TextGame):
 
     def apply_move(self, game: dict[str, Any], move: str) -> str:
         n = game["n"]
+        move = _FULL_STOP.sub(r"\1", move)
         tokens = [t for t in _SEPARATORS.split(_PLACEMENT.sub(" \0 ", move)) if t]
         leftovers = [t for t in tokens if t != "\0"]
         placements = _PLACEMENT.findall(move)
@@ -273,7 +278,11 @@ class SudokuEnv(TextGame):
         game["grid"] = grid
         game["placements"] += len(made)
         left = grid.count(0)
-        status = "Solved: the grid is complete!" if not left else f"{left} empty cells left."
+        status = (
+            "Solved: the grid is complete!"
+            if not left
+            else f"{counted(left, 'empty cell', 'empty cells')} left."
+        )
         placed = " ".join(
             f"r{cell // n + 1}c{cell % n + 1}={digit}" for cell, digit in made.items()
         )

@@ -74,11 +74,12 @@ def cell_name(index: int) -> str:
 
 @lru_cache(maxsize=1024)
 def parse_cell(text: str) -> int:
-    """The cell index (0-8) a move names: "B2", "2b" or a number 1-9 counted row by row.
+    """The cell index (0-8) a move names: "B2", "2b" or a number 1-9 counted row by row,
+    a full stop after it allowed (as every game of the catalogue allows one).
 
     Memoised (a failed parse raises and is not kept): models repeat the same few spellings.
     """
-    match = _CELL.match(text)
+    match = _CELL.match(text.rstrip().removesuffix("."))
     if not match:
         raise InvalidMove(
             f"{text[:40]!r} is not a cell; name one by column letter and row number, "

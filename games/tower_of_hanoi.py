@@ -21,6 +21,7 @@ from vfgym.games._base import (
     InvalidMove,
     TextGame,
     check_choice,
+    counted,
     game_rows,
     move_message,
 )
@@ -36,7 +37,8 @@ DISKS = {"easy": 3, "medium": 4, "hard": 6}
 STARTS = ("classic", "random")
 MAX_DISKS = 12
 
-_MOVE = re.compile(r"^\s*([A-Ca-c1-3])\s*(?:->|→|-|to|,|\s)\s*([A-Ca-c1-3])\s*\.?\s*$")
+#: Pegs and the word "to" are read in either case.
+_MOVE = re.compile(r"^\s*([A-C1-3])\s*(?:->|→|-|to|,|\s)\s*([A-C1-3])\s*\.?\s*$", re.IGNORECASE)
 _PEG_LINE = re.compile(r"^Peg ([ABC]):(.*)$", re.MULTILINE)
 _TARGET = re.compile(r"onto peg ([ABC])")
 
@@ -125,7 +127,8 @@ class TowerOfHanoiEnv(TextGame):
         game["moves"] += 1
         text = f"Moved disk {disk} from {PEGS[src]} to {PEGS[dst]}.\n{self.render(game)}"
         if self.is_over(game):
-            text += f"\nSolved in {game['moves']} moves (optimal: {game['optimal']})."
+            moves = counted(game["moves"], "move", "moves")
+            text += f"\nSolved in {moves} (optimal: {game['optimal']})."
         return text
 
     def is_over(self, game: dict[str, Any]) -> bool:
@@ -191,10 +194,8 @@ def generate_item(rng: random.Random, disks: int, start: str) -> tuple[str, dict
     for disk in range(disks, 0, -1):  # bottom to top: largest first
         pegs[where[disk]].append(disk)
     optimal = optimal_moves(where, target)
-    question = (
-        f"There are {disks} disks. Move them all onto peg {PEGS[target]}.\n"
-        f"{render_pegs(pegs, target)}"
-    )
+    task = "There is 1 disk. Move it" if disks == 1 else f"There are {disks} disks. Move them all"
+    question = f"{task} onto peg {PEGS[target]}.\n{render_pegs(pegs, target)}"
     info = {"pegs": pegs, "disks": disks, "target": target, "optimal": optimal}
     return question, info, str(optimal)
 

@@ -35,6 +35,7 @@ from vfgym.games._base import (
     InvalidMove,
     TextGame,
     check_choice,
+    counted,
     game_rows,
     move_message,
 )
@@ -64,7 +65,8 @@ PLAN_WIDTH = 8
 
 _WORD = re.compile(r"[a-z]{5}")
 _ROW = re.compile(r"^\s*\d+\.\s+([A-Z]{5})\s+([GY-]{5})\s*$", re.MULTILINE)
-_GUESSES = re.compile(r"You have (\d+) guesses")
+#: "You have 6 guesses" (or "1 guess") in the first message.
+_GUESSES = re.compile(r"You have (\d+) guess")
 
 SYSTEM_PROMPT = f"""You are playing Wordle. Find the hidden five-letter English word.
 Each turn, guess one five-letter word from the English dictionary. For each letter of your
@@ -391,14 +393,14 @@ class WordleEnv(TextGame):
         used, total = len(game["guesses"]), game["max_guesses"]
         if marks == GREEN * WORD_LENGTH:
             game["won"] = True
-            head = f"{word.upper()}  {marks}: solved in {used} guess{'es' if used > 1 else ''}!"
+            head = f"{word.upper()}  {marks}: solved in {counted(used, 'guess', 'guesses')}!"
         elif used >= total:
             head = (
                 f"{word.upper()}  {marks}. Out of guesses: the word was {game['answer'].upper()}."
             )
         else:
             left = total - used
-            head = f"{word.upper()}  {marks}. {left} guess{'es' if left > 1 else ''} left."
+            head = f"{word.upper()}  {marks}. {counted(left, 'guess', 'guesses')} left."
         return f"{head}\n\n{render_board(game['guesses'], game['marks'])}"
 
     def start_turn(self, game: dict[str, Any]) -> None:
@@ -443,7 +445,7 @@ def generate_item(
     word = bank.words[int(rng.choice(bank.solutions(tier)))]
     question = (
         f"I picked a hidden five-letter word: {DESCRIPTIONS[tier]}. "
-        f"You have {max_guesses} guesses. Make your first guess."
+        f"You have {counted(max_guesses, 'guess', 'guesses')}. Make your first guess."
     )
     return question, {"word": word, "max_guesses": max_guesses, "tier": tier}, word
 

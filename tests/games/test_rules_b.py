@@ -240,7 +240,7 @@ def test_hangman_whole_word_guesses() -> None:
     assert "Wrong words: CABANA" in text and "Misses: 1 of 6" in text
     text = env.apply_move(game, "Banana")
     assert env.is_over(game) and env.score(game) == 1.0
-    assert "You found BANANA with 1 misses." in text and "Word: B A N A N A" in text
+    assert "You found BANANA with 1 miss." in text and "Word: B A N A N A" in text
 
 
 def test_hangman_losing_on_misses_reveals_the_word() -> None:
@@ -394,7 +394,9 @@ def test_sudoku_placements_follow_the_brute_force_rule() -> None:
                 continue
             assert not refused, move
             assert game["grid"][cell] == digit
-            assert f"{game['grid'].count(0)} empty cells left." in text or env.is_over(game)
+            left = game["grid"].count(0)
+            cells = "cell" if left == 1 else "cells"
+            assert f"{left} empty {cells} left." in text or env.is_over(game)
             assert not any(
                 d and brute_conflict(game["grid"], 4, i, d) for i, d in enumerate(game["grid"])
             )
