@@ -221,6 +221,52 @@ def test_count_tokens_lets_the_token_budget_end_an_episode():
         env.close()
 
 
+def test_count_tokens_assigned_after_making_counts_from_the_next_step():
+    with pytest.warns(UserWarning, match="count_tokens="):
+        env = GymEnv(BudgetGuessEnv())
+    try:
+        env.reset(options={"index": 0})
+        env.step("maybe it is 7")  # not counted: no counter yet
+        assert env.state["completion_tokens"] == 0
+        env.count_tokens = lambda text: len(text.split())
+        assert env.count_tokens("a b") == 2
+        env.step("maybe it is 7")
+        env.step("maybe it is 7")
+        *_, truncated, info = env.step("maybe it is 7")
+        assert env.state["completion_tokens"] == 12
+        assert truncated and info["stop_reason"] == "token_budget"
+        env.count_tokens = None  # and back to none
+        env.reset(options={"index": 0})
+        env.step("maybe it is 7")
+        assert env.state["completion_tokens"] == 0
+        with pytest.raises(TypeError, match="count_tokens must be a function"):
+            env.count_tokens = 5  # type: ignore[assignment]
+        assert env.count_tokens is None
+    finally:
+        env.close()
+
+
+def test_a_gym_env_subclass_keeps_attributes_of_its_own_and_copies_them():
+    class Noted(GymEnv):
+        def __init__(self, env: Any) -> None:
+            super().__init__(env)
+            self.notes: list[str] = []
+
+    env = Noted(GuessEnv())
+    try:
+        env.reset(options={"index": 0})
+        env.step("5")
+        env.notes.append("tried 5")
+        twin = copy.deepcopy(env)
+        twin.notes.append("copy")
+        assert env.notes == ["tried 5"] and twin.notes == ["tried 5", "copy"]
+        assert twin.step("1")[2] is True and twin.state["turn"] == 2
+        assert env.state["turn"] == 1
+        twin.close()
+    finally:
+        env.close()
+
+
 def test_a_token_budget_without_count_tokens_is_warned_about():
     with pytest.warns(UserWarning, match="rollout_token_budget=10.*count_tokens="):
         env = GymEnv(BudgetGuessEnv())

@@ -148,6 +148,50 @@ class GymEnv(gym.Env[Observation, Action]):
 
     metadata: dict[str, Any] = {"render_modes": ["ansi", "human"], "render_fps": 4}
 
+    # Slots rather than the instance dict: from 30 keys on, CPython stops sharing an
+    # instance dict's keys and every attribute read takes a slower path, and a step
+    # reads a dozen of these. (`gym.Env`'s own attributes, `spec` and the random
+    # generator, stay in the dict, as does anything a subclass adds.)
+    __slots__ = (
+        "_async_cleanup",
+        "_busy",
+        "_chat",
+        "_cleaned",
+        "_closed",
+        "_count_tokens",
+        "_default_cleanup",
+        "_default_finish",
+        "_default_init",
+        "_default_setup",
+        "_done",
+        "_episode_loop",
+        "_episodes",
+        "_human",
+        "_inline",
+        "_loop",
+        "_max_text_length",
+        "_observation_mode",
+        "_outbox",
+        "_per_step_reward",
+        "_plain_text",
+        "_prompt_texts",
+        "_render_mode",
+        "_row_cache",
+        "_row_rng",
+        "_row_rng_source",
+        "_ship",
+        "_state",
+        "_step_reward",
+        "_text_observations",
+        "_text_turn",
+        "_view",
+        "action_space",
+        "environment",
+        "observation_space",
+        "owns_environment",
+        "rows",
+    )
+
     def __init__(
         self,
         env: MultiTurnEnv,
@@ -186,11 +230,7 @@ class GymEnv(gym.Env[Observation, Action]):
             raise TypeError(f"max_text_length must be an int, not {max_text_length!r}")
         if max_text_length < 1:
             raise ValueError(f"max_text_length must be at least 1, not {max_text_length}")
-        if count_tokens is not None and not callable(count_tokens):
-            raise TypeError(
-                "count_tokens must be a function from a turn's text to its token count, "
-                f"not {type(count_tokens).__name__}"
-            )
+        _check_token_counter(count_tokens)
         if count_tokens is None and env.rollout_token_budget is not None:
             gym.logger.warn(
                 f"{type(env).__name__} has rollout_token_budget={env.rollout_token_budget}, "
@@ -216,7 +256,7 @@ class GymEnv(gym.Env[Observation, Action]):
         self._per_step_reward = per_step_reward
         self._render_mode = render_mode
         self._max_text_length = max_text_length
-        self.count_tokens = count_tokens
+        self._count_tokens = count_tokens
         self.rows = rows
         self.observation_space = (
             UnicodeText(max_text_length)
@@ -263,6 +303,7 @@ class GymEnv(gym.Env[Observation, Action]):
         self._ship = in_vector_worker()
         if self._ship:
             use_delta_shipping()
+        self._plain_text = self._steps_plain_text()
         self._outbox: Outbox | None = None
         self._prompt_texts: dict[tuple[Any, ...], Observation] = {}
         self._row_cache: dict[int, _Row] = {}
@@ -275,6 +316,17 @@ class GymEnv(gym.Env[Observation, Action]):
     per_step_reward = _made_with("per_step_reward")
     render_mode = _made_with("render_mode")  # type: ignore[assignment]
     max_text_length = _made_with("max_text_length")
+
+    @property
+    def count_tokens(self) -> Callable[[str], int] | None:
+        """How many tokens a model's turn took, given its text (see the class doc)."""
+        return self._count_tokens
+
+    @count_tokens.setter
+    def count_tokens(self, count_tokens: Callable[[str], int] | None) -> None:
+        _check_token_counter(count_tokens)
+        self._count_tokens = count_tokens
+        self._plain_text = self._steps_plain_text()
 
     # --------------------------------------------------------------- public
 
@@ -337,36 +389,24 @@ class GymEnv(gym.Env[Observation, Action]):
 
     def step(self, action: Action) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
         """Play the model's turn `action` (text, or an assistant message dict)."""
-        # One body for every sync step; a text action (the usual one) is recorded and
-        # answered in one engine call, `text_turn_sync`, which a game fuses.
-        if self._inline and type(action) is str:
-            turn, move = self._text_turn, action
-        else:
-            move = self._model_turn(action)  # raises before anything changes
-            if not self._inline:
-                return self._drive(self._step(move, sync_scoring=True), "step")
-            turn = self._record_and_advance
-        if self._busy:
-            self._claim("step")  # raises
+        if not (self._plain_text and type(action) is str):
+            return self._step_sync(action)
+        # The usual step, a game's: a text action, answered by a one-line reply in one
+        # engine call (`text_turn_sync`, which a game fuses), and nothing else asked for
+        # (see `_steps_plain_text`). `_step_sync` is the same step with every option.
+        if self._busy or self._done:  # (also before the first reset)
+            self._refuse_step()
         state: State = self._state  # type: ignore[assignment]
-        if self._done:  # (also before the first reset)
-            self._require_running()  # raises
         self._busy = True
         try:
             try:
-                if self.count_tokens is not None:
-                    self._count_turn(state, move)
-                env_messages, stop = turn(state, move)
-                reward = 0.0
-                if self._step_reward is not None:
-                    reward = self._step_reward_value(call_inline(self._step_reward, state))
+                env_messages, stop = self._text_turn(state, action)
             except BaseException as exc:
                 self._failed(state, exc)
                 self._cleanup_sync(state)
                 raise
-            # `_observe` (`observation_text`'s first case) and `_info`, inlined for the
-            # usual step, a game's one-line reply: calling them costs 5% of a step.
-            if self._text_observations and type(env_messages) is list and len(env_messages) == 1:
+            # `_observe` (`observation_text`'s first case) and `_info`, inlined.
+            if type(env_messages) is list and len(env_messages) == 1:
                 observation = env_messages[0].get("content")
                 if not (
                     type(observation) is str
@@ -376,22 +416,14 @@ class GymEnv(gym.Env[Observation, Action]):
                     observation = self._observe(env_messages)
             else:
                 observation = self._observe(env_messages)
-            if self._outbox is None:
-                info = {
-                    "state": self._view,
-                    "messages": state["prompt"] + state["completion"],
-                    "turn": state["turn"],
-                }
-            else:
-                info = self._info(state)
+            info = {
+                "state": self._view,
+                "messages": state["prompt"] + state["completion"],
+                "turn": state["turn"],
+            }
             if stop is None:
-                if self._human:
-                    self._show_turn(move, env_messages)
-                return observation, reward, False, False, info
-            result = self._end_sync(state, stop, observation, reward, info)
-            if self._human:
-                self._show_turn(move, env_messages)
-            return result
+                return observation, 0.0, False, False, info
+            return self._end_sync(state, stop, observation, 0.0, info)
         finally:
             self._busy = False
 
@@ -587,7 +619,7 @@ class GymEnv(gym.Env[Observation, Action]):
         self._check_episode_loop()
         env = self.environment
         try:
-            if self.count_tokens is not None:
+            if self._count_tokens is not None:
                 self._count_turn(state, message)
         except BaseException as exc:
             self._failed(state, exc)
@@ -668,6 +700,64 @@ class GymEnv(gym.Env[Observation, Action]):
             _scoring_failed(state, exc)
             raise
         return score
+
+    def _step_sync(self, action: Action) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
+        """`step` with every option: message actions, a token counter, per-step rewards,
+        human rendering, a vector worker's views, hooks that need the event loop."""
+        if self._inline and type(action) is str:
+            turn, move = self._text_turn, action
+        else:
+            move = self._model_turn(action)  # raises before anything changes
+            if not self._inline:
+                return self._drive(self._step(move, sync_scoring=True), "step")
+            turn = self._record_and_advance
+        if self._busy or self._done:
+            self._refuse_step()
+        state: State = self._state  # type: ignore[assignment]
+        self._busy = True
+        try:
+            try:
+                if self._count_tokens is not None:
+                    self._count_turn(state, move)
+                env_messages, stop = turn(state, move)
+                reward = 0.0
+                if self._step_reward is not None:
+                    reward = self._step_reward_value(call_inline(self._step_reward, state))
+            except BaseException as exc:
+                self._failed(state, exc)
+                self._cleanup_sync(state)
+                raise
+            observation = self._observe(env_messages)
+            info = self._info(state)
+            if stop is None:
+                result = observation, reward, False, False, info
+            else:
+                result = self._end_sync(state, stop, observation, reward, info)
+            if self._human:
+                self._show_turn(move, env_messages)
+            return result
+        finally:
+            self._busy = False
+
+    def _refuse_step(self) -> None:
+        """Raise why a step cannot run now: another reset/step of this env is running,
+        or no episode is (`_require_running` says which)."""
+        if self._busy:
+            self._claim("step")
+        self._require_running()
+
+    def _steps_plain_text(self) -> bool:
+        """Whether `step` may take its shortest way for a text action: sync hooks, text
+        observations, and none of a token counter, per-step rewards, human rendering or
+        a vector worker's views (`_step_sync` handles those)."""
+        return (
+            self._inline
+            and self._text_observations
+            and self._count_tokens is None
+            and self._step_reward is None
+            and not self._human
+            and not self._ship
+        )
 
     def _record_and_advance(
         self, state: State, message: ChatMessage | str
@@ -805,7 +895,7 @@ class GymEnv(gym.Env[Observation, Action]):
                 function = call.get("function") or {}
                 parts += [function.get("name") or "", function.get("arguments") or ""]
             text = "".join(parts)
-        count = self.count_tokens(text)  # type: ignore[misc]
+        count = self._count_tokens(text)  # type: ignore[misc]
         if isinstance(count, bool) or not isinstance(count, int | np.integer) or count < 0:
             raise TypeError(f"count_tokens must return a token count (an int >= 0), not {count!r}")
         state["completion_tokens"] += int(count)
@@ -1054,9 +1144,9 @@ class GymEnv(gym.Env[Observation, Action]):
             if shared is not None:
                 memo[id(shared)] = shared
         try:
-            for key, value in self.__dict__.items():
+            for key, value in _fields(self):
                 if key not in _LOOPS:
-                    copied.__dict__[key] = copy.deepcopy(value, memo)
+                    object.__setattr__(copied, key, copy.deepcopy(value, memo))
         except Exception as exc:  # e.g. a sandbox's connection: live resources do not copy
             raise TypeError(
                 f"this env cannot be copied: its {type(self.environment).__name__} holds "
@@ -1103,6 +1193,17 @@ _FLAT = frozenset({str, int, float, bool, type(None)})
 _LOOPS = frozenset({"_loop", "_episode_loop"})
 
 
+def _fields(env: GymEnv) -> list[tuple[str, Any]]:
+    """Every attribute `env` has, in its slots (a subclass's too) and in its dict."""
+    fields = [
+        (name, getattr(env, name))
+        for cls in type(env).__mro__
+        for name in cls.__dict__.get("__slots__", ())
+        if hasattr(env, name)
+    ]
+    return fields + list(env.__dict__.items())
+
+
 def _with_defaults(
     state: State,
     prompt: Messages,
@@ -1130,6 +1231,14 @@ def _board_rest(text: str, board: str) -> str:
         if tail == shown or tail.endswith("\n" + shown):
             return "\n" + "\n".join(lines[cut:])
     return "\n\n" + board
+
+
+def _check_token_counter(count_tokens: Any) -> None:
+    if count_tokens is not None and not callable(count_tokens):
+        raise TypeError(
+            "count_tokens must be a function from a turn's text to its token count, "
+            f"not {type(count_tokens).__name__}"
+        )
 
 
 def _print_human(text: str) -> None:
