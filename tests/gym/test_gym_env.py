@@ -21,6 +21,7 @@ from gym_test_envs import (
 from gymnasium.utils.env_checker import check_env
 
 from vfgym.gym import GymEnv, StateView, Trajectory, aplay_episode, play_episode
+from vfgym.gym.text import observation_text
 from vfgym.rubrics import REWARD_ERRORS, Rubric, RubricGroup
 from vfgym.types import RolloutScore
 
@@ -643,3 +644,34 @@ def test_every_episode_gets_metrics_of_its_own():
     ends[0]["won"] = -1.0
     assert ends[1]["won"] == 1.0 and ends[0] is not ends[1]
     env.close()
+
+
+class ShapedRepliesEnv(GuessEnv):
+    """Sync hooks (so `step` takes its shortest path) answering each turn in another
+    shape: the action names the shape."""
+
+    REPLIES: dict[str, Any] = {
+        "two": [{"role": "user", "content": "first"}, {"role": "user", "content": "second"}],
+        "none": [],
+        "parts": [{"role": "user", "content": [{"type": "text", "text": "in parts"}]}],
+        "no-content": [{"role": "user"}],
+        "null-content": [{"role": "user", "content": None}],
+        "control": [{"role": "user", "content": "bell\x07 and\ttab"}],
+        "long": [{"role": "user", "content": "x" * 300}],
+    }
+
+    def env_response(self, messages: Any, state: Any, **kwargs: Any) -> tuple[Any, Any]:
+        return self.REPLIES[messages[-1]["content"]], state
+
+
+@pytest.mark.parametrize("shape", sorted(ShapedRepliesEnv.REPLIES))
+def test_every_shape_of_reply_is_observed_as_observation_text_says(shape):
+    env = GymEnv(ShapedRepliesEnv(max_turns=5), max_text_length=200)
+    try:
+        env.reset(seed=0)
+        observation, *_ = env.step(shape)
+        expected = observation_text(ShapedRepliesEnv.REPLIES[shape], 200)
+        assert observation == expected
+        assert env.observation_space.contains(observation)
+    finally:
+        env.close()

@@ -405,16 +405,20 @@ class GymEnv(gym.Env[Observation, Action]):
                 self._failed(state, exc)
                 self._cleanup_sync(state)
                 raise
-            # `_observe` (`observation_text`'s first case) and `_info`, inlined.
-            if type(env_messages) is list and len(env_messages) == 1:
-                observation = env_messages[0].get("content")
-                if not (
-                    type(observation) is str
-                    and len(observation) <= self._max_text_length
-                    and (observation.isprintable() or FORBIDDEN.search(observation) is None)
-                ):
-                    observation = self._observe(env_messages)
-            else:
+            # `_observe` (`observation_text`'s first case) and `_info`, inlined: the
+            # usual answer is one message, whose text is the observation as it is.
+            observation = None
+            if type(env_messages) is list:
+                try:
+                    [reply] = env_messages
+                    observation = reply["content"]
+                except (ValueError, TypeError, KeyError):
+                    pass
+            if not (
+                type(observation) is str
+                and len(observation) <= self._max_text_length
+                and (observation.isprintable() or FORBIDDEN.search(observation) is None)
+            ):
                 observation = self._observe(env_messages)
             info = {
                 "state": self._view,
