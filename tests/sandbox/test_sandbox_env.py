@@ -290,6 +290,42 @@ async def test_the_replaced_note_goes_with_the_call_that_ran_in_the_new_sandbox(
         assert tools[2] == "3"  # no note: this call ran in no sandbox at all
 
 
+async def test_an_error_answered_with_the_replaced_note_is_cut_to_the_result_cap(
+    model_server: Any, make_config: Any, docker_client: docker.DockerClient
+) -> None:
+    async def slow(seconds: int, sandbox: DockerSandbox) -> str:
+        """Sleep, with a 1 s deadline of the tool's own (which breaks the sandbox's stream).
+
+        Args:
+            seconds: how long
+        """
+        return (await asyncio.wait_for(sandbox.run_shell(f"sleep {seconds}"), 1)).summary()
+
+    async def shout(sandbox: DockerSandbox) -> str:
+        """Fail with a very long message."""
+        raise ValueError("no " * 20_000)
+
+    rows = [{"prompt": [{"role": "user", "content": "go"}], "answer": "done"}]
+    policy = scripted(
+        [call("slow", {"seconds": 5}, "c1")],  # the sandbox is lost
+        [call("shout", {}, "c2")],  # runs in a fresh one, and fails at length
+        "done",
+    )
+    server = await model_server(policy)
+    env = SandboxEnv(
+        sandbox_config=make_config(),
+        pool_size=1,
+        tools=[slow, shout],
+        dataset=rows,
+        max_tool_result_chars=2_000,
+    )
+    async with env:
+        out = await env.evaluate(server.client(), "m")
+        reply = [m["content"] for m in out.completion[0] if m["role"] == "tool"][1]
+        assert "crashed since your last call" in reply and "ValueError" in reply
+        assert len(reply) < 2_000 + 400  # the cut text, its note and the sandbox note
+
+
 async def test_calls_of_one_turn_that_find_the_sandbox_dead_replace_it_once(
     make_config: Any, docker_client: docker.DockerClient
 ) -> None:

@@ -164,8 +164,8 @@ class SandboxEnv(StatefulToolEnv):
                 raise  # not a crash of this rollout's sandbox: the infrastructure failed
             if not (dead or replaced_before):
                 raise  # the tool's own error: ToolEnv answers it (and counts it)
-            # Answered here, so the reply can say the sandbox is new.
-            reply = {"role": "tool", "content": self.error_formatter(exc)}
+            # Answered here, so the reply can say the sandbox is new (cut as ToolEnv cuts).
+            reply = {"role": "tool", "content": self._error_text(self.error_formatter(exc))}
             reply["tool_call_id"] = tool_call_id
         if state is None:  # an override that passed no state: the next call replaces it
             return reply
