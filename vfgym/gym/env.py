@@ -1238,6 +1238,7 @@ def _board_rest(text: str, board: str) -> str:
 
 
 def _check_token_counter(count_tokens: Any) -> None:
+    """Refuse a `count_tokens` that is not a function (at make time and when set later)."""
     if count_tokens is not None and not callable(count_tokens):
         raise TypeError(
             "count_tokens must be a function from a turn's text to its token count, "
