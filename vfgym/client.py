@@ -224,21 +224,40 @@ def prepare_sampling_args(
     """Turn SamplingArgs into keyword arguments for the openai client.
 
     `None` values are dropped; `max_tokens` becomes `max_completion_tokens` for chat
-    (the name OpenAI's newer models require, and vLLM accepts); keys the client does
-    not know (vLLM's `top_k`, `min_p`, `repetition_penalty`, ...) move into
-    `extra_body`, which is sent to the server verbatim.
+    (the name OpenAI's newer models require, and vLLM accepts) and the reverse for
+    text completions (whose endpoint knows only `max_tokens`: vLLM ignores the other
+    name and gives 16 tokens); where both are given, `max_completion_tokens` wins, as
+    it is the one a rollout's token budget lowers. Keys the client does not know
+    (vLLM's `top_k`, `min_p`, `repetition_penalty`, ...) move into `extra_body`,
+    which is sent to the server verbatim. Streaming is refused (see `_refuse_stream`).
     """
     if not sampling_args:
         return {}
     args = {k: v for k, v in sampling_args.items() if v is not None}
     if message_type == "chat" and "max_tokens" in args:
         args.setdefault("max_completion_tokens", args.pop("max_tokens"))
+    elif message_type != "chat" and "max_completion_tokens" in args:
+        args["max_tokens"] = args.pop("max_completion_tokens")
     extra = dict(args.pop("extra_body", None) or {})
+    _refuse_stream(args, extra)
     for key in [k for k in args if k not in accepted]:
         extra[key] = args.pop(key)
     if extra:
         args["extra_body"] = extra
     return args
+
+
+def _refuse_stream(args: dict[str, Any], extra: dict[str, Any]) -> None:
+    """Refuse `stream` before anything is sent: a rollout needs the whole answer.
+
+    A streamed answer has no `choices`; taken for a server fault, it was sent again
+    and again, and the rollout ended blaming a server that was fine.
+    """
+    if args.get("stream") or extra.get("stream"):
+        raise ValueError(
+            "sampling_args 'stream': a rollout needs each model answer whole, so vfgym "
+            "does not stream; drop 'stream' (and 'stream_options') from sampling_args"
+        )
 
 
 DEFAULT_RETRY = RetryPolicy()

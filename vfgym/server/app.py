@@ -9,6 +9,7 @@ error, an unknown route included, is answered in the OpenAI error shape.
 from __future__ import annotations
 
 import asyncio
+import copy
 import itertools
 import json
 import math
@@ -106,6 +107,98 @@ def _tools_param(body: dict[str, Any]) -> list[Any] | None:
     return tools
 
 
+def _check_tool_choice(body: dict[str, Any], tools: list[Any] | None) -> None:
+    """`tool_choice`, checked as vLLM checks it (OpenAI refuses the same requests).
+
+    "none" needs nothing; "auto", "required" and a named function need `tools`, and
+    the named function must be one of them.
+    """
+    choice = body.get("tool_choice")
+    if choice is None or choice == "none":
+        return
+    if not tools:
+        raise bad_request(
+            f"'tool_choice' {choice!r:.120} is only allowed when 'tools' are given; "
+            "send tools or drop tool_choice",
+            "tool_choice",
+        )
+    if choice in ("auto", "required"):
+        return
+    if not isinstance(choice, dict):
+        raise bad_request(
+            "'tool_choice' must be 'none', 'auto', 'required' or "
+            f"{{'type': 'function', 'function': {{'name': ...}}}}, got {choice!r:.120}",
+            "tool_choice",
+        )
+    function = choice.get("function")
+    name = function.get("name") if isinstance(function, dict) else None
+    if not isinstance(name, str) or choice.get("type", "function") != "function":
+        raise bad_request(
+            "a named 'tool_choice' must be {'type': 'function', 'function': {'name': str}}, "
+            f"got {choice!r:.120}",
+            "tool_choice",
+        )
+    names = [tool["function"]["name"] for tool in tools]
+    if name not in names:
+        raise bad_request(
+            f"'tool_choice' names the function {name!r}, which is not one of the tools "
+            f"{names}; name one of them or add it to tools",
+            "tool_choice",
+        )
+
+
+#: The `response_format` types vLLM knows; OpenAI knows the first three.
+RESPONSE_FORMAT_TYPES = ("text", "json_object", "json_schema", "structural_tag")
+
+
+def _check_response_format(body: dict[str, Any]) -> None:
+    """`response_format`, checked as vLLM and OpenAI check it: a misspelt type is a 400
+    there, so it must not pass here and fail only in production."""
+    fmt = body.get("response_format")
+    if fmt is None:
+        return
+    kind = fmt.get("type") if isinstance(fmt, dict) else None
+    if kind not in RESPONSE_FORMAT_TYPES:
+        raise bad_request(
+            f"'response_format' must be {{'type': T}} with T one of {list(RESPONSE_FORMAT_TYPES)} "
+            "(and a 'json_schema' object for type json_schema), got "
+            f"{fmt!r:.120}",
+            "response_format",
+        )
+    schema = fmt.get("json_schema")
+    if kind == "json_schema" and (
+        not isinstance(schema, dict) or not isinstance(schema.get("name"), str)
+    ):
+        raise bad_request(
+            "'response_format' of type json_schema needs 'json_schema': "
+            f"{{'name': str, 'schema': {{...}}}}, got {fmt!r:.120}",
+            "response_format",
+        )
+
+
+def _refuse_max_completion_tokens(body: dict[str, Any]) -> None:
+    """/v1/completions takes `max_tokens` only: OpenAI refuses `max_completion_tokens`
+    there and vLLM ignores it (giving the default 16 tokens), so honouring it here
+    would hide the mistake until production."""
+    if body.get("max_completion_tokens") is not None:
+        raise bad_request(
+            "'max_completion_tokens' is a chat completions parameter; /v1/completions "
+            "takes 'max_tokens' (vLLM would ignore it and give 16 tokens)",
+            "max_completion_tokens",
+        )
+
+
+def _own_requests(body: dict[str, Any], count: int) -> list[dict[str, Any]]:
+    """`body` for the first of `count` policy calls and a copy for each other one.
+
+    A real server samples n choices independently from the request as sent; a
+    policy may edit what it is given (append to the messages, say), and one call's
+    edits must not reach another's. The first call may have `body` itself, as the
+    caller reads what it needs from it beforehand; so n=1 copies nothing.
+    """
+    return [body] + [copy.deepcopy(body) for _ in range(count - 1)]
+
+
 def _check_streaming(body: dict[str, Any]) -> None:
     """Refuse streaming, and `stream_options` on a request that does not stream.
 
@@ -152,7 +245,7 @@ class ServerCore:
         self.faults = FaultQueue()
         self.writer = JSONWriter()
         self.record_requests = record_requests
-        self._records: list[dict[str, Any]] = []
+        self._records: list[bytes] = []
         self._records_lock = threading.Lock()
         self._response_ids = itertools.count()
         self._id_prefix = os.urandom(4).hex()
@@ -161,14 +254,21 @@ class ServerCore:
 
     # -- records ------------------------------------------------------------
 
-    def record(self, body: dict[str, Any]) -> None:
+    def record(self, raw: bytes) -> None:
+        """Keep a request's body as it arrived.
+
+        The bytes, not the parsed dict: the policy gets that dict and may edit it, and
+        a record must say what the client sent. Parsed again when read (tests read
+        records; the hot path only appends).
+        """
         if self.record_requests:
             with self._records_lock:
-                self._records.append(body)
+                self._records.append(raw)
 
     def records(self) -> list[dict[str, Any]]:
         with self._records_lock:
-            return list(self._records)
+            raws = list(self._records)
+        return [json.loads(raw) for raw in raws]
 
     def clear_records(self) -> None:
         with self._records_lock:
@@ -187,7 +287,11 @@ class ServerCore:
         /v1/completions (an explicit null lifts it), so a completion-mode client
         that forgets to set it is cut short here as it would be there.
         """
-        max_tokens = _int_param(body, "max_completion_tokens", minimum=1)
+        if chat:
+            max_tokens = _int_param(body, "max_completion_tokens", minimum=1)
+        else:
+            _refuse_max_completion_tokens(body)
+            max_tokens = None
         if max_tokens is None:
             max_tokens = _int_param(body, "max_tokens", minimum=1)
         if max_tokens is None and not chat and "max_tokens" not in body:
@@ -210,13 +314,14 @@ class ServerCore:
             raise HTTPFailure(404, str(exc), param="model") from None
 
     async def _replies(
-        self, policy: BoundPolicy, body: dict[str, Any], prompt: Any, n: int
+        self, policy: BoundPolicy, model: Any, calls: list[tuple[Any, dict[str, Any]]]
     ) -> list[Any]:
-        model = body.get("model")
+        """The policy's reply to each (prompt, request) of `calls`, run concurrently."""
         try:
-            if n == 1:
-                return [await policy(prompt, body)]
-            return list(await asyncio.gather(*(policy(prompt, body) for _ in range(n))))
+            if len(calls) == 1:
+                prompt, request = calls[0]
+                return [await policy(prompt, request)]
+            return list(await asyncio.gather(*(policy(p, r) for p, r in calls)))
         except HTTPFailure:
             raise
         except Exception as exc:
@@ -248,6 +353,8 @@ class ServerCore:
             raise bad_request("'messages' must be a non-empty list of message dicts", "messages")
         _check_streaming(body)
         tools = _tools_param(body)
+        _check_tool_choice(body, tools)
+        _check_response_format(body)
         view = self.view
         try:
             prompt_tokens = view.chat_count(messages, tools)
@@ -263,12 +370,22 @@ class ServerCore:
         want_ids = bool(body.get("return_token_ids"))
         stop = _stop_param(body)
         model = body.get("model")
-        replies = await self._replies(policy, body, messages, n)
+        # Read before the policy runs: it gets `body` and may edit it.
+        prompt_ids = view.chat_ids(messages, tools) if want_ids else None
+        parse_tool_calls = bool(tools) and body.get("tool_choice") != "none"
+        requests = _own_requests(body, n)
+        replies = await self._replies(policy, model, [(r["messages"], r) for r in requests])
 
         choices = []
         completion_tokens = 0
         for index, reply in enumerate(replies):
-            message, ids, finish = finish_turn(view, self._normalise(reply, model), limit, stop)
+            message, ids, finish = finish_turn(
+                view,
+                self._normalise(reply, model),
+                limit,
+                stop,
+                parse_tool_calls=parse_tool_calls,
+            )
             completion_tokens += len(ids)
             choice: dict[str, Any] = {
                 "index": index,
@@ -287,8 +404,8 @@ class ServerCore:
             "choices": choices,
             "usage": self._usage(prompt_tokens, completion_tokens),
         }
-        if want_ids:
-            response["prompt_token_ids"] = view.chat_ids(messages, tools)
+        if prompt_ids is not None:
+            response["prompt_token_ids"] = prompt_ids
         return response
 
     def _prompts(self, prompt: Any) -> list[tuple[str, list[int] | None]]:
@@ -321,6 +438,7 @@ class ServerCore:
     async def completions(self, body: dict[str, Any]) -> dict[str, Any]:
         policy = self._policy(body)
         _check_streaming(body)
+        _check_response_format(body)
         if body.get("echo"):
             raise bad_request("'echo' is not supported by this server", "echo")
         view = self.view
@@ -332,13 +450,16 @@ class ServerCore:
         stop = _stop_param(body)
         model = body.get("model")
 
+        # Every prompt is checked before the policy runs (it gets `body` and may edit it).
+        counts = [len(ids) if ids is not None else view.count(text) for text, ids in prompts]
+        limits = [self._sampling(body, count, chat=False) for count in counts]
+        requests = iter(_own_requests(body, len(prompts) * n))
+
         choices = []
-        prompt_total = completion_total = 0
-        for p_index, (text, given_ids) in enumerate(prompts):
-            prompt_tokens = len(given_ids) if given_ids is not None else view.count(text)
-            limit = self._sampling(body, prompt_tokens, chat=False)
-            prompt_total += prompt_tokens
-            replies = await self._replies(policy, body, text, n)
+        completion_total = 0
+        for p_index, ((text, given_ids), limit) in enumerate(zip(prompts, limits, strict=True)):
+            calls = [(text, next(requests)) for _ in range(n)]
+            replies = await self._replies(policy, model, calls)
             for j, reply in enumerate(replies):
                 out, ids, finish = finish_text(
                     view, reply_text(self._normalise(reply, model)), limit, stop
@@ -364,7 +485,7 @@ class ServerCore:
             "created": int(time.time()),
             "model": model if model is not None else self.model_name,
             "choices": choices,
-            "usage": self._usage(prompt_total, completion_total),
+            "usage": self._usage(sum(counts), completion_total),
         }
 
     def models(self) -> dict[str, Any]:
@@ -454,9 +575,9 @@ class _Dropped(Exception):
     """Raised inside a handler whose connection was closed on purpose."""
 
 
-async def _read_body(request: web.Request) -> dict[str, Any]:
+async def _read_raw(request: web.Request) -> bytes:
     try:
-        raw = await request.read()
+        return await request.read()
     except web.HTTPRequestEntityTooLarge:
         # A 413, not the generic 500 below: clients retry 5xx, and resending cannot help.
         raise HTTPFailure(
@@ -464,6 +585,13 @@ async def _read_body(request: web.Request) -> dict[str, Any]:
             f"the request body is too large (over {MAX_BODY_BYTES // (1024 * 1024)} MiB); "
             "send a shorter prompt",
         ) from None
+
+
+async def _read_body(request: web.Request) -> dict[str, Any]:
+    return _parse_body(await _read_raw(request))
+
+
+def _parse_body(raw: bytes) -> dict[str, Any]:
     try:
         body = json.loads(raw)
     except ValueError:
@@ -482,8 +610,9 @@ def build_app(core: ServerCore) -> web.Application:
 
     async def generation(request: web.Request, chat: bool) -> web.StreamResponse:
         try:
-            body = await _read_body(request)
-            core.record(body)
+            raw = await _read_raw(request)
+            body = _parse_body(raw)
+            core.record(raw)
             fault = core.faults.take()
             if fault is not None:
                 answer = await core.apply_fault(fault, request, body, chat=chat)

@@ -272,14 +272,21 @@ def finish_turn(
     message: dict[str, Any],
     limit: int,
     stop: Any,
+    *,
+    parse_tool_calls: bool = True,
 ) -> tuple[dict[str, Any], list[int], str]:
     """Apply stop strings and the token limit to an assistant message.
 
     Returns the message as the client sees it, its completion token ids (the ids
     the chat template gives this assistant turn) and the finish reason. A turn cut
     by the limit loses its tool calls: the cut text is what the model produced, as
-    a server whose tool parser saw an unfinished call would answer.
+    a server whose tool parser saw an unfinished call would answer. With
+    `parse_tool_calls` False (a request without tools, or with tool_choice "none")
+    the calls stay the text the template renders them as, in `content`: vLLM runs
+    no tool parser then, and OpenAI's model cannot call a tool.
     """
+    if not parse_tool_calls and message.get("tool_calls"):
+        message = {"role": "assistant", "content": assistant_text(message)}
     content = message.get("content") or ""
     tool_calls = message.get("tool_calls")
     content, stopped = apply_stop(content, stop)

@@ -126,15 +126,20 @@ class ModelServer:
         certificates (about 100 ms per client otherwise); it is the real client
         with its real transport.
         """
-        kwargs.setdefault("max_retries", 0)
-        kwargs.setdefault("http_client", openai.DefaultAsyncHttpxClient(verify=False))
-        return openai.AsyncOpenAI(base_url=self.base_url, api_key=API_KEY, **kwargs)
+        if "http_client" not in kwargs:
+            kwargs["http_client"] = openai.DefaultAsyncHttpxClient(verify=False)
+        return openai.AsyncOpenAI(**self._client_options(kwargs))
 
     def sync_client(self, **kwargs: Any) -> openai.OpenAI:
         """An `openai.OpenAI` for this server, with retries off unless given (see `client`)."""
-        kwargs.setdefault("max_retries", 0)
-        kwargs.setdefault("http_client", openai.DefaultHttpxClient(verify=False))
-        return openai.OpenAI(base_url=self.base_url, api_key=API_KEY, **kwargs)
+        if "http_client" not in kwargs:
+            kwargs["http_client"] = openai.DefaultHttpxClient(verify=False)
+        return openai.OpenAI(**self._client_options(kwargs))
+
+    def _client_options(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """The client's options: this server's address and key unless the caller gave
+        its own (the server checks no key, so any `api_key` works)."""
+        return {"base_url": self.base_url, "api_key": API_KEY, "max_retries": 0, **kwargs}
 
     # -- records and faults -----------------------------------------------------
 

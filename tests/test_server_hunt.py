@@ -1,0 +1,349 @@
+"""The server and the model client as a user of the official openai client meets them.
+
+Each test drives the project's server over loopback HTTP with the real openai
+client and compares the answer with what OpenAI and vLLM do: requests they
+refuse must be refused here too (so a mistake shows up in tests, not in
+production), and what the client sends must mean the same on every server.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import openai
+import pytest
+from aiohttp import web
+from loopback_http import serve_posts
+from pydantic import BaseModel
+
+from vfgym.client import request_model_response
+from vfgym.server import ByteTokenizer, assistant_text, policies
+
+TOK = ByteTokenizer()
+HELLO = [{"role": "user", "content": "hello"}]
+ADD = {
+    "type": "function",
+    "function": {
+        "name": "add",
+        "description": "Add two integers.",
+        "parameters": {
+            "type": "object",
+            "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+            "required": ["a", "b"],
+        },
+    },
+}
+
+
+# -- a policy that edits what it is given -------------------------------------------------
+
+
+def meddler(messages: list[dict[str, Any]]) -> str:
+    """A policy that appends to the conversation it was handed (a common slip in user
+    code), then answers with how many messages it saw."""
+    messages.append({"role": "user", "content": "injected by the policy"})
+    return str(len(messages))
+
+
+async def test_a_policy_editing_its_messages_does_not_change_the_prompt_token_ids(
+    model_server,
+) -> None:
+    """`prompt_token_ids` are the ids of the prompt the client sent, which a trainer
+    joins with the completion ids; a policy's edits must not leak into them."""
+    server = await model_server(meddler)
+    async with server.client() as client:
+        response = await client.chat.completions.create(
+            model="m", messages=HELLO, extra_body={"return_token_ids": True}
+        )
+    sent = TOK.apply_chat_template(HELLO, add_generation_prompt=True)
+    assert response.prompt_token_ids == sent
+    assert response.usage.prompt_tokens == len(sent)
+
+
+async def test_each_of_n_choices_sees_the_messages_as_sent(model_server) -> None:
+    """On a real server the n samples are independent; here one choice's policy call
+    must not see what another call did to the conversation."""
+    server = await model_server(meddler)
+    async with server.client() as client:
+        response = await client.chat.completions.create(model="m", messages=HELLO, n=3)
+    assert [choice.message.content for choice in response.choices] == ["2", "2", "2"]
+
+
+async def test_each_of_n_text_choices_gets_the_request_as_sent(model_server) -> None:
+    def counter(prompt: str, request: dict[str, Any]) -> str:
+        request["seen"] = request.get("seen", 0) + 1
+        return str(request["seen"])
+
+    server = await model_server(counter)
+    async with server.client() as client:
+        response = await client.completions.create(model="m", prompt="p", n=3)
+    assert [choice.text for choice in response.choices] == ["1", "1", "1"]
+
+
+async def test_recorded_requests_are_what_the_client_sent(model_server) -> None:
+    def rename(messages: list[dict[str, Any]], request: dict[str, Any]) -> str:
+        request["model"] = "renamed"
+        messages.clear()
+        return "ok"
+
+    server = await model_server(rename)
+    async with server.client() as client:
+        response = await client.chat.completions.create(model="m", messages=HELLO)
+    assert response.model == "m"
+    assert server.requests == [{"model": "m", "messages": HELLO}]
+
+
+# -- tool_choice, checked as vLLM and OpenAI check it ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("tools", "tool_choice", "says"),
+    [
+        (None, "auto", "'tools'"),
+        (None, "required", "'tools'"),
+        (None, {"type": "function", "function": {"name": "add"}}, "'tools'"),
+        ([ADD], "sometimes", "'auto'"),
+        ([ADD], {"type": "function", "function": {"name": "sub"}}, "'sub'"),
+        ([ADD], {"type": "function"}, "'name'"),
+        ([ADD], ["add"], "'auto'"),
+    ],
+    ids=[
+        "auto-without-tools",
+        "required-without-tools",
+        "named-without-tools",
+        "unknown-mode",
+        "named-tool-not-in-tools",
+        "named-without-a-name",
+        "a-list",
+    ],
+)
+async def test_a_tool_choice_vllm_refuses_is_a_400(
+    model_server, tools: list[Any] | None, tool_choice: Any, says: str
+) -> None:
+    """vLLM answers each of these with a 400 (OpenAI too), so they must not pass here."""
+    server = await model_server(policies.echo)
+    options: dict[str, Any] = {"tool_choice": tool_choice}
+    if tools is not None:
+        options["tools"] = tools
+    async with server.client() as client:
+        with pytest.raises(openai.BadRequestError) as caught:
+            await client.chat.completions.create(model="m", messages=HELLO, **options)
+    assert caught.value.param == "tool_choice"
+    assert says in caught.value.message
+    assert server.requests  # the server refused it, not the client
+
+
+@pytest.mark.parametrize(
+    ("tools", "tool_choice"),
+    [
+        (None, "none"),
+        ([ADD], "none"),
+        ([ADD], "auto"),
+        ([ADD], "required"),
+        ([ADD], {"type": "function", "function": {"name": "add"}}),
+    ],
+)
+async def test_a_tool_choice_vllm_accepts_is_served(
+    model_server, tools: list[Any] | None, tool_choice: Any
+) -> None:
+    server = await model_server(policies.echo)
+    options: dict[str, Any] = {"tool_choice": tool_choice}
+    if tools is not None:
+        options["tools"] = tools
+    async with server.client() as client:
+        response = await client.chat.completions.create(model="m", messages=HELLO, **options)
+    assert response.choices[0].message.content == "hello"
+
+
+CALL = {"function": {"name": "add", "arguments": '{"a": 2, "b": 3}'}}
+
+
+@pytest.mark.parametrize(
+    ("tools", "tool_choice"), [(None, None), ([ADD], "none")], ids=["no-tools", "choice-none"]
+)
+async def test_tool_calls_come_back_as_text_when_the_request_allows_none(
+    model_server, tools: list[Any] | None, tool_choice: str | None
+) -> None:
+    """vLLM parses tool calls only when the request sends tools and does not say
+    tool_choice "none" (OpenAI's model cannot call a tool then); otherwise the call
+    is plain text in `content`. A client that forgot `tools` must see that here too."""
+    server = await model_server(policies.constant({"content": "sum: ", "tool_calls": [CALL]}))
+    options: dict[str, Any] = {"extra_body": {"return_token_ids": True}}
+    if tools is not None:
+        options.update(tools=tools, tool_choice=tool_choice)
+    async with server.client() as client:
+        response = await client.chat.completions.create(model="m", messages=HELLO, **options)
+    [choice] = response.choices
+    text = assistant_text({"content": "sum: ", "tool_calls": [CALL]})
+    assert choice.message.tool_calls is None
+    assert choice.message.content == text
+    assert choice.finish_reason == "stop"
+    assert choice.token_ids == TOK.encode(text)  # the same ids as the parsed call's
+
+
+async def test_tool_calls_are_parsed_when_the_request_sends_tools(model_server) -> None:
+    server = await model_server(policies.constant({"content": None, "tool_calls": [CALL]}))
+    async with server.client() as client:
+        response = await client.chat.completions.create(model="m", messages=HELLO, tools=[ADD])
+    [choice] = response.choices
+    assert choice.finish_reason == "tool_calls"
+    assert choice.message.content is None
+    assert choice.message.tool_calls[0].function.name == "add"
+
+
+# -- response_format ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "response_format",
+    [
+        {"type": "json"},
+        {"type": "json_schema"},
+        {"type": "json_schema", "json_schema": {"schema": {"type": "object"}}},
+        "json_object",
+    ],
+    ids=["unknown-type", "schema-missing", "schema-without-name", "a-string"],
+)
+@pytest.mark.parametrize("endpoint", ["chat", "completions"])
+async def test_a_response_format_vllm_refuses_is_a_400(
+    model_server, endpoint: str, response_format: Any
+) -> None:
+    server = await model_server(policies.echo)
+    async with server.client() as client:
+        with pytest.raises(openai.BadRequestError) as caught:
+            if endpoint == "chat":
+                await client.chat.completions.create(
+                    model="m", messages=HELLO, response_format=response_format
+                )
+            else:
+                await client.completions.create(
+                    model="m", prompt="p", extra_body={"response_format": response_format}
+                )
+    assert caught.value.param == "response_format"
+    assert "json_schema" in caught.value.message
+
+
+class Sum(BaseModel):
+    total: int
+
+
+async def test_structured_output_parses_with_the_openai_helper(model_server) -> None:
+    """`client.chat.completions.parse` sends a json_schema response_format and parses
+    the answer; the server accepts the format the helper builds."""
+    server = await model_server(policies.constant('{"total": 5}'))
+    async with server.client() as client:
+        response = await client.chat.completions.parse(
+            model="m", messages=HELLO, response_format=Sum
+        )
+        plain = await client.chat.completions.create(
+            model="m", messages=HELLO, response_format={"type": "json_object"}, seed=7
+        )
+    assert response.choices[0].message.parsed == Sum(total=5)
+    assert server.requests[0]["response_format"]["type"] == "json_schema"
+    assert plain.choices[0].message.content == '{"total": 5}'
+
+
+# -- max tokens on the legacy endpoint ----------------------------------------------------------
+
+
+async def test_max_completion_tokens_on_text_completions_is_a_400(model_server) -> None:
+    """/v1/completions knows only `max_tokens`: OpenAI refuses the chat-only name and
+    vLLM ignores it (giving the default 16 tokens), so honouring it here hid the bug."""
+    server = await model_server(policies.echo)
+    async with server.client() as client:
+        with pytest.raises(openai.BadRequestError) as caught:
+            await client.completions.create(
+                model="m", prompt="x" * 40, extra_body={"max_completion_tokens": 30}
+            )
+        null = await client.completions.create(
+            model="m", prompt="x" * 40, max_tokens=30, extra_body={"max_completion_tokens": None}
+        )
+    assert caught.value.param == "max_completion_tokens"
+    assert "'max_tokens'" in caught.value.message
+    assert null.choices[0].text == "x" * 30
+
+
+async def test_the_client_sends_max_completion_tokens_as_max_tokens_to_text_completions(
+    model_server,
+) -> None:
+    """Chat turns `max_tokens` into `max_completion_tokens`; a completion-mode rollout
+    needs the reverse, or the limit is lost on vLLM (which then gives 16 tokens)."""
+    server = await model_server(policies.echo)
+    async with server.client() as client:
+        response = await request_model_response(
+            client,
+            "m",
+            "x" * 40,
+            message_type="completion",
+            sampling_args={"max_completion_tokens": 30},
+        )
+    [body] = server.requests
+    assert body["max_tokens"] == 30 and "max_completion_tokens" not in body
+    assert response.choices[0].text == "x" * 30
+
+
+# -- streaming sampling arguments in the model client ----------------------------------------
+
+
+async def _sse_chat(request: web.Request) -> web.StreamResponse:
+    """A chat completion streamed as vLLM and OpenAI stream it."""
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    await response.prepare(request)
+    chunk = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": "m",
+        "choices": [{"index": 0, "delta": {"role": "assistant", "content": "hi"}}],
+    }
+    await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
+    await response.write(b"data: [DONE]\n\n")
+    return response
+
+
+@pytest.mark.parametrize(
+    "sampling_args",
+    [{"stream": True}, {"extra_body": {"stream": True}}],
+    ids=["argument", "extra-body"],
+)
+async def test_a_streaming_sampling_arg_is_refused_before_any_request(
+    fast_retry, sampling_args: dict[str, Any]
+) -> None:
+    """A rollout needs the whole answer; a streamed one has no `choices`, which the
+    client took for a server fault: it re-sent the request and ended with "check that
+    it is up and not overloaded" against a server that was fine."""
+    seen: list[web.Request] = []
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        seen.append(request)
+        return await _sse_chat(request)
+
+    runner, port = await serve_posts(handler, "/v1/chat/completions")
+    try:
+        async with openai.AsyncOpenAI(
+            base_url=f"http://127.0.0.1:{port}/v1", api_key="k", max_retries=0
+        ) as client:
+            with pytest.raises(ValueError, match="stream") as caught:
+                await request_model_response(
+                    client, "m", HELLO, sampling_args=sampling_args, retry=fast_retry
+                )
+    finally:
+        await runner.cleanup()
+    assert "drop" in str(caught.value)
+    assert seen == []
+
+
+# -- the server's own clients ----------------------------------------------------------------
+
+
+async def test_a_client_with_its_own_api_key_still_reaches_the_server(model_server) -> None:
+    """`server.client(api_key=...)` (a test of key handling, say) used to raise "got
+    multiple values for keyword argument 'api_key'"; the server wants no key."""
+    server = await model_server(policies.echo)
+    async with server.client(api_key="sk-test") as client:
+        response = await client.chat.completions.create(model="m", messages=HELLO)
+    with server.sync_client(api_key="sk-test") as sync:
+        assert sync.api_key == "sk-test"
+    assert client.api_key == "sk-test"
+    assert response.choices[0].message.content == "hello"
