@@ -150,6 +150,7 @@ class TextGame(MultiTurnEnv):
     def apply_move(self, game: dict[str, Any], move: str) -> str:
         """Play `move` (opponent reply included) and return the feedback text.
 
+        `move` is the text of the model's move with surrounding whitespace stripped.
         Raise `InvalidMove` with a message saying what was wrong and what a valid
         move looks like; the game state must then be left unchanged.
         """

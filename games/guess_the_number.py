@@ -57,7 +57,7 @@ class GuessTheNumberEnv(TextGame):
 
     def apply_move(self, game: dict[str, Any], move: str) -> str:
         try:
-            guess = int(move.strip().rstrip("."))
+            guess = int(move.rstrip("."))  # (a move comes stripped)
         except ValueError:
             digits = move.strip().rstrip(".")
             if digits.lstrip("+-").isdecimal():  # a whole number, too long for int()
