@@ -16,24 +16,18 @@ import pytest
 from aiohttp import web
 from loopback_http import serve_posts
 from pydantic import BaseModel
+from test_server import ADD_TOOL as ADD
 
 from vfgym.client import request_model_response
 from vfgym.server import ByteTokenizer, assistant_text, policies
 
 TOK = ByteTokenizer()
 HELLO = [{"role": "user", "content": "hello"}]
-ADD = {
-    "type": "function",
-    "function": {
-        "name": "add",
-        "description": "Add two integers.",
-        "parameters": {
-            "type": "object",
-            "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
-            "required": ["a", "b"],
-        },
-    },
-}
+
+
+def _tool_options(tools: list[Any] | None, tool_choice: Any) -> dict[str, Any]:
+    """A request's tool_choice, and its tools when there are any."""
+    return {"tool_choice": tool_choice} | ({} if tools is None else {"tools": tools})
 
 
 # -- a policy that edits what it is given -------------------------------------------------
@@ -123,12 +117,11 @@ async def test_a_tool_choice_vllm_refuses_is_a_400(
 ) -> None:
     """vLLM answers each of these with a 400 (OpenAI too), so they must not pass here."""
     server = await model_server(policies.echo)
-    options: dict[str, Any] = {"tool_choice": tool_choice}
-    if tools is not None:
-        options["tools"] = tools
     async with server.client() as client:
         with pytest.raises(openai.BadRequestError) as caught:
-            await client.chat.completions.create(model="m", messages=HELLO, **options)
+            await client.chat.completions.create(
+                model="m", messages=HELLO, **_tool_options(tools, tool_choice)
+            )
     assert caught.value.param == "tool_choice"
     assert says in caught.value.message
     assert server.requests  # the server refused it, not the client
@@ -148,11 +141,10 @@ async def test_a_tool_choice_vllm_accepts_is_served(
     model_server, tools: list[Any] | None, tool_choice: Any
 ) -> None:
     server = await model_server(policies.echo)
-    options: dict[str, Any] = {"tool_choice": tool_choice}
-    if tools is not None:
-        options["tools"] = tools
     async with server.client() as client:
-        response = await client.chat.completions.create(model="m", messages=HELLO, **options)
+        response = await client.chat.completions.create(
+            model="m", messages=HELLO, **_tool_options(tools, tool_choice)
+        )
     assert response.choices[0].message.content == "hello"
 
 
