@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -11,6 +12,18 @@ from vfgym.client import RetryPolicy
 from vfgym.server import ModelServer
 
 StartServer = Callable[..., Awaitable[ModelServer]]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Let Ctrl-C reach the processes the tests start.
+
+    A shell that starts the suite in the background (`bash .ci/run &`) starts it with
+    SIGINT ignored, and an ignored signal stays ignored in every process started from
+    it: the tests that press Ctrl-C on a child would see it ignored. A handler of this
+    process's own does not pass to a child, which starts with the default again.
+    """
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture
