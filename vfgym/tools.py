@@ -9,20 +9,18 @@ from __future__ import annotations
 
 import functools
 import inspect
+import json
 import re
+import types
 import typing
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any, Literal, Union
 
 import pydantic
 
+from vfgym.docstrings import parse_docstring
 from vfgym.types import ChatCompletionToolParam
-
-_ARGS_HEADER = re.compile(r"^\s*(Args|Arguments|Parameters)\s*:\s*$")
-_ARG_LINE = re.compile(r"^\s*(\*{0,2}\w+)\s*(\([^)]*\))?\s*:\s*(.*)$")
-_SECTION = re.compile(r"^\s*(Returns?|Raises|Yields|Examples?|Notes?)\s*:\s*$")
-
 
 #: The function names OpenAI's API accepts (other OpenAI-compatible servers follow it).
 _VALID_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -76,36 +74,6 @@ def quote(text: str, limit: int = NAME_SHOWN) -> str:
     return f"{text[:limit] + '…'!r} ({len(text)} characters)"
 
 
-def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
-    """Split a Google-style docstring into a summary and per-argument descriptions."""
-    if not doc:
-        return "", {}
-    lines = inspect.cleandoc(doc).splitlines()
-    summary: list[str] = []
-    args: dict[str, str] = {}
-    current: str | None = None
-    in_args = False
-    for line in lines:
-        if _ARGS_HEADER.match(line):
-            in_args, current = True, None
-            continue
-        if _SECTION.match(line):
-            in_args, current = False, None
-            continue
-        if in_args:
-            match = _ARG_LINE.match(line)
-            indent = len(line) - len(line.lstrip())
-            if match and indent <= 4:
-                current = match.group(1).lstrip("*")
-                args[current] = match.group(3).strip()
-            elif current and line.strip():
-                args[current] = f"{args[current]} {line.strip()}".strip()
-        elif not args and (line.strip() or summary):
-            summary.append(line.strip())
-    text = " ".join(part for part in summary if part)
-    return text.strip(), args
-
-
 # Schema keywords whose value maps names (parameters, definitions) to sub-schemas:
 # a key "title" there is a name, not pydantic's title annotation.
 _NAME_MAPS = frozenset({"properties", "$defs", "definitions", "patternProperties"})
@@ -114,14 +82,19 @@ _LITERALS = frozenset({"default", "enum", "const", "examples"})
 
 
 def _strip_titles(schema: Any) -> Any:
-    """Pydantic adds `title` everywhere; the model needs none of it."""
+    """Pydantic adds `title` everywhere; the model needs none of it.
+
+    A default JSON has no form for (infinity, NaN) goes too: the openai client
+    refuses to send such a schema, so every request of every rollout would fail.
+    The parameter stays optional; only the schema no longer shows its default.
+    """
     if isinstance(schema, list):
         return [_strip_titles(v) for v in schema]
     if not isinstance(schema, dict):
         return schema
     out: dict[str, Any] = {}
     for key, value in schema.items():
-        if key == "title":
+        if key == "title" or (key == "default" and not _is_strict_json(value)):
             continue
         if key in _LITERALS:
             out[key] = value
@@ -130,6 +103,25 @@ def _strip_titles(schema: Any) -> Any:
         else:
             out[key] = _strip_titles(value)
     return out
+
+
+def _is_strict_json(value: Any) -> bool:
+    """Whether `value` is JSON as the openai client sends it (no Infinity, no NaN)."""
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _check_sendable(name: str, parameters: dict[str, Any]) -> None:
+    """Refuse a schema the openai client cannot send (a bound such as `le=math.inf`)."""
+    if not _is_strict_json(parameters):
+        raise ValueError(
+            f"tool {name!r}: its JSON schema holds a number JSON cannot carry (infinity "
+            "or NaN), so no request offering it could be sent; give its parameters "
+            "finite bounds and values"
+        )
 
 
 def _described(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -241,6 +233,8 @@ class Tool:
     _plain_types: dict[str, type] | None = None
     # The validator's field names -> the parameters' names (see `_arguments_model`).
     _params: dict[str, str] = field(default_factory=dict)
+    # The offered parameters' defaults, to tell a model that sent null what to do.
+    _defaults: dict[str, Any] = field(default_factory=dict)
     #: Positional-only parameters, in order: they cannot be passed by keyword.
     positional_only: tuple[str, ...] = ()
 
@@ -252,33 +246,30 @@ class Tool:
         described = _described(func)
         summary, arg_docs = _docstring(func, described)
         signature = inspect.signature(func)
-        hints = _type_hints(described)
-        fields: dict[str, Any] = {}
-        annotations: dict[str, Any] = {}
-        for param in signature.parameters.values():
-            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD) or param.name in hidden:
-                continue
-            annotation = hints.get(param.name, Any)
-            default = ... if param.default is inspect.Parameter.empty else param.default
-            annotations[param.name] = annotation
-            # A description only when the docstring has one: `None` would override
-            # one given in the annotation (`Annotated[int, Field(description=...)]`).
-            described_by = {"description": arg_docs[param.name]} if arg_docs.get(param.name) else {}
-            fields[f"arg{len(fields)}"] = (
-                annotation,
-                pydantic.Field(default, alias=param.name, **described_by),
-            )
         unknown = hidden - set(signature.parameters)
         if unknown:
             raise ValueError(
                 f"tool {name!r} has no parameter(s) {sorted(unknown)} to hide; "
                 f"its parameters are {list(signature.parameters)}"
             )
+        not_offered = hidden | _bound_keywords(func)
+        offered = [
+            param
+            for param in signature.parameters.values()
+            if param.kind not in (param.VAR_POSITIONAL, param.VAR_KEYWORD)
+            and param.name not in not_offered
+        ]
+        hints = _type_hints(described)
+        fields = {
+            f"arg{index}": _field(param, hints.get(param.name, Any), arg_docs.get(param.name))
+            for index, param in enumerate(offered)
+        }
         validator, raw_schema = _arguments_model(name, fields)
         parameters = _strip_titles(raw_schema)
         parameters.pop("additionalProperties", None)
         parameters.setdefault("properties", {})
         parameters.setdefault("required", [])
+        _check_sendable(name, parameters)
         schema: ChatCompletionToolParam = {
             "type": "function",
             "function": {
@@ -288,8 +279,8 @@ class Tool:
             },
         }
         plain = {
-            param: annotation
-            for param, annotation in annotations.items()
+            info.alias: annotation
+            for annotation, info in fields.values()
             if annotation in (str, int, float, bool)
         }
         return cls(
@@ -300,13 +291,19 @@ class Tool:
             _validator=validator,
             _plain_types=plain if len(plain) == len(fields) else None,
             _params={key: info.alias for key, (_, info) in fields.items()},
+            _defaults={p.name: p.default for p in offered if p.default is not p.empty},
             positional_only=tuple(
                 p.name for p in signature.parameters.values() if p.kind is p.POSITIONAL_ONLY
             ),
         )
 
     def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        """Check the model's arguments against the signature; ValueError says what is off."""
+        """Check the model's arguments against the signature; ValueError says what is off.
+
+        An array or object sent as JSON text (`"[1, 2]"`) is read as that JSON: tool
+        parsers that cannot tell a parameter's type from its schema (an `anyOf`, a
+        `$ref`) send every value as a string.
+        """
         plain = self._plain_types
         if plain is not None and len(arguments) == len(plain):
             # The common case, decided without pydantic: every parameter given, each
@@ -317,13 +314,48 @@ class Tool:
         try:
             model = self._validator.model_validate(arguments)
         except pydantic.ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(clip(str(p)) for p in err['loc']) or 'arguments'}: {err['msg']}"
-                for err in exc.errors()
-            )
-            raise ValueError(f"invalid arguments for {self.name}: {problems}") from None
+            decoded = _json_text_decoded(arguments, exc.errors())
+            if decoded is None:
+                raise ValueError(self._explain(exc.errors())) from None
+            try:
+                model = self._validator.model_validate(decoded)
+            except pydantic.ValidationError as again:
+                raise ValueError(self._explain(again.errors())) from None
         # The fields, by parameter name (extra keys are forbidden).
         return {self._params[key]: value for key, value in model.__dict__.items()}
+
+    def _explain(self, errors: list[Any]) -> str:
+        """The model's error message: each problem, and what to send instead."""
+        problems = "; ".join(self._problem(err) for err in errors)
+        message = f"invalid arguments for {self.name}: {problems}"
+        if any(err["type"] in ("missing", "extra_forbidden") for err in errors):
+            names = ", ".join(self._params.values())
+            offered = f"the parameters of {self.name} are: {names}"
+            message = f"{message}; {offered if names else f'{self.name} takes no arguments'}"
+        return message
+
+    def _problem(self, err: Any) -> str:
+        """One problem, `where: what`, with a hint when pydantic's message alone
+        would leave the model guessing (a null, JSON sent as text)."""
+        where = ".".join(clip(str(p)) for p in err["loc"]) or "arguments"
+        return f"{where}: {err['msg']}{self._hint(err)}"
+
+    def _hint(self, err: Any) -> str:
+        """What the model sent, when that is what it must change: a null (and that
+        leaving the argument out gives its default), an array or object as text."""
+        if err["type"] in ("missing", "extra_forbidden"):
+            return ""
+        value, loc = err.get("input"), err["loc"]
+        if value is None:
+            if len(loc) != 1 or loc[0] not in self._defaults:
+                return " (got null)"
+            default = self._defaults[loc[0]]
+            shown = f", {clip(json.dumps(default))}" if _is_strict_json(default) else ""
+            return f" (got null; leave {loc[0]} out to use its default{shown})"
+        if isinstance(value, str) and err["type"] in _CONTAINER_ERRORS:
+            kind = "an array" if err["type"] in _ARRAY_ERRORS else "an object"
+            return f" (got a string: send {kind} itself, not text)"
+        return ""
 
     def call_arguments(self, arguments: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
         """(positional, keyword) arguments that call `func` with `arguments` (by name):
@@ -337,6 +369,96 @@ class Tool:
                 break  # the call fails with Python's own message for a missing argument
             positional.append(keywords.pop(name))
         return positional, keywords
+
+
+#: Pydantic's errors for a value of the wrong kind where an array is expected.
+_ARRAY_ERRORS = frozenset({"list_type", "tuple_type", "set_type", "frozen_set_type"})
+#: ... and where an array or an object is: the errors JSON sent as text gets.
+_CONTAINER_ERRORS = _ARRAY_ERRORS | {
+    "dict_type",
+    "model_type",
+    "model_attributes_type",
+    "dataclass_type",
+    "dataclass_exact_type",
+}
+
+
+def _json_text_decoded(arguments: dict[str, Any], errors: list[Any]) -> dict[str, Any] | None:
+    """`arguments` with each array or object that came as JSON text decoded, or
+    None when there is none: what a parameter of that kind was refused for."""
+    decoded = dict(arguments)
+    changed = False
+    for err in errors:
+        key = err["loc"][0] if err["loc"] else None
+        value = arguments.get(key) if isinstance(key, str) else None
+        if err["type"] not in _CONTAINER_ERRORS or not isinstance(value, str):
+            continue
+        if err.get("input") != value:
+            continue  # a string inside the argument, not the argument itself
+        try:
+            parsed = json.loads(value)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(parsed, dict | list):
+            decoded[key] = parsed
+            changed = True
+    return decoded if changed else None
+
+
+def _bound_keywords(func: Callable[..., Any]) -> frozenset[str]:
+    """The keywords a `functools.partial` fixes: the author's values (a client, a
+    token), neither the model's to override nor to read in the schema."""
+    names: set[str] = set()
+    while isinstance(func, functools.partial):
+        names.update(func.keywords)
+        func = func.func
+    return frozenset(names)
+
+
+def _field(param: inspect.Parameter, annotation: Any, doc: str | None) -> tuple[Any, Any]:
+    """The validator field of one offered parameter: (annotation, FieldInfo).
+
+    A parameter that defaults to None takes None, whatever its annotation says
+    (`limit: int = None`): the schema shows null as its default, so a model that
+    sends null must not be refused.
+    """
+    default = ... if param.default is inspect.Parameter.empty else param.default
+    description = doc or _annotated_text(annotation)
+    if default is None and not _admits_none(annotation):
+        annotation = typing.Optional[annotation]  # noqa: UP045 - any annotation, at runtime
+    # A description only when there is one: `None` would override one given in the
+    # annotation (`Annotated[int, Field(description=...)]`).
+    described_by = {"description": description} if description else {}
+    return annotation, pydantic.Field(default, alias=param.name, **described_by)
+
+
+def _annotated_text(annotation: Any) -> str | None:
+    """The description an `Annotated[int, "How many."]` gives (a `Doc(...)` too),
+    unless a pydantic Field there gives one."""
+    if typing.get_origin(annotation) is not Annotated:
+        return None
+    metadata = annotation.__metadata__
+    if any(getattr(m, "description", None) for m in metadata):
+        return None  # pydantic puts the Field's own in the schema
+    for meta in metadata:
+        text = meta if isinstance(meta, str) else getattr(meta, "documentation", None)
+        if isinstance(text, str) and text.strip():
+            return text.strip()
+    return None
+
+
+def _admits_none(annotation: Any) -> bool:
+    """Whether a parameter so annotated already takes None."""
+    if annotation in (Any, None, type(None), object):
+        return True
+    origin = typing.get_origin(annotation)
+    if origin is Annotated:
+        return _admits_none(typing.get_args(annotation)[0])
+    if origin is Union or origin is types.UnionType:
+        return any(_admits_none(arg) for arg in typing.get_args(annotation))
+    if origin is Literal:
+        return None in typing.get_args(annotation)
+    return False
 
 
 def convert_func_to_oai_tool(func: Callable[..., Any]) -> ChatCompletionToolParam:

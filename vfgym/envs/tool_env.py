@@ -350,6 +350,12 @@ def _call_name(call: Any) -> str:
     return name if isinstance(name, str) else ""
 
 
+def _refuse_constant(name: str) -> Any:
+    """NaN and Infinity are not JSON, though Python's parser reads them: a model that
+    sends one gets told, rather than a float tool silently getting nan or inf."""
+    raise ToolCallError(f"{name} is not a JSON value; send a number (or null)")
+
+
 def _call_arguments(name: str, raw: Any) -> dict[str, Any]:
     """The arguments of a call to `name`: a JSON object, sent as text (or a dict)."""
     if raw is None or (isinstance(raw, str) and not raw):
@@ -358,11 +364,15 @@ def _call_arguments(name: str, raw: Any) -> dict[str, Any]:
         args: Any = dict(raw)
     elif isinstance(raw, str):
         try:
-            args = json.loads(raw)
+            args = json.loads(raw, parse_constant=_refuse_constant)
         except json.JSONDecodeError as exc:
             raise ToolCallError(
                 f"the arguments of {name} are not valid JSON ({exc.msg} at position "
                 f'{exc.pos}); send a JSON object such as {{"arg": value}}'
+            ) from None
+        except RecursionError:  # Python's parser recurses once per level
+            raise ToolCallError(
+                f"the arguments of {name} are nested too deeply to read; send a flatter JSON object"
             ) from None
     else:
         raise ToolCallError(
