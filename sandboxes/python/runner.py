@@ -3,16 +3,25 @@
 It runs as PID 1 of the container so that code inside cannot kill it (the kernel
 drops signals sent to a namespace's init unless it handles them) and so that it
 reaps every orphaned zombie. It makes itself non-dumpable so that processes of
-the same uid can neither ptrace it nor open its file descriptors through /proc.
+the same uid can neither ptrace it nor read its memory (nor, under runc, open its
+file descriptors through /proc; gVisor allows that, see below).
 
 The host speaks to it over the container's stdin/stdout, one request at a time.
-Each message is a 4-byte big-endian length followed by that many bytes of UTF-8
-JSON. Requests carry an "op"; responses carry "ok" and either the op's fields or
-"error" and "message".
+Each message is a 4-byte big-endian length, then a 32-byte HMAC-SHA256 tag, then
+UTF-8 JSON. Requests carry an "op" and an increasing "id"; responses carry "ok"
+and either the op's fields or "error" and "message".
 
-User code never inherits the protocol stream. Python code runs in one long-lived
-"kernel" process forked from the runner (so variables and imports persist between
-calls); shell commands run in a fresh bash per call. Output goes through pipes
+User code never inherits the protocol stream, but it cannot be kept from reaching
+it: gVisor lets any process of the runner's uid open /proc/1/fd/N, so code could
+read the host's requests off the stream and write replies of its own. Hence the
+tags: the host's first request (sent before any user code exists) carries a
+random key, every later frame in either direction is signed with it, and the
+runner stops at a request it cannot verify, as the host gives up a sandbox at a
+reply it cannot verify. The key lives only in the runner's memory, which no other
+process can read (the runner is non-dumpable): the Python "kernel", the one
+long-lived process that runs code (so variables and imports persist between
+calls), is a fresh interpreter started with exec, not a fork of the runner; shell
+commands run in a fresh bash per call. Output goes through pipes
 that the runner reads, keeping only the head and tail of each stream. When a call
 ends, every process it left behind is killed (also ones that called setsid); on a
 timeout or reset everything except the runner dies, including the kernel.
@@ -25,6 +34,8 @@ import base64
 import builtins
 import ctypes
 import errno
+import hashlib
+import hmac
 import json
 import linecache
 import os
@@ -38,13 +49,19 @@ import traceback
 import types
 from collections.abc import Callable
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 WORKSPACE = os.environ.get("VFGYM_WORKSPACE", "/workspace")
+RUNNER_PATH = os.path.abspath(__file__)
+#: The argument that makes runner.py start as the Python session (see start_kernel).
+KERNEL_FLAG = "--kernel"
 #: Directories every user can write to, emptied between users. /dev/mqueue holds
 #: POSIX message queues, which outlive the processes that made them (where it is
 #: missing, as under gVisor, `refuse_posix_queues` keeps any from being made).
 SCRATCH_DIRS = ("/tmp", "/dev/shm", "/dev/mqueue")
 HEADER = struct.Struct(">I")
+TAG_SIZE = 32  # HMAC-SHA256
+REQUEST_LABEL, REPLY_LABEL = b"vfgym request\0", b"vfgym reply\0"
+MIN_KEY_BYTES = 16
 MAX_REQUEST_BYTES = 512 * 1024 * 1024
 SHELLS = ("/bin/bash", "/bin/sh")
 PR_SET_DUMPABLE = 4
@@ -78,12 +95,30 @@ _libc = ctypes.CDLL(None, use_errno=True)
 # --------------------------------------------------------------------------- protocol
 
 
+class ProtocolError(Exception):
+    """A request the runner must not act on: unsigned, replayed, or without the key."""
+
+
+def sign(key: bytes, label: bytes, body: bytes) -> bytes:
+    """The tag of one frame; the label keeps a request from passing as a reply."""
+    mac = hmac.new(key, label, hashlib.sha256)
+    mac.update(body)
+    return mac.digest()
+
+
 class Protocol:
-    """Length-prefixed JSON over two file descriptors the user code never sees."""
+    """Signed, length-prefixed JSON over two file descriptors user code never inherits.
+
+    The first request carries the key (see the module docstring); after it, a request
+    counts only with a valid tag and an id above every earlier one, so a request read
+    off the stream by someone else cannot be replayed.
+    """
 
     def __init__(self, in_fd: int, out_fd: int) -> None:
         self.in_fd = in_fd
         self.out_fd = out_fd
+        self.key: bytes | None = None
+        self.last_id = 0
 
     def _read_exact(self, size: int) -> bytes | None:
         chunks = []
@@ -100,16 +135,40 @@ class Protocol:
         if header is None:
             return None
         (size,) = HEADER.unpack(header)
-        if size > MAX_REQUEST_BYTES:
-            raise ValueError(f"request of {size} bytes is over the runner's limit")
-        body = self._read_exact(size)
-        if body is None:
+        if size > MAX_REQUEST_BYTES or size < TAG_SIZE:
+            raise ValueError(f"request of {size} bytes is outside the runner's limits")
+        payload = self._read_exact(size)
+        if payload is None:
             return None
-        return json.loads(body)
+        tag, body = payload[:TAG_SIZE], payload[TAG_SIZE:]
+        if self.key is None:
+            self.key = self._first_key(body)
+        if not hmac.compare_digest(tag, sign(self.key, REQUEST_LABEL, body)):
+            raise ProtocolError("a request not signed with the host's key")
+        message = json.loads(body)
+        request_id = message.get("id") if isinstance(message, dict) else None
+        if not isinstance(request_id, int) or request_id <= self.last_id:
+            raise ProtocolError(f"request id {request_id!r} does not follow {self.last_id}")
+        self.last_id = request_id
+        return message
+
+    @staticmethod
+    def _first_key(body: bytes) -> bytes:
+        """The key from the host's first request; without one nothing can be trusted."""
+        try:
+            key = base64.b64decode(json.loads(body)["key"], validate=True)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ProtocolError("the first request carries no key") from exc
+        if len(key) < MIN_KEY_BYTES:
+            raise ProtocolError("the first request's key is too short")
+        return key
 
     def write(self, message: dict) -> None:
         body = json.dumps(message, ensure_ascii=False).encode("utf-8", "replace")
-        data = memoryview(HEADER.pack(len(body)) + body)
+        # Before a key arrived nothing the host could check can be sent: it will refuse
+        # this frame, which is right, since the request that caused it was not its.
+        tag = sign(self.key or b"", REPLY_LABEL, body)
+        data = memoryview(HEADER.pack(len(tag) + len(body)) + tag + body)
         while data:
             written = os.write(self.out_fd, data)
             data = data[written:]
@@ -297,10 +356,28 @@ def exit_code_of(status: int) -> int:
 # --------------------------------------------------------------------------- kernel
 
 
-class _Displayhook:
-    """Shows a trailing expression's repr on stdout, like the interactive prompt."""
+def shorten_repr(text: str, limit: int) -> str:
+    """`text` cut to about `limit` characters, keeping its head and tail."""
+    if len(text) <= limit:
+        return text
+    return text[: limit // 2] + "\n[... repr truncated ...]\n" + text[-limit // 2 :]
 
-    def __init__(self) -> None:
+
+def reply_limit(output_limit: int) -> int:
+    """The most bytes a session's reply may take: a value of `output_limit` characters,
+    each escaped by JSON into at most 12 bytes, and the rest of the reply."""
+    return 12 * output_limit + 4096
+
+
+class _Displayhook:
+    """Shows a trailing expression's repr on stdout, like the interactive prompt.
+
+    The repr goes to stdout whole (where the runner keeps its head and tail); the
+    value sent back is cut here, so a huge repr never travels to the runner twice.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
         self.value: str | None = None
 
     def __call__(self, value: object) -> None:
@@ -308,8 +385,21 @@ class _Displayhook:
             return
         builtins._ = value  # type: ignore[attr-defined]
         text = repr(value)
-        self.value = text
-        sys.stdout.write(text + "\n")
+        self.value = shorten_repr(text, self.limit)
+        sys.stdout.write(text)  # not text + "\n": that would copy a huge repr once more
+        sys.stdout.write("\n")
+
+
+def kernel_entry(argv: list[str]) -> None:
+    """Start as the Python session: `runner.py --kernel REQUEST_FD REPLY_FD WORKSPACE`.
+
+    The runner execs this rather than forking itself, so the session holds none of
+    the runner's memory (its key above all)."""
+    global WORKSPACE
+    ctl_in, ctl_out, WORKSPACE = int(argv[0]), int(argv[1]), argv[2]
+    for fd in (ctl_in, ctl_out):
+        os.set_inheritable(fd, False)  # the session's own subprocesses never get them
+    kernel_main(ctl_in, ctl_out)
 
 
 def kernel_main(ctl_in: int, ctl_out: int) -> None:
@@ -329,7 +419,8 @@ def kernel_main(ctl_in: int, ctl_out: int) -> None:
         body = read_exact(ctl_in, HEADER.unpack(header)[0])
         reap_leftovers()
         counter += 1
-        outcome = run_cell(json.loads(body)["code"], module.__dict__, counter)
+        request = json.loads(body)
+        outcome = run_cell(request["code"], module.__dict__, counter, request["value_limit"])
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
@@ -380,10 +471,10 @@ def read_exact(fd: int, size: int) -> bytes:
     return bytes(data)
 
 
-def run_cell(code: str, namespace: dict, counter: int) -> dict:
+def run_cell(code: str, namespace: dict, counter: int, value_limit: int) -> dict:
     filename = f"<cell {counter}>"
     linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
-    hook = _Displayhook()
+    hook = _Displayhook(value_limit)
     exit_code = 0
     try:
         tree = ast.parse(code, filename, "exec")
@@ -521,14 +612,18 @@ class Runner:
         req_r, req_w = os.pipe()
         rep_r, rep_w = os.pipe()
         pid = os.fork()
-        if pid == 0:  # the kernel
+        if pid == 0:  # becomes the kernel: a fresh interpreter, none of the runner's memory
             try:
                 for fd in (out_r, err_r, req_w, rep_r):
                     os.close(fd)
-                prepare_child(out_w, err_w, keep=(req_r, rep_w), for_exec=False)
-                os.environ.clear()
-                os.environ.update(self.base_env)
-                kernel_main(req_r, rep_w)
+                prepare_child(out_w, err_w, keep=(req_r, rep_w))
+                for fd in (req_r, rep_w):
+                    os.set_inheritable(fd, True)
+                argv = [sys.executable, "-s", RUNNER_PATH, KERNEL_FLAG]
+                argv += [str(req_r), str(rep_w), WORKSPACE]
+                os.execve(sys.executable, argv, self.base_env)
+            except BaseException as exc:
+                report_exec_failure("the Python session", exc)
             finally:
                 os._exit(70)
         self.statuses.pop(pid, None)  # a reaped orphan's status under a pid reused since
@@ -689,7 +784,7 @@ class Runner:
         reply = bytearray()
         reply_eof = False
         oom_before = oom_kills()
-        body = json.dumps({"code": request["code"]}).encode()
+        body = json.dumps({"code": request["code"], "value_limit": limit}).encode()
         try:
             os.write(fds["request"], HEADER.pack(len(body)) + body)
         except OSError:
@@ -708,23 +803,25 @@ class Runner:
             else:
                 reply_eof = True
 
+        most = reply_limit(limit)
+
         def finished() -> bool:
             if reply_eof or kernel_pid in self.statuses:
                 return True
             if len(reply) >= HEADER.size:
                 (size,) = HEADER.unpack(bytes(reply[: HEADER.size]))
-                return len(reply) >= HEADER.size + size
+                # A reply longer than any real one is garbled (or written by the cell
+                # itself): stop reading it rather than hold it all in the runner.
+                return size > most or len(reply) >= HEADER.size + size
             return False
 
         done = self._pump(captures, finished, deadline, extra=fds["reply"], on_extra=read_reply)
         self._drain(captures)
         outcome = None
         if done and kernel_pid not in self.statuses and not reply_eof:
-            try:
-                outcome = json.loads(bytes(reply[HEADER.size :]))
-                exit_code = int(outcome["exit_code"])
-            except (ValueError, KeyError, TypeError):
-                outcome = None
+            outcome = parse_kernel_reply(reply, most)
+            if outcome is not None:
+                exit_code = outcome["exit_code"]
         value = None
         if outcome is not None:
             value = outcome.get("value")
@@ -739,8 +836,8 @@ class Runner:
             else:
                 exit_code = None if not done else -signal.SIGKILL
             self.kill_others(keep_kernel=False)  # also closes the kernel's pipes
-        if isinstance(value, str) and len(value) > limit:
-            value = value[: limit // 2] + "\n[... repr truncated ...]\n" + value[-limit // 2 :]
+        if isinstance(value, str):
+            value = shorten_repr(value, limit)
         return self._result(
             out,
             err,
@@ -825,10 +922,10 @@ class Runner:
         data = base64.b64decode(request["data"])
         parent, name = self._open_parent(request["path"], create=True)
         try:
-            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
             mode = int(request.get("mode", 0o644)) & 0o777
-            fd = open_no_symlink(name, flags, parent, request["path"], mode)
+            fd = open_regular_file(name, os.O_WRONLY | os.O_CREAT, parent, request["path"], mode)
             try:
+                os.ftruncate(fd, 0)  # only now: O_TRUNC would act before the file was checked
                 os.fchmod(fd, mode)  # open() applies the mode only to a new file, less umask
                 view = memoryview(data)
                 while view:
@@ -843,11 +940,9 @@ class Runner:
         limit = int(request["max_bytes"])
         parent, name = self._open_parent(request["path"], create=False)
         try:
-            fd = open_no_symlink(name, os.O_RDONLY | os.O_NONBLOCK, parent, request["path"])
+            fd = open_regular_file(name, os.O_RDONLY, parent, request["path"])
             try:
                 info = os.fstat(fd)
-                if not stat.S_ISREG(info.st_mode):
-                    raise RunnerError("path", f"{request['path']!r} is not a regular file")
                 if info.st_size > limit:
                     raise RunnerError(
                         "too_large",
@@ -921,6 +1016,10 @@ class Runner:
             self.reap()
             try:
                 request = self.protocol.read()
+            except ProtocolError:
+                # Not the host's: someone in the sandbox is on the stream. Stop (the
+                # container ends and the host replaces it); never answer them.
+                return
             except (ValueError, json.JSONDecodeError) as exc:
                 self.protocol.write({"ok": False, "error": "protocol", "message": str(exc)})
                 return
@@ -989,6 +1088,48 @@ def open_no_symlink(name: str, flags: int, dir_fd: int, shown: str, mode: int = 
     return fd
 
 
+def open_regular_file(name: str, flags: int, dir_fd: int, shown: str, mode: int = 0o644) -> int:
+    """`open_no_symlink` for a file whose bytes are read or written: never a FIFO, a
+    socket or a directory. Opening a FIFO to write blocks until someone reads it,
+    which would hang the runner, so the entry is checked first and opened
+    non-blocking (a FIFO swapped in meanwhile then fails or is caught by fstat)."""
+    refusal = f"{shown!r} is not a regular file"
+    try:
+        before = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        before = None
+    if before is not None and not (stat.S_ISREG(before.st_mode) or stat.S_ISLNK(before.st_mode)):
+        raise RunnerError("path", refusal)
+    try:
+        fd = open_no_symlink(name, flags | os.O_NONBLOCK, dir_fd, shown, mode)
+    except OSError as exc:
+        if exc.errno in (errno.ENXIO, errno.EISDIR):
+            raise RunnerError("path", refusal) from exc
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise RunnerError("path", refusal)
+    return fd
+
+
+def parse_kernel_reply(reply: bytearray, most: int) -> dict | None:
+    """The session's reply ({"exit_code", "value"}), or None when it is not one."""
+    if len(reply) < HEADER.size:
+        return None
+    (size,) = HEADER.unpack(bytes(reply[: HEADER.size]))
+    if size > most or len(reply) != HEADER.size + size:
+        return None
+    try:
+        outcome = json.loads(bytes(reply[HEADER.size :]))
+        outcome["exit_code"] = int(outcome["exit_code"])
+    except (ValueError, KeyError, TypeError):
+        return None
+    value = outcome.get("value")
+    if value is not None and not isinstance(value, str):
+        return None
+    return outcome
+
+
 def restore_workspace_directory() -> list[str]:
     """Undo what user code can change on the workspace directory itself, which no wipe
     removes: its mode (it may have locked itself out), its extended attributes and
@@ -1013,26 +1154,48 @@ def restore_workspace_directory() -> list[str]:
     return problems
 
 
+DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
 def wipe_directory(directory: str) -> int:
-    """Remove everything inside `directory` (not the directory itself); never follows links."""
-    removed = 0
+    """Remove everything inside `directory` (not the directory itself); never follows links.
+
+    It walks by descriptor, one directory open at a time and without recursion, so
+    no depth of tree and no length of path that user code can make stops it. It runs
+    with every other process dead, so climbing back up through ".." is safe.
+    """
     try:
-        entries = list(os.scandir(directory))
+        fd = os.open(directory, DIRECTORY_FLAGS)
     except FileNotFoundError:
         return 0
-    for entry in entries:
-        path = entry.path
-        try:
-            if entry.is_dir(follow_symlinks=False):
-                os.chmod(path, 0o700)
-                removed += wipe_directory(path)
-                os.rmdir(path)
+    removed = 0
+    names: list[str] = []  # the path from `directory` down to `fd`
+    try:
+        while True:
+            subdirectory = None
+            with os.scandir(fd) as entries:
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):
+                        subdirectory = entry.name
+                        break
+                    os.unlink(entry.name, dir_fd=fd)
+                    removed += 1
+            if subdirectory is not None:  # go down into it
+                os.chmod(subdirectory, 0o700, dir_fd=fd)
+                child = os.open(subdirectory, DIRECTORY_FLAGS, dir_fd=fd)
+                os.close(fd)
+                fd = child
+                names.append(subdirectory)
+            elif names:  # empty now: go back up and remove it
+                parent = os.open("..", DIRECTORY_FLAGS, dir_fd=fd)
+                os.close(fd)
+                fd = parent
+                os.rmdir(names.pop(), dir_fd=fd)
+                removed += 1
             else:
-                os.unlink(path)
-            removed += 1
-        except FileNotFoundError:
-            continue
-    return removed
+                return removed
+    finally:
+        os.close(fd)
 
 
 class _ShmInfo(ctypes.Structure):
@@ -1274,4 +1437,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == [KERNEL_FLAG]:
+        kernel_entry(sys.argv[2:])
+    else:
+        main()

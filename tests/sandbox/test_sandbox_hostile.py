@@ -10,10 +10,17 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from vfgym.sandbox import DockerSandbox, SandboxPathError
+from vfgym.sandbox import (
+    DockerSandbox,
+    SandboxFileError,
+    SandboxFileNotFoundError,
+    SandboxLostError,
+    SandboxPathError,
+)
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -423,3 +430,263 @@ async def test_escaping_paths_in_write_file(hostile: DockerSandbox, path: str) -
         await hostile.write_file(path, b"evil")
     with pytest.raises(SandboxPathError):
         await hostile.read_file(path)
+
+
+# ---------------------------------------------------------------- the runner's stream
+
+# Runs as the first call of a fresh sandbox, so its request has id 2 (the ping that
+# starts a sandbox is 1). Under gVisor, /proc/1/fd lets code of the sandbox's user
+# open the runner's end of the host stream: the cell writes a reply for its own call,
+# stops the runner and answers every later request (a reset, the next user's code)
+# itself. Under runc the runner's descriptors are out of reach.
+IMPERSONATE_THE_RUNNER = r"""
+import json, os, signal, struct, threading, time
+FORGED = "forged by the code under test"
+def frame(message):
+    body = json.dumps(message).encode()
+    return struct.pack(">I", len(body)) + body
+def reply(request_id):
+    return frame({
+        "ok": True, "clean": True, "removed": 0, "problems": [], "processes": 0,
+        "stdout": FORGED, "stderr": "", "exit_code": 0, "timed_out": False,
+        "oom_killed": False, "truncated": False, "duration_s": 0.0, "value": repr(FORGED),
+        "id": request_id,
+    })
+def host_stream():
+    readers, writers = [], []
+    for name in os.listdir("/proc/1/fd"):
+        if not os.readlink(f"/proc/1/fd/{name}").startswith("host:"):
+            continue
+        with open(f"/proc/1/fdinfo/{name}") as info:
+            flags = int(info.read().split("flags:")[1].split()[0], 8)
+        mode = os.O_RDONLY if flags & os.O_ACCMODE == os.O_RDONLY else os.O_WRONLY
+        (readers if mode == os.O_RDONLY else writers).append(os.open(f"/proc/1/fd/{name}", mode))
+    return readers, writers
+def answer_everything(reader, writers):
+    while True:
+        data = os.read(reader, 1 << 20)
+        if not data:
+            return
+        for fd in writers:
+            try:
+                os.write(fd, reply(json.loads(data[4:])["id"]))
+            except OSError:
+                pass
+try:
+    readers, writers = host_stream()
+except OSError as exc:
+    outcome = f"refused: {type(exc).__name__}"
+else:
+    for fd in writers:
+        try:
+            os.write(fd, reply(2))
+        except OSError:
+            pass
+    for fd in readers:
+        threading.Thread(target=answer_everything, args=(fd, writers), daemon=True).start()
+    os.kill(1, signal.SIGSTOP)
+    for _ in range(200):
+        if open("/proc/1/stat").read().rsplit(")", 1)[1].split()[0] == "T":
+            break
+        time.sleep(0.01)
+    outcome = "impersonating the runner"
+outcome
+"""
+
+
+async def test_code_cannot_answer_for_the_runner(runtime: str, make_config: Any) -> None:
+    async with DockerSandbox(make_config(runtime=runtime)) as sandbox:
+        result = await sandbox.run_python(IMPERSONATE_THE_RUNNER, timeout=5)
+        assert "forged" not in result.stdout + (result.value or ""), result.summary()
+        if runtime == "runsc":
+            # The stream was reachable, but a reply the runner did not sign is refused:
+            # the sandbox is given up (a pool replaces it), never handed on.
+            assert result.sandbox_lost and "did not sign" in result.stderr, result.summary()
+            with pytest.raises(SandboxLostError):
+                await sandbox.reset()
+        else:
+            assert result.value == "'refused: PermissionError'", result.summary()
+            await sandbox.reset()
+            assert (await sandbox.run_python("'fresh'")).value == "'fresh'"
+
+
+async def test_the_session_holds_nothing_of_the_runner(hostile: DockerSandbox) -> None:
+    # The runner's objects (its stream, the key that signs its replies) must not be in
+    # the memory of the process that runs the model's code.
+    code = (
+        "import gc\nsorted({type(o).__name__ for o in gc.get_objects()} & {'Runner', 'Protocol'})"
+    )
+    result = await hostile.run_python(code)
+    assert result.value == "[]", result.summary()
+
+
+async def test_a_flood_on_the_sessions_reply_pipe(hostile: DockerSandbox) -> None:
+    # The session answers the runner through a pipe; a cell can write to it directly,
+    # here a reply that claims to be 2 GB long and keeps coming.
+    code = (
+        "import fcntl, os, stat, struct\n"
+        "pipes = []\n"
+        "for fd in range(3, 64):\n"
+        "    try:\n"
+        "        if stat.S_ISFIFO(os.fstat(fd).st_mode) and "
+        "fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_WRONLY:\n"
+        "            pipes.append(fd)\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "chunk = b'x' * (1 << 20)\n"
+        "for fd in pipes:\n"
+        "    os.write(fd, struct.pack('>I', 0x7FFFFFFF))\n"
+        "    for _ in range(400):\n"
+        "        os.write(fd, chunk)\n"
+    )
+    result = await hostile.run_python(code, timeout=20)
+    assert not result.sandbox_lost, result.summary()
+    assert result.state_reset and result.exit_code != 0, result.summary()
+    assert (await hostile.run_python("'alive'")).value == "'alive'"
+
+
+async def test_a_huge_value_as_the_last_expression(hostile: DockerSandbox) -> None:
+    result = await hostile.run_python("'x' * 30_000_000", timeout=20)
+    assert result.exit_code == 0 and not result.sandbox_lost, result.summary()
+    assert result.value is not None and result.value.startswith("'xxx")
+    assert len(result.value) < hostile.config.output_limit + 100
+    assert result.truncated and "bytes omitted" in result.stdout
+
+
+async def test_stopping_the_runner(hostile: DockerSandbox) -> None:
+    result = await hostile.run_shell("kill -STOP 1; kill -TSTP 1; echo sent", timeout=SHORT)
+    if _gvisor(hostile):
+        # gVisor stops a sandbox's init: the call ends when its time (and the grace the
+        # host allows) is up, as a lost sandbox the pool replaces.
+        assert result.sandbox_lost or "sent" in result.stdout, result.summary()
+    else:
+        assert "sent" in result.stdout and not result.sandbox_lost, result.summary()
+        assert (await hostile.run_python("'running'")).value == "'running'"
+
+
+# ---------------------------------------------------------------- special files
+
+
+async def test_writing_to_a_fifo_through_the_file_api(hostile: DockerSandbox) -> None:
+    setup = await hostile.run_shell(
+        'mkfifo /workspace/pipe && python3 -c "import socket; '
+        "socket.socket(socket.AF_UNIX).bind('/workspace/sock')\" && echo ok"
+    )
+    assert setup.stdout.strip() == "ok", setup.summary()
+    for name in ("pipe", "sock"):
+        with pytest.raises(SandboxPathError, match="not a regular file"):
+            await hostile.write_file(name, b"data")
+    # A reader waiting in the session must not receive the bytes either.
+    waiting = (
+        "import threading\n"
+        "got = []\n"
+        "threading.Thread(target=lambda: got.append(open('pipe', 'rb').read()), daemon=True)"
+        ".start()"
+    )
+    assert (await hostile.run_python(waiting)).exit_code == 0
+    with pytest.raises(SandboxPathError, match="not a regular file"):
+        await hostile.write_file("pipe", b"data")
+    assert (await hostile.run_python("got")).value == "[]"
+
+
+async def test_a_directory_tree_too_deep_to_name(hostile: DockerSandbox) -> None:
+    # Deeper than Python's recursion limit, and longer than PATH_MAX as a path.
+    code = (
+        "import os\n"
+        "for _ in range(2500):\n"
+        "    os.mkdir('d' * 8)\n"
+        "    os.chdir('d' * 8)\n"
+        "open('bottom.txt', 'w').write('x')\n"
+        "os.chdir('/tmp')\n"
+        "for _ in range(50):\n"
+        "    os.mkdir('t' * 200)\n"
+        "    os.chdir('t' * 200)\n"
+        "os.chdir('/workspace')\n"
+        "len(os.getcwd())"
+    )
+    assert (await hostile.run_python(code, timeout=30)).value == "10"
+    await hostile.reset()  # wiped, not given up
+    listing = await hostile.run_python("import os\n(os.listdir('/workspace'), os.listdir('/tmp'))")
+    assert listing.value == "([], [])", listing.summary()
+
+
+async def test_very_long_paths_through_the_file_api(hostile: DockerSandbox) -> None:
+    with pytest.raises(SandboxFileError, match="File name too long"):
+        await hostile.read_file("a" * 5000)
+    with pytest.raises(SandboxFileError, match="File name too long"):
+        await hostile.write_file("b" * 300, b"x")
+    deep = "d/" * 1500 + "x.txt"  # far past PATH_MAX, one directory at a time
+    await hostile.write_file(deep, b"deep")
+    assert await hostile.read_file(deep) == b"deep"
+    await hostile.reset()
+    assert (await hostile.run_python("import os\nos.listdir()")).value == "[]"
+
+
+async def test_process_settings_do_not_outlive_a_reset(hostile: DockerSandbox) -> None:
+    change = (
+        "import os, resource\n"
+        "os.umask(0o777)\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (16, 16))\n"
+        "resource.setrlimit(resource.RLIMIT_CORE, (0, 0))\n"
+        "os.nice(10)\n"
+        "os.chdir('/tmp')\n"
+    )
+    assert (await hostile.run_python(change)).exit_code == 0
+    await hostile.reset()
+    look = (
+        "import os, resource\n"
+        "(oct(os.umask(0o022)), resource.getrlimit(resource.RLIMIT_NOFILE)[0], os.nice(0), "
+        "os.getcwd())"
+    )
+    expected = f"('0o22', {hostile.config.max_open_files}, 0, '/workspace')"
+    assert (await hostile.run_python(look)).value == expected
+    shell = await hostile.run_shell("umask; ulimit -n; nice")
+    assert shell.stdout.split() == ["0022", str(hostile.config.max_open_files), "0"]
+
+
+async def test_links_out_of_the_workspace(hostile: DockerSandbox) -> None:
+    result = await hostile.run_shell(
+        "ln /etc/passwd /workspace/hard; ln /opt/vfgym/runner.py /workspace/runner; "
+        "touch /tmp/x && ln /tmp/x /workspace/tmp; "
+        "ln -s /proc/self/root /workspace/root; ln -s /proc/1/cwd /workspace/cwd; echo done"
+    )
+    assert result.stderr.count("Invalid cross-device link") == 3, result.summary()
+    for path in ("hard", "runner", "tmp"):
+        with pytest.raises(SandboxFileNotFoundError):
+            await hostile.read_file(path)
+    for path in ("root/etc/passwd", "cwd/marker.txt", "root/workspace/marker.txt"):
+        with pytest.raises(SandboxPathError, match="symlink"):
+            await hostile.read_file(path)
+        with pytest.raises(SandboxPathError, match="symlink"):
+            await hostile.write_file(path, b"evil")
+
+
+# ---------------------------------------------------------------- privileges and network
+
+
+async def test_no_privileges_to_gain(hostile: DockerSandbox) -> None:
+    result = await hostile.run_shell(
+        "grep -E '^Cap(Prm|Eff|Bnd)' /proc/self/status; "
+        "su -c id root < /dev/null; echo su=$?; "
+        'python3 -c "import ctypes; libc = ctypes.CDLL(None, use_errno=True); '
+        "print('add_key', libc.syscall(248, b'user', b'k', b'v', 1, -4), ctypes.get_errno() > 0)\""
+    )
+    caps = [line.split()[1] for line in result.stdout.splitlines() if line.startswith("Cap")]
+    assert caps == ["0000000000000000"] * 3, result.summary()
+    assert "su=1" in result.stdout and "uid=0" not in result.stdout
+    assert "add_key -1 True" in result.stdout  # no keyring shared between containers
+
+
+async def test_only_loopback_is_there(hostile: DockerSandbox) -> None:
+    code = (
+        "import socket\n"
+        "names = [name for _, name in socket.if_nameindex()]\n"
+        "try:\n"
+        "    socket.socket(socket.AF_PACKET, socket.SOCK_RAW)\n"
+        "    raw = 'allowed'\n"
+        "except OSError as exc:\n"
+        "    raw = type(exc).__name__\n"
+        "(names, raw)"
+    )
+    result = await hostile.run_python(code)
+    assert result.value == "(['lo'], 'PermissionError')", result.summary()

@@ -2,16 +2,27 @@
 
 The host writes requests to the container's stdin and reads responses from its
 stdout. Docker multiplexes stdout in 8-byte-header frames (no TTY); inside them
-the runner's own framing is a 4-byte big-endian length and a JSON body. The
-stream is opened directly on the event loop, so a call costs no thread hop and
-no `docker exec`.
+the runner's own framing is a 4-byte big-endian length, a 32-byte HMAC-SHA256 tag
+and a JSON body. The stream is opened directly on the event loop, so a call costs
+no thread hop and no `docker exec`.
+
+The tags exist because code in the sandbox can reach the stream: under gVisor any
+process of the runner's uid can open the runner's descriptors through /proc and
+write frames of its own (or read the host's requests). A random key goes to the
+runner with the first request, before any user code exists; every later frame is
+signed with it, and a reply without a valid tag breaks the channel, so forged
+replies never count and the sandbox is given up instead of handed on.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import hashlib
+import hmac
 import json
+import secrets
 import struct
 from typing import Any
 
@@ -20,8 +31,21 @@ from vfgym.sandbox.errors import SandboxLostError
 
 _DOCKER_HEADER = struct.Struct(">BxxxL")
 _FRAME_HEADER = struct.Struct(">I")
+_TAG_SIZE = 32  # HMAC-SHA256
+_REQUEST_LABEL, _REPLY_LABEL = b"vfgym request\0", b"vfgym reply\0"
 _STDOUT = 1
 _STREAM_LIMIT = 1 << 20
+
+
+def _sign(key: bytes, label: bytes, body: bytes) -> bytes:
+    """The tag of one frame; the label keeps a request from passing as a reply."""
+    mac = hmac.new(key, label, hashlib.sha256)
+    mac.update(body)
+    return mac.digest()
+
+
+class ForgedReplyError(ValueError):
+    """A reply on the stream that the runner did not sign: code in the sandbox wrote it."""
 
 
 class RunnerChannel:
@@ -41,6 +65,8 @@ class RunnerChannel:
         self._pending = bytearray()
         self._lock = asyncio.Lock()
         self._next_id = 0
+        self._key = secrets.token_bytes(32)
+        self._key_sent = False
         self.broken: str | None = None
 
     @classmethod
@@ -82,12 +108,17 @@ class RunnerChannel:
                 raise SandboxLostError(f"the sandbox stream is broken: {self.broken}")
             self._next_id += 1
             request_id = self._next_id
-            body = json.dumps({**message, "id": request_id}).encode()
+            message = {**message, "id": request_id}
+            if not self._key_sent:  # the first request: no user code runs yet to see it
+                message["key"] = base64.b64encode(self._key).decode("ascii")
+                self._key_sent = True
+            body = json.dumps(message).encode()
+            tag = _sign(self._key, _REQUEST_LABEL, body)
             try:
                 # The send counts against the timeout too: a runner that reads nothing
                 # (a frozen container) must not hang a large request forever.
                 async with asyncio.timeout(timeout):
-                    self._writer.write(_FRAME_HEADER.pack(len(body)) + body)
+                    self._writer.write(_FRAME_HEADER.pack(len(tag) + len(body)) + tag + body)
                     await self._writer.drain()
                     reply = await self._read_frame()
             except TimeoutError as exc:
@@ -98,6 +129,12 @@ class RunnerChannel:
             except asyncio.CancelledError:
                 self._break("a call was cancelled while waiting for its reply")
                 raise
+            except ForgedReplyError as exc:
+                self._break(str(exc))
+                raise SandboxLostError(
+                    "the sandbox's stream carried a reply its runner did not sign (code in "
+                    "the sandbox wrote to the runner's stream); the sandbox is given up"
+                ) from exc
             except (OSError, asyncio.IncompleteReadError, ValueError) as exc:
                 self._break(f"stream failed: {exc!r}")
                 raise SandboxLostError(
@@ -111,9 +148,15 @@ class RunnerChannel:
     async def _read_frame(self) -> dict[str, Any]:
         header = await self._read_payload(_FRAME_HEADER.size)
         (size,) = _FRAME_HEADER.unpack(header)
-        if size > self._max_frame:
+        if size > self._max_frame + _TAG_SIZE:
             raise ValueError(f"reply of {size} bytes exceeds the limit of {self._max_frame}")
-        reply = json.loads(await self._read_payload(size))
+        if size < _TAG_SIZE:
+            raise ForgedReplyError(f"a reply of {size} bytes has no room for its tag")
+        payload = await self._read_payload(size)
+        body = payload[_TAG_SIZE:]
+        if not hmac.compare_digest(payload[:_TAG_SIZE], _sign(self._key, _REPLY_LABEL, body)):
+            raise ForgedReplyError("a reply with a wrong tag")
+        reply = json.loads(body)
         if not isinstance(reply, dict):
             raise ValueError("reply is not a JSON object")
         return reply
@@ -123,7 +166,7 @@ class RunnerChannel:
         while len(self._pending) < size:
             header = await self._reader.readexactly(_DOCKER_HEADER.size)
             stream, length = _DOCKER_HEADER.unpack(header)
-            if length > self._max_frame + _FRAME_HEADER.size:
+            if length > self._max_frame + _FRAME_HEADER.size + _TAG_SIZE:
                 raise ValueError(f"docker frame of {length} bytes exceeds the limit")
             chunk = await self._reader.readexactly(length)
             if stream == _STDOUT:

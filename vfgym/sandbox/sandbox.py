@@ -36,7 +36,7 @@ from vfgym.sandbox.result import ExecResult
 
 logger = logging.getLogger(__name__)
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 # Time the runner gets beyond a call's own timeout to kill, clean up and answer.
 REPLY_GRACE_S = 10.0
 CONTROL_TIMEOUT_S = 30.0
