@@ -134,8 +134,14 @@ class QwenStyleTokenizer:
         add_generation_prompt: bool = False,
         **_: Any,
     ) -> list[int] | str:
-        text = render_qwen_style(conversation, tools, add_generation_prompt)
+        text = self.render(conversation, tools, add_generation_prompt)
         return self.text_ids(text) if tokenize else text
+
+    def render(
+        self, conversation: Sequence[dict[str, Any]], tools: Any, add_generation_prompt: bool
+    ) -> str:
+        """The template's text; a variant template overrides this alone."""
+        return render_qwen_style(conversation, tools, add_generation_prompt)
 
 
 class SamplingQwenStyleTokenizer(QwenStyleTokenizer):
@@ -317,19 +323,13 @@ def test_two_model_turns_stripped_by_one_user_message(thinking_server: ModelServ
 class ReclosingTokenizer(QwenStyleTokenizer):
     """Strips reasoning like Qwen3 and also ends a final assistant turn with another token."""
 
-    def apply_chat_template(
-        self,
-        conversation: Sequence[dict[str, Any]],
-        tools: Any = None,
-        *,
-        tokenize: bool = True,
-        add_generation_prompt: bool = False,
-        **_: Any,
-    ) -> list[int] | str:
+    def render(
+        self, conversation: Sequence[dict[str, Any]], tools: Any, add_generation_prompt: bool
+    ) -> str:
         text = render_qwen_style(conversation, tools, add_generation_prompt)
         if conversation[-1]["role"] == "assistant" and not add_generation_prompt:
             text = text.removesuffix("<|im_end|>\n") + "<|endoftext|>"
-        return self.text_ids(text) if tokenize else text
+        return text
 
 
 def test_a_template_that_recloses_a_rewritten_turn_is_refused(

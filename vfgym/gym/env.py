@@ -182,7 +182,6 @@ class GymEnv(gym.Env[Observation, Action]):
         "_ship",
         "_state",
         "_step_reward",
-        "_text_observations",
         "_text_turn",
         "_view",
         "action_space",
@@ -274,7 +273,6 @@ class GymEnv(gym.Env[Observation, Action]):
             and not getattr(self._step_reward, "__vfgym_inline__", False)
         )
         self._text_turn = env.text_turn_sync
-        self._text_observations = observation_mode == "text"
         # Hooks left at MultiTurnEnv's defaults do nothing: the sync path skips them.
         self._default_setup = type(env).setup_state is MultiTurnEnv.setup_state
         self._default_cleanup = type(env).cleanup_state is MultiTurnEnv.cleanup_state
@@ -756,7 +754,7 @@ class GymEnv(gym.Env[Observation, Action]):
         a vector worker's views (`_step_sync` handles those)."""
         return (
             self._inline
-            and self._text_observations
+            and self._observation_mode == "text"
             and self._count_tokens is None
             and self._step_reward is None
             and not self._human
