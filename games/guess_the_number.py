@@ -17,6 +17,7 @@ from vfgym.games._base import (
     InvalidMove,
     TextGame,
     check_choice,
+    counted,
     game_rows,
     last_user_text,
     move_message,
@@ -57,23 +58,32 @@ class GuessTheNumberEnv(TextGame):
 
     def apply_move(self, game: dict[str, Any], move: str) -> str:
         try:
-            guess = int(move.rstrip("."))  # (a move comes stripped)
+            guess = int(move)  # (a move comes stripped)
         except ValueError:
-            digits = move.strip().rstrip(".")
+            guess = self._whole_number(game, move)
+        if not game["low"] <= guess <= game["high"]:
+            raise InvalidMove(self._outside(game, str(guess)))
+        game["guesses"].append(guess)
+        target = game["target"]
+        if guess < target:
+            return f"{guess} is too low. Guess again."
+        if guess > target:
+            return f"{guess} is too high. Guess again."
+        game["won"] = True
+        guesses = counted(len(game["guesses"]), "guess", "guesses")
+        return f"{guess} is correct! You found the number in {guesses}."
+
+    def _whole_number(self, game: dict[str, Any], move: str) -> int:
+        """A move `int()` refused: a number with a full stop ("42."), or why it is none."""
+        digits = move.rstrip(".")
+        try:
+            return int(digits)
+        except ValueError:
             if digits.lstrip("+-").isdecimal():  # a whole number, too long for int()
                 raise InvalidMove(self._outside(game, digits)) from None
             raise InvalidMove(
                 f"{move[:40]!r} is not a whole number; guess like <move>42</move>."
             ) from None
-        if not game["low"] <= guess <= game["high"]:
-            raise InvalidMove(self._outside(game, str(guess)))
-        game["guesses"].append(guess)
-        if guess == game["target"]:
-            game["won"] = True
-            count = len(game["guesses"])
-            guesses = "1 guess" if count == 1 else f"{count} guesses"
-            return f"{guess} is correct! You found the number in {guesses}."
-        return f"{guess} is too {'low' if guess < game['target'] else 'high'}. Guess again."
 
     @staticmethod
     def _outside(game: dict[str, Any], digits: str) -> str:

@@ -9,10 +9,12 @@ loop calls.
 from __future__ import annotations
 
 import importlib
+import re
 from typing import Any
 
 import pytest
 from vfgym.games import connect_four as cf
+from vfgym.games import guess_the_number as gtn
 from vfgym.games import hangman as hm
 from vfgym.games import mastermind as mm
 from vfgym.games import minesweeper as ms
@@ -275,3 +277,25 @@ def test_mastermind_reads_semicolons_between_pegs(move: str) -> None:
     plain, split = env.new_game(info), env.new_game(info)
     assert env.apply_move(split, move) == env.apply_move(plain, "AABC")
     assert split == plain and split["won"]
+
+
+def test_guess_the_number_reads_a_guess_with_a_full_stop_or_sign_and_refuses_the_rest() -> None:
+    """`int()` reads the usual guess; what it refuses goes through the slower reading."""
+    env = gtn.load_environment(num_examples=1, low=1, high=100)
+    info = {**env.dataset[0]["info"], "target": 42}
+    for move in ("42", "42.", "+42", "42 .", "4_2"):
+        game = env.new_game(info)
+        assert env.apply_move(game, move).startswith("42 is correct!"), move
+    game = env.new_game(info)
+    assert env.apply_move(game, "7.") == "7 is too low. Guess again."
+    refusals = {
+        "1e3": "'1e3' is not a whole number",
+        "forty": "'forty' is not a whole number",
+        "4.2": "'4.2' is not a whole number",
+        "-3": "-3 is outside the range 1 to 100.",
+        "9" * 5000 + ".": "999999999999… (5000 digits) is outside the range 1 to 100.",
+    }
+    for move, said in refusals.items():
+        with pytest.raises(InvalidMove, match=re.escape(said)):
+            env.apply_move(game, move)
+    assert game["guesses"] == [7]
