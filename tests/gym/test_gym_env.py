@@ -20,6 +20,7 @@ from gym_test_envs import (
 )
 from gymnasium.utils.env_checker import check_env
 
+from vfgym.envs.multiturn_env import MultiTurnEnv
 from vfgym.gym import GymEnv, StateView, Trajectory, aplay_episode, play_episode
 from vfgym.gym.text import observation_text
 from vfgym.rubrics import REWARD_ERRORS, Rubric, RubricGroup
@@ -662,6 +663,33 @@ class ShapedRepliesEnv(GuessEnv):
 
     def env_response(self, messages: Any, state: Any, **kwargs: Any) -> tuple[Any, Any]:
         return self.REPLIES[messages[-1]["content"]], state
+
+
+class OneLetterEnv(MultiTurnEnv):
+    """A completion-style game answering each turn with one letter: a reply that
+    unpacks as a one-item sequence, and is no message."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            dataset=[{"prompt": "Say a letter:", "answer": "x"}],
+            message_type="completion",
+            rubric=Rubric(funcs=[lambda completion: 0.0]),
+            max_turns=3,
+        )
+
+    def env_response(self, messages: Any, state: Any, **kwargs: Any) -> tuple[Any, Any]:
+        return "?", state
+
+
+def test_a_one_letter_text_reply_is_the_observation():
+    env = GymEnv(OneLetterEnv())
+    try:
+        env.reset(seed=0)
+        observation, _, _, _, info = env.step(" a")
+        assert observation == "?"
+        assert info["messages"] == "Say a letter: a?"
+    finally:
+        env.close()
 
 
 @pytest.mark.parametrize("shape", sorted(ShapedRepliesEnv.REPLIES))
