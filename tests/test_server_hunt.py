@@ -19,6 +19,7 @@ from pydantic import BaseModel
 from test_server import ADD_TOOL as ADD
 
 from vfgym.client import request_model_response
+from vfgym.errors import ModelCallError
 from vfgym.server import ByteTokenizer, assistant_text, policies
 
 TOK = ByteTokenizer()
@@ -256,6 +257,25 @@ async def test_max_completion_tokens_on_text_completions_is_a_400(model_server) 
     assert null.choices[0].text == "x" * 30
 
 
+@pytest.mark.parametrize("count", [3, 0, "true"])
+async def test_a_chat_logprobs_that_is_not_true_or_false_is_a_400(model_server, count) -> None:
+    """`logprobs` is a count on /v1/completions and a flag on chat; OpenAI refuses a
+    count on chat, and vLLM refuses one above 1, so it must not pass here."""
+    server = await model_server(policies.echo)
+    async with server.client() as client:
+        with pytest.raises(openai.BadRequestError) as caught:
+            await client.chat.completions.create(
+                model="m", messages=HELLO, extra_body={"logprobs": count}
+            )
+        flagged = await client.chat.completions.create(
+            model="m", messages=HELLO, logprobs=True, top_logprobs=2
+        )
+        unflagged = await client.chat.completions.create(model="m", messages=HELLO, logprobs=False)
+    assert caught.value.param == "logprobs" and "'top_logprobs'" in caught.value.message
+    assert len(flagged.choices[0].logprobs.content[0].top_logprobs) == 2
+    assert unflagged.choices[0].logprobs is None
+
+
 async def test_the_client_sends_max_completion_tokens_as_max_tokens_to_text_completions(
     model_server,
 ) -> None:
@@ -339,3 +359,36 @@ async def test_a_client_with_its_own_api_key_still_reaches_the_server(model_serv
         assert sync.api_key == "sk-test"
     assert client.api_key == "sk-test"
     assert response.choices[0].message.content == "hello"
+
+
+# -- a policy that raises ---------------------------------------------------------------
+
+
+async def test_a_raising_policy_is_called_once_not_retried(model_server, fast_retry) -> None:
+    """A 500 from a policy that raised says so, and the server tells clients not to
+    retry: the openai client's own retries and the rollout client's used to call the
+    broken policy again and again, and report a flaky server after the backoff."""
+    calls: list[int] = []
+
+    def broken(messages: list[dict[str, Any]]) -> str:
+        calls.append(1)
+        raise RuntimeError("board exploded")
+
+    server = await model_server(broken)
+    async with server.client(max_retries=3) as client:
+        with pytest.raises(openai.InternalServerError, match="board exploded"):
+            await client.chat.completions.create(model="m", messages=HELLO)
+        assert calls == [1]
+        with pytest.raises(ModelCallError, match="board exploded") as caught:
+            await request_model_response(client, "m", HELLO, retry=fast_retry)
+    assert calls == [1, 1] and caught.value.attempts == 1
+
+
+async def test_an_injected_server_fault_is_still_retried(model_server, fast_retry) -> None:
+    """Faults stand for a flaky server: a 500 there carries no such header."""
+    server = await model_server(policies.echo)
+    server.inject_faults("500")
+    async with server.client() as client:
+        response = await request_model_response(client, "m", HELLO, retry=fast_retry)
+    assert response.choices[0].message.content == "hello"
+    assert len(server.requests) == 2

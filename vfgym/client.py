@@ -151,9 +151,14 @@ def _max_tokens_key(sampling_args: dict[str, Any] | None) -> str | None:
 
 
 def is_transient(exc: BaseException) -> bool:
-    """True for failures that a later identical request may not meet."""
+    """True for failures that a later identical request may not meet. A server's
+    `x-should-retry` header decides when it is there, as in the openai client."""
     if isinstance(exc, openai.APIConnectionError | openai.RateLimitError):
         return True  # APITimeoutError is an APIConnectionError
+    if isinstance(exc, openai.APIStatusError):
+        told = exc.response.headers.get("x-should-retry")
+        if told in ("true", "false"):
+            return told == "true"
     if isinstance(exc, openai.APIStatusError | EmptyModelResponse):
         status = exc.status_code
         return status is None or status >= 500 or status in _RETRIED_4XX

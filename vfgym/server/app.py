@@ -147,6 +147,11 @@ def _check_tool_choice(body: dict[str, Any], tools: list[Any] | None) -> None:
         )
 
 
+#: Sent with a 500 that a retry cannot mend (a policy that raised, or answered
+#: nonsense): the openai client and `vfgym.client` retry a 5xx unless told not to,
+#: which would call the broken policy again and delay the error by the backoff.
+NO_RETRY = {"x-should-retry": "false"}
+
 #: The `response_format` types vLLM knows; OpenAI knows the first three.
 RESPONSE_FORMAT_TYPES = ("text", "json_object", "json_schema", "structural_tag")
 
@@ -216,9 +221,17 @@ def _check_streaming(body: dict[str, Any]) -> None:
 
 
 def _top_logprobs_param(body: dict[str, Any]) -> int:
-    """`top_logprobs` of a chat request; OpenAI and vLLM refuse it without `logprobs`."""
+    """`top_logprobs` of a chat request; OpenAI and vLLM refuse it without `logprobs`,
+    and refuse a `logprobs` that is a count (as in /v1/completions) rather than a flag."""
+    flag = body.get("logprobs")
+    if flag is not None and type(flag) is not bool:
+        raise bad_request(
+            f"'logprobs' of a chat completion is true or false, got {flag!r:.40}; the "
+            "number of alternatives per token is 'top_logprobs' (0-20)",
+            "logprobs",
+        )
     top_n = _int_param(body, "top_logprobs", minimum=0, maximum=20)
-    if top_n is not None and not body.get("logprobs"):
+    if top_n is not None and not flag:
         raise bad_request(
             "'top_logprobs' needs 'logprobs': true; set logprobs=True or drop top_logprobs",
             "top_logprobs",
@@ -326,7 +339,9 @@ class ServerCore:
             raise
         except Exception as exc:
             raise HTTPFailure(
-                500, f"the policy for model {model!r} raised {type(exc).__name__}: {exc}"
+                500,
+                f"the policy for model {model!r} raised {type(exc).__name__}: {exc}",
+                headers=NO_RETRY,
             ) from exc
 
     def _normalise(self, reply: Any, model: Any) -> dict[str, Any]:
@@ -334,7 +349,9 @@ class ServerCore:
             return normalise_reply(reply, self.call_ids)
         except PolicyReplyError as exc:
             raise HTTPFailure(
-                500, f"the policy for model {model!r} returned a bad reply: {exc}"
+                500,
+                f"the policy for model {model!r} returned a bad reply: {exc}",
+                headers=NO_RETRY,
             ) from None
 
     def _usage(self, prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
