@@ -108,7 +108,8 @@ BAD_CALLS = {
         call("add", '{"a": 2, "b": ', "bad"),
         "the arguments of add are not valid JSON",
     ),
-    "not an object": (call("add", "[2, 3]", "bad"), "must be a JSON object, not list"),
+    "not an object": (call("add", "[2, 3]", "bad"), "must be a JSON object, not an array"),
+    "null": (call("add", "null", "bad"), "must be a JSON object, not null"),
     "unknown tool": (
         call("subtract", {"a": 2, "b": 3}, "bad"),
         "unknown tool 'subtract'; the available tools are: add, divide",
@@ -149,22 +150,26 @@ async def test_a_bad_call_becomes_a_message_and_the_rollout_goes_on(model_server
 #: Calls of the wrong shape, which a chat server never sends but a hand-written or
 #: replayed conversation can hold, and what the model is told about each.
 WRONG_SHAPES = {
-    "function is a str": ({"id": "bad", "function": "add"}, "'function' must be an object"),
+    "function is a str": (
+        {"id": "bad", "function": "add"},
+        "'function' must be an object with 'name' and 'arguments', not a string",
+    ),
     "arguments an int": (
         {"id": "bad", "function": {"name": "add", "arguments": 5}},
-        "the arguments of add must be a JSON object written as a string",
+        "the arguments of add must be a JSON object written as a string, such as "
+        "'{\"arg\": value}', not a number",
     ),
     "arguments a list": (
         {"id": "bad", "function": {"name": "add", "arguments": ["2", "3"]}},
-        "not list",
+        "written as a string, such as '{\"arg\": value}', not an array",
     ),
     "name a list": (
         {"id": "bad", "function": {"name": ["add"], "arguments": "{}"}},
-        "a tool's name must be a string, not list",
+        "a tool's name must be a string, not an array",
     ),
     "name a dict": (
         {"id": "bad", "function": {"name": {"n": 1}, "arguments": "{}"}},
-        "a tool's name must be a string, not dict",
+        "a tool's name must be a string, not an object",
     ),
 }
 

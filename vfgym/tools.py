@@ -13,7 +13,7 @@ import json
 import re
 import types
 import typing
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, Union
 
@@ -72,6 +72,24 @@ def quote(text: str, limit: int = NAME_SHOWN) -> str:
     if len(text) <= limit:
         return repr(text)
     return f"{text[:limit] + '…'!r} ({len(text)} characters)"
+
+
+def json_kind(value: Any) -> str:
+    """What `value` is in JSON's words ("null", "an array"): errors about a model's tool
+    call are read by the model, which sent JSON and knows no Python type names."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list | tuple):
+        return "an array"
+    if isinstance(value, Mapping):
+        return "an object"
+    return f"a {type(value).__name__}"
 
 
 # Schema keywords whose value maps names (parameters, definitions) to sub-schemas:

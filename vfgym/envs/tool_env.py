@@ -11,7 +11,7 @@ from typing import Any
 from vfgym._async import maybe_await, never_suspends
 from vfgym.envs.multiturn_env import MultiTurnEnv
 from vfgym.offload import Offloader, OffloadMode
-from vfgym.tools import Tool, check_tool_name, clip, quote, tool_name
+from vfgym.tools import Tool, check_tool_name, clip, json_kind, quote, tool_name
 from vfgym.types import ChatMessage, Messages, State
 
 #: How many characters of a tool's reply the model reads by default: plenty for any
@@ -184,11 +184,11 @@ class ToolEnv(MultiTurnEnv):
         if not isinstance(function, Mapping):
             raise ToolCallError(
                 "a tool call's 'function' must be an object with 'name' and 'arguments', "
-                f"not {type(function).__name__}"
+                f"not {json_kind(function)}"
             )
         name = function.get("name") or ""
         if not isinstance(name, str):
-            raise ToolCallError(f"a tool's name must be a string, not {type(name).__name__}")
+            raise ToolCallError(f"a tool's name must be a string, not {json_kind(name)}")
         if name not in self._tool_specs:
             known = ", ".join(sorted(self._tool_specs)) or "none"
             raise ToolCallError(f"unknown tool {quote(name)}; the available tools are: {known}")
@@ -377,10 +377,8 @@ def _call_arguments(name: str, raw: Any) -> dict[str, Any]:
     else:
         raise ToolCallError(
             f"the arguments of {name} must be a JSON object written as a string, "
-            f"such as '{{\"arg\": value}}', not {type(raw).__name__}"
+            f"such as '{{\"arg\": value}}', not {json_kind(raw)}"
         )
     if not isinstance(args, dict):
-        raise ToolCallError(
-            f"the arguments of {name} must be a JSON object, not {type(args).__name__}"
-        )
+        raise ToolCallError(f"the arguments of {name} must be a JSON object, not {json_kind(args)}")
     return args
