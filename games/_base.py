@@ -343,11 +343,10 @@ class GameRubric(Rubric):
     Its five functions are ordinary reward functions, scored as any rubric's are. A
     Gym episode's end, though, is scored in one pass over the State
     (`score_state_sync`) while the functions and weights are the ones built here:
-    five calls, each checked on its own, cost a game's Gym step about a twentieth of its
-    time.
-    Anything unusual (a value that is not finite, a method that raises, changed
-    functions or weights) is scored by the functions themselves, so the result and
-    the errors recorded are always theirs.
+    five calls, each checked on its own, cost a game's Gym step about a twentieth of
+    its time. Anything unusual (a value that is not finite, a method that raises,
+    changed functions or weights) is scored by the functions themselves, so the
+    result and the errors recorded are always theirs.
     """
 
     #: The win counts; the four metrics are reported with weight 0.

@@ -49,7 +49,7 @@ def error_entry(name: str, exc: BaseException) -> dict[str, str]:
 def add_scoring_time(state: State, elapsed_ms: float) -> None:
     """Record scoring time in `state["timing"]` and add it to the rollout's total."""
     timing = state.get("timing")
-    if type(timing) is not dict and not isinstance(timing, dict):
+    if not isinstance(timing, dict):
         timing = state["timing"] = {}
     timing["scoring_ms"] = elapsed_ms
     timing["total_ms"] = timing.get("total_ms", 0.0) + elapsed_ms
