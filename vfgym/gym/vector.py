@@ -55,6 +55,7 @@ an episode's end among them — goes unreported. The failed sub-envs need a rese
 from __future__ import annotations
 
 import asyncio
+import copy
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, Literal, NoReturn, TypeVar
 
@@ -66,7 +67,7 @@ from gymnasium.vector.utils import batch_space
 from vfgym._async import close_loop, run_on
 from vfgym.errors import SubEnvError
 from vfgym.gym.batching import batch_infos
-from vfgym.gym.env import GymEnv
+from vfgym.gym.env import RESET_OPTIONS, GymEnv
 
 T = TypeVar("T")
 VectorMode = Literal["sync", "async"]
@@ -267,6 +268,7 @@ class GymVectorEnv(VectorEnv):
         if not self._concurrent:
             return self.step(actions)
         actions = self._check_step(actions)
+        self._check_step_loop(asyncio.get_running_loop())
         results = await self._gather(
             [self._astep_one(i, action) for i, action in enumerate(actions)]
         )
@@ -352,6 +354,19 @@ class GymVectorEnv(VectorEnv):
         """Each sub-env's random generator."""
         return tuple(env.np_random for env in self.envs)
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> GymVectorEnv:
+        """A copy of the vector env and its sub-envs' episodes (each sub-env copied as
+        `GymEnv` copies one), for a policy that searches ahead.
+
+        Why: the private event loop cannot be copied (a loop holds a selector and a
+        thread's context), so the copy makes its own when it first needs one, as a
+        copied `GymEnv` does."""
+        copied = type(self).__new__(type(self))
+        memo[id(self)] = copied
+        for key, value in vars(self).items():
+            setattr(copied, key, None if key == "_loop" else copy.deepcopy(value, memo))
+        return copied
+
     def __repr__(self) -> str:
         name = f"{self.spec.id}, " if self.spec is not None else ""
         return f"GymVectorEnv({name}num_envs={self.num_envs}, mode={self.mode!r})"
@@ -397,6 +412,37 @@ class GymVectorEnv(VectorEnv):
             if type(action) is not str and not ended[i]:
                 self.envs[i]._model_turn(action)  # a bad action raises before any step
         return actions
+
+    def _check_step_loop(self, here: asyncio.AbstractEventLoop) -> None:
+        """Refuse a concurrent step on `here` when a sub-env's episode started on another
+        open loop, before any sub-env moves.
+
+        Why: each sub-env refuses such a step itself (its hooks may hold what they opened
+        on the other loop), but refusing in every sub-env would mark them all failed and
+        lose the episodes to the reset a failed sub-env needs; refused here, nothing
+        changes and the caller can step them where they belong."""
+        elsewhere = [
+            i
+            for i, env in enumerate(self.envs)
+            if not self._ended[i]  # (a sub-env autoresetting starts a new episode here)
+            and (loop := env._episode_loop) is not None
+            and loop is not here
+            and not loop.is_closed()
+        ]
+        if not elsewhere:
+            return
+        if here is self._loop:  # step(): the private loop
+            raise RuntimeError(
+                f"step(): sub-env(s) {elsewhere} run episodes that started with areset() on "
+                "another event loop, where their hooks hold what they opened: step them "
+                "there with `await vec.astep(actions)`, or start new episodes with reset()"
+            )
+        raise RuntimeError(
+            f"astep(): sub-env(s) {elsewhere} run episodes that started on another event loop "
+            "(with reset(), on the vector env's own loop, or with areset() on another one), "
+            "where their hooks hold what they opened: step them with step() (or astep() on "
+            "that loop), or start new episodes here with `await vec.areset()`"
+        )
 
     async def _areset(
         self, plan: list[tuple[int, int | None]], options: dict[str, Any] | None
@@ -531,26 +577,19 @@ class GymVectorEnv(VectorEnv):
         if self.closed:
             raise RuntimeError("reset() on a closed vector env; make a new one")
         n = self.num_envs
-        if seed is None:
-            seeds: list[Any] = [None] * n
-        elif isinstance(seed, int | np.integer) and not isinstance(seed, bool):
-            seeds = [int(seed) + i for i in range(n)]
-        elif isinstance(seed, Sequence) and not isinstance(seed, str):
-            seeds = list(seed)
-            if len(seeds) != n:
-                raise ValueError(
-                    f"reset() got {len(seeds)} seeds for {n} sub-envs; pass one per sub-env, "
-                    "or a single int (sub-env i gets seed + i)"
-                )
-        else:
-            raise TypeError(
-                f"seed must be None, an int or a list of {n} ints, not {type(seed).__name__}"
-            )
+        seeds = _seeds(seed, n)
         mask = None
+        if options is not None and not isinstance(options, Mapping):
+            raise TypeError(
+                "reset() options must be a dict such as {'index': 3} or "
+                f"{{'reset_mask': mask}} (or None), not {type(options).__name__}"
+            )
         if options is not None and "reset_mask" in options:
             options = dict(options)  # the caller's dict stays as it was
             mask = _check_mask(options.pop("reset_mask"), n)
         plan = [(i, seeds[i]) for i in range(n) if mask is None or mask[i]]
+        if options:
+            _check_options(options, [self.envs[i] for i, _ in plan])
         return plan, options
 
     def _after_reset(
@@ -776,6 +815,65 @@ def _autoreset_mode(value: AutoresetMode | str) -> AutoresetMode:
             f"autoreset_mode must be a gymnasium.vector.AutoresetMode or one of {valid}, "
             f"not {value!r}"
         ) from None
+
+
+def _seeds(seed: Any, n: int) -> list[int | None]:
+    """One seed per sub-env from `reset(seed=...)`, each checked as `gym.Env.reset`
+    checks it (numpy ints taken as ints, as a single seed is).
+
+    Why here: a seed a sub-env refuses would fail in that sub-env only after the ones
+    before it reset, losing their episodes; checked first, a bad seed changes nothing."""
+    if seed is None:
+        return [None] * n
+    if _is_int(seed):
+        return [_checked_seed(int(seed) + i) for i in range(n)]
+    if isinstance(seed, Sequence | np.ndarray) and not isinstance(seed, str | bytes):
+        seeds = list(seed)
+        if len(seeds) != n:
+            raise ValueError(
+                f"reset() got {len(seeds)} seeds for {n} sub-envs; pass one per sub-env, "
+                "or a single int (sub-env i gets seed + i)"
+            )
+        return [None if s is None else _checked_seed(s) for s in seeds]
+    raise TypeError(f"seed must be None, an int or a list of {n} ints, not {type(seed).__name__}")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_)
+
+
+def _checked_seed(seed: Any) -> int:
+    if not _is_int(seed):
+        raise TypeError(f"a seed must be an int >= 0 or None, not {seed!r}")
+    if seed < 0:
+        raise ValueError(f"a seed must be an int >= 0 (or None), not {seed}")
+    return int(seed)
+
+
+def _check_options(options: Mapping[str, Any], envs: Sequence[GymEnv]) -> None:
+    """Refuse reset options that the sub-envs `envs` would refuse, before any resets.
+
+    Why: every sub-env refuses them itself, but only once the ones before it have
+    reset, and the vector env would then count every sub-env failed: the running
+    episodes would be lost to a typo."""
+    unknown = set(options) - RESET_OPTIONS
+    if unknown:
+        raise ValueError(
+            f"reset() got unknown option(s) {sorted(unknown)}; a vector env understands "
+            f"{sorted(RESET_OPTIONS | {'reset_mask'})} (options={{'index': i}} starts every "
+            "reset sub-env on dataset row i; {'reset_mask': mask} picks the sub-envs)"
+        )
+    if "index" not in options:
+        return
+    index = options["index"]
+    if not _is_int(index):
+        raise TypeError(f"options['index'] must be an int, not {index!r}")
+    for i, env in enumerate(envs):
+        if not -len(env.rows) <= index < len(env.rows):
+            raise IndexError(
+                f"options['index']={index} is outside the {len(env.rows)} dataset rows of a "
+                f"sub-env (the {i}th to reset)"
+            )
 
 
 def _check_mask(mask: Any, n: int) -> np.ndarray:
