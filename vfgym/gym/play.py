@@ -3,7 +3,8 @@
 A policy is `policy(observation) -> action` or `policy(observation, info) -> action`;
 which one is read from its signature (`inspect.signature`): two required positional
 parameters get `info` as well, anything else — including a callable whose signature
-cannot be read — gets the observation alone. `info` is the info dict that came with
+cannot be read — gets the observation alone (a policy that requires more, or requires
+keyword-only parameters, is refused before the reset). `info` is the info dict that came with
 the observation, for a vector env the sub-env's own (unbatched) one:
 `info["messages"]` is the whole conversation so far and `info["state"]` the State
 view. A text observation is only the env's newest reply, so a policy that needs the
@@ -94,14 +95,17 @@ class Trajectory:
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 
 
-def _required_positional(policy: Callable[..., Any]) -> int:
-    """How many positional arguments `policy` requires; 1 if its signature cannot be read
-    (some builtins and C callables), since `policy(observation)` is the documented form."""
+def _required_parameters(policy: Callable[..., Any]) -> tuple[int, list[str]]:
+    """How many positional arguments `policy` requires, and the names of the keyword-only
+    ones it requires; (1, []) if its signature cannot be read (some builtins and C
+    callables), since `policy(observation)` is the documented form."""
     try:
         parameters = inspect.signature(policy).parameters.values()
     except (TypeError, ValueError):
-        return 1
-    return sum(1 for p in parameters if p.kind in _POSITIONAL and p.default is p.empty)
+        return 1, []
+    required = [p for p in parameters if p.default is p.empty]
+    positional = sum(1 for p in required if p.kind in _POSITIONAL)
+    return positional, [p.name for p in required if p.kind is inspect.Parameter.KEYWORD_ONLY]
 
 
 def _policy_call(policy: Any) -> _PolicyCall:
@@ -112,7 +116,13 @@ def _policy_call(policy: Any) -> _PolicyCall:
             "policy must be a callable (observation) -> action or (observation, info) -> "
             f"action, not {type(policy).__name__}"
         )
-    required = _required_positional(policy)
+    required, keyword_only = _required_parameters(policy)
+    if keyword_only:  # refused now, not at the first call, after the reset
+        raise TypeError(
+            f"policy {policy!r} requires the keyword-only parameter(s) {keyword_only}, but "
+            "it is called as policy(observation) or policy(observation, info), with "
+            "positional arguments; make them positional or give them defaults"
+        )
     if required > 2:
         raise TypeError(
             f"policy {policy!r} requires {required} positional arguments, but it is called "

@@ -25,10 +25,10 @@ import importlib.util
 import logging
 import operator
 from collections.abc import Callable
-from typing import Any
+from typing import Any, get_args
 
 import gymnasium as gym
-from gymnasium.envs.registration import EnvSpec, parse_env_id
+from gymnasium.envs.registration import EnvSpec, get_env_id, parse_env_id
 from gymnasium.vector import AutoresetMode
 
 from vfgym.envs.multiturn_env import MultiTurnEnv
@@ -68,6 +68,18 @@ VECTOR_ARGS = ("mode", "autoreset_mode", "max_episode_steps")
 #: Keyword arguments that Gymnasium's `make_vec` itself takes from a spec's kwargs.
 MAKE_VEC_ARGS = ("num_envs", "vectorization_mode", "vector_kwargs", "wrappers")
 
+#: Fields of the `EnvSpec` that `register` sets itself (or takes as its own keywords),
+#: and what to do instead of passing them as an environment's default.
+SPEC_FIELDS = {
+    "entry_point": "pass the function that builds the environment as `environment`",
+    "vector_entry_point": "every id gets GymVectorEnv's; make_vec(vectorization_mode=...) "
+    "picks Gymnasium's",
+    "kwargs": "pass the loader's keywords to register itself: register(id, loader, num_examples=3)",
+    "order_enforce": "GymEnv refuses step() before reset() itself",
+    "disable_env_checker": "gym.make(id, disable_env_checker=False) adds the passive checker",
+    "additional_wrappers": "wrap the env gym.make returns",
+}
+
 
 def make_env(
     environment: str | Callable[..., MultiTurnEnv],
@@ -95,7 +107,9 @@ def make_env(
             env = load_environment(environment, **env_args)
         else:
             env = environment(**env_args)
-    except TypeError as exc:  # most often a misspelt keyword
+    except TypeError as exc:
+        if "argument" not in str(exc):  # a bug in the loader, not a misspelt keyword
+            raise
         adapter = ", ".join(ADAPTER_ARGS)
         raise TypeError(f"{exc} (the Gym adapter's own keywords are: {adapter})") from exc
     if not isinstance(env, MultiTurnEnv):
@@ -137,8 +151,7 @@ def make_vector_env(
     This is the vector entry point of every id registered through `vfgym.gym`:
     `gym.make_vec(id, num_envs=8, mode="async")`.
     """
-    if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
-        raise ValueError(f"num_envs must be an int >= 1, not {num_envs!r}")
+    num_envs = _checked_num_envs(num_envs)
     if not isinstance(environment, str) and not callable(environment):
         raise TypeError(
             "environment must be a registered name or a function returning a vfgym "
@@ -152,11 +165,27 @@ def make_vector_env(
     )
 
 
+def _checked_num_envs(num_envs: object) -> int:
+    """`num_envs` as an int >= 1; numpy ints too, as Gymnasium's own vector envs take."""
+    try:  # int and numpy ints; not True, 2.0 or "3"
+        count = None if isinstance(num_envs, bool) else operator.index(num_envs)  # type: ignore[arg-type]
+    except TypeError:
+        count = None
+    if count is None:
+        raise TypeError(
+            f"num_envs must be an int >= 1, not {num_envs!r} ({type(num_envs).__name__})"
+        )
+    if count < 1:
+        raise ValueError(f"num_envs must be an int >= 1, not {count}")
+    return count
+
+
 def register(
     id: str,
     environment: str | Callable[..., MultiTurnEnv],
     *,
     max_episode_steps: int | None = None,
+    reward_threshold: float | None = None,
     nondeterministic: bool = False,
     **defaults: Any,
 ) -> EnvSpec:
@@ -165,25 +194,30 @@ def register(
     `environment` is a registry name ("wordle") or a function that builds the
     environment, such as a module's `load_environment`. `defaults` are keyword
     arguments for it (and for the adapter, see `make_env`); `gym.make(id, **kw)`
-    overrides them.
+    overrides them. `max_episode_steps`, `reward_threshold` and `nondeterministic` are
+    the `EnvSpec`'s, as in `gym.register`.
 
     Everything `gym.make` or `gym.make_vec` would refuse later is refused here, when
-    the mistake is still next to its cause: a malformed id, a `max_episode_steps`
-    that is not an int >= 1, a name the registry does not know, and vector-env
-    options (`mode`, `autoreset_mode`) as defaults. Those would go to every
-    `gym.make` too, whose environments do not take them; give them to
+    the mistake is still next to its cause: a malformed id or one `gym.make` reads
+    differently (a `module:` prefix, a version with a leading zero), a
+    `max_episode_steps` that is not an int >= 1, a name the registry does not know,
+    and, as defaults, vector-env options (`mode`, `autoreset_mode`) or other `EnvSpec`
+    fields (`kwargs`, `disable_env_checker`, ...). Those would go to every `gym.make`
+    too, whose environments do not take them; give vector options to
     `gym.make_vec(id, num_envs, mode=...)` instead.
     """
     _check_id(id)
     max_episode_steps = _checked_max_episode_steps(max_episode_steps)
     _check_environment(environment)
     _check_defaults(defaults)
+    _check_adapter_defaults(defaults)
     gym.register(
         id=id,
         entry_point=ENTRY_POINT,
         vector_entry_point=VECTOR_ENTRY_POINT,
         kwargs={"environment": environment, **defaults},
         max_episode_steps=max_episode_steps,
+        reward_threshold=reward_threshold,
         nondeterministic=nondeterministic,
         # GymEnv refuses step() before reset() itself (gymnasium.error.ResetNeeded, and
         # render() before reset() returns ""), so Gymnasium's OrderEnforcing wrapper
@@ -208,7 +242,7 @@ def _check_id(id: object) -> None:
     if not isinstance(id, str):
         raise TypeError(f"id must be a str like 'my-ns/MyGame-v0', not {type(id).__name__}")
     try:
-        namespace, _, version = parse_env_id(id)
+        namespace, name, version = parse_env_id(id)
     except gym.error.Error as exc:
         raise ValueError(f"{id!r} is not a valid Gymnasium id ({exc})") from None
     if namespace is None or version is None:
@@ -220,6 +254,27 @@ def _check_id(id: object) -> None:
         raise ValueError(
             f"{id!r} lacks {missing}: vfgym ids have the form 'namespace/Name-vN', "
             "e.g. 'my-games/Wordle-v0'"
+        )
+    _check_makeable(id, namespace, name, version)
+
+
+def _check_makeable(id: str, namespace: str, name: str, version: int) -> None:
+    """Refuse an id that Gymnasium registers but `gym.make(id)` reads as another.
+
+    `gym.make` takes what comes before a ':' for a module to import, and looks an id up
+    by its parsed version: 'Name-v00' is registered under that key, but asked for as
+    'Name-v0'. Either way every `gym.make(id)` would fail."""
+    if ":" in id:
+        raise ValueError(
+            f"{id!r} holds a ':', which gym.make reads as 'module:id' and imports the "
+            "module before it; register the id without it (gym.make('module:' + id) "
+            "still works once registered)"
+        )
+    canonical = get_env_id(namespace, name, version)
+    if canonical != id:
+        raise ValueError(
+            f"{id!r} would be registered as it is written, but gym.make looks it up "
+            f"as {canonical!r}; register {canonical!r} instead"
         )
 
 
@@ -282,6 +337,44 @@ def _check_defaults(defaults: dict[str, Any]) -> None:
             "of an id every gym.make would get them too, and fail. Pass them when making "
             "the vector env: gym.make_vec(id, num_envs, mode=..., autoreset_mode=...)"
         )
+    fields = [name for name in SPEC_FIELDS if name in defaults]
+    if fields:
+        instead = "; ".join(f"{name}: {SPEC_FIELDS[name]}" for name in fields)
+        raise TypeError(
+            f"{fields} are fields of the EnvSpec that register makes, not keywords of the "
+            f"environment: as defaults every gym.make would pass them to its loader, and "
+            f"fail. Instead — {instead}"
+        )
+
+
+#: The adapter keywords whose values `register` can check without building the
+#: environment, each with the values `GymEnv` takes (a test of one) and their words.
+_ADAPTER_CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "observation_mode": (
+        lambda v: v in get_args(ObservationMode),
+        " or ".join(map(repr, get_args(ObservationMode))),
+    ),
+    "render_mode": (
+        lambda v: v is None or v in GymEnv.metadata["render_modes"],
+        "None, 'ansi' or 'human'",
+    ),
+    "dataset": (lambda v: v in ("eval", "train"), "'eval' or 'train'"),
+    "max_text_length": (
+        lambda v: not isinstance(v, bool) and isinstance(v, int) and v >= 1,
+        "an int >= 1",
+    ),
+    "count_tokens": (lambda v: v is None or callable(v), "None or a function of a turn's text"),
+}
+
+
+def _check_adapter_defaults(defaults: dict[str, Any]) -> None:
+    """Refuse adapter defaults that `GymEnv` would refuse on every `gym.make` of the id."""
+    for name, (valid, expected) in _ADAPTER_CHECKS.items():
+        if name in defaults and not valid(defaults[name]):
+            raise ValueError(
+                f"{name} must be {expected}, not {defaults[name]!r}: as a default of the "
+                "id, every gym.make would fail on it"
+            )
 
 
 def register_registry() -> tuple[dict[str, str], dict[str, str]]:
@@ -313,6 +406,7 @@ __all__ = [
     "ADAPTER_ARGS",
     "ENTRY_POINT",
     "MAKE_VEC_ARGS",
+    "SPEC_FIELDS",
     "VECTOR_ARGS",
     "VECTOR_ENTRY_POINT",
     "make_env",

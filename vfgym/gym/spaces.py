@@ -35,7 +35,7 @@ from gymnasium.vector.utils.shared_memory import (
 )
 
 from vfgym.gym.actions import checked_message
-from vfgym.gym.text import is_clean
+from vfgym.gym.text import FORBIDDEN, is_clean
 
 #: The default bound on observation text, in characters.
 DEFAULT_MAX_TEXT_LENGTH = 65_536
@@ -169,7 +169,7 @@ class MessagesSpace(Space[list]):
     ) -> None:
         self.text = UnicodeText(max_length)
         self.max_length = max_length
-        self.shared_memory_chars = shared_memory_chars or 4 * max_length + 4096
+        self.shared_memory_chars = _checked_json_bound(shared_memory_chars, max_length)
         super().__init__(shape=None, dtype=None, seed=seed)
 
     @property
@@ -191,7 +191,8 @@ class MessagesSpace(Space[list]):
             return False
 
     def sample(self, mask: Any = None, probability: Any = None) -> list[dict[str, Any]]:
-        """One to three user or tool messages with short random text."""
+        """One to three user or tool messages with short random text, cut to fit the
+        space's JSON bound (`shared_memory_chars`), so a sample is always a member."""
         if mask is not None or probability is not None:
             raise ValueError("MessagesSpace.sample does not take a mask or probabilities")
         rng = self.np_random
@@ -200,15 +201,66 @@ class MessagesSpace(Space[list]):
             length = int(rng.integers(0, min(64, self.max_length) + 1))
             chars = rng.choice(list(SAMPLE_ALPHABET), size=length)
             messages.append({"role": str(rng.choice(["user", "tool"])), "content": "".join(chars)})
-        return messages
+        return _fit_sample(messages, self.shared_memory_chars)
 
     def __repr__(self) -> str:
-        return f"MessagesSpace({self.max_length})"
+        if self.shared_memory_chars == _default_json_bound(self.max_length):
+            return f"MessagesSpace({self.max_length})"
+        return f"MessagesSpace({self.max_length}, shared_memory_chars={self.shared_memory_chars})"
 
     def __eq__(self, other: object, /) -> bool:
-        return isinstance(other, MessagesSpace) and self.max_length == other.max_length
+        """Equal when the members are: the JSON bound decides membership too."""
+        return (
+            isinstance(other, MessagesSpace)
+            and self.max_length == other.max_length
+            and self.shared_memory_chars == other.shared_memory_chars
+        )
 
     __hash__ = None  # type: ignore[assignment]
+
+
+def _default_json_bound(max_length: int) -> int:
+    """Room for a few messages of `max_length` characters each, escapes included."""
+    return 4 * max_length + 4096
+
+
+def _checked_json_bound(chars: Any, max_length: int) -> int:
+    """`shared_memory_chars` as an int >= 2, or the default for None.
+
+    2 is the JSON of an empty list: below it no list is a member, and `sample()` could
+    give nothing. (0 used to mean the default, hiding a bound computed as 0.)"""
+    if chars is None:
+        return _default_json_bound(max_length)
+    if isinstance(chars, bool) or not isinstance(chars, int | np.integer):
+        raise TypeError(
+            "shared_memory_chars must be an int >= 2 (the JSON length of a message list) "
+            f"or None for the default, not {type(chars).__name__}"
+        )
+    if chars < len("[]"):
+        raise ValueError(
+            "shared_memory_chars must be an int >= 2 (the JSON length of a message list; "
+            f"2 holds only the empty list) or None for the default, not {chars}"
+        )
+    return int(chars)
+
+
+def _json_length(messages: list[dict[str, Any]]) -> int:
+    """How many characters `messages` take as JSON, as `contains` and shared memory count."""
+    return len(json.dumps(messages, ensure_ascii=False))
+
+
+def _fit_sample(messages: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
+    """`messages` with the last contents shortened, then the last messages dropped,
+    until their JSON takes at most `limit` characters (>= 2, so `[]` always fits)."""
+    excess = _json_length(messages) - limit
+    while excess > 0:
+        content = messages[-1]["content"]
+        if content:  # each character takes at least one JSON character: cut that many
+            messages[-1]["content"] = content[: max(0, len(content) - excess)]
+        else:
+            messages.pop()
+        excess = _json_length(messages) - limit
+    return messages
 
 
 # ------------------------------------------------------------------ flattening
@@ -225,8 +277,21 @@ def _flatten_unicode(space: UnicodeText, x: str) -> np.ndarray:
 
 @unflatten.register(UnicodeText)
 def _unflatten_unicode(space: UnicodeText, x: np.ndarray) -> str:
+    """The text of code points `x`, padding (`CODE_POINT_LIMIT`) left out.
+
+    Any member of `flatten_space(space)` unflattens to a member of the space, as with
+    Gymnasium's `Text`: a code point the space refuses (a surrogate, which no codec
+    decodes, or a control character) becomes U+FFFD, one character for one, so what
+    `flatten` gave back comes back unchanged."""
     points = np.asarray(x, dtype=np.int32)
-    return points[points < CODE_POINT_LIMIT].tobytes().decode("utf-32-le")
+    points = points[points < CODE_POINT_LIMIT]
+    if (points < 0).any():
+        raise ValueError(
+            f"flattened text holds code points 0 to {CODE_POINT_LIMIT - 1:#x} and the padding "
+            f"{CODE_POINT_LIMIT:#x}, not {int(points.min())}"
+        )
+    text = points.tobytes().decode("utf-32-le", "surrogatepass")
+    return text if is_clean(text) else FORBIDDEN.sub("\ufffd", text)
 
 
 @flatten_space.register(UnicodeText)
