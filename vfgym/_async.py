@@ -13,6 +13,7 @@ import contextvars
 import functools
 import inspect
 import threading
+import weakref
 from collections.abc import Awaitable, Callable, Coroutine
 from types import CoroutineType
 from typing import Any, TypeVar
@@ -174,6 +175,20 @@ def _run_to_the_end(loop: asyncio.AbstractEventLoop, task: asyncio.Task[T]) -> T
             with contextlib.suppress(BaseException):
                 loop.run_until_complete(task)
         raise
+
+
+def new_private_loop(owner: object) -> asyncio.AbstractEventLoop:
+    """A new event loop for `owner`'s sync calls, closed when `owner` is collected if
+    nothing closed it before: an env dropped without `close()` (Gymnasium's
+    `check_env` never closes the env it checks) must not leak the loop's sockets."""
+    loop = asyncio.new_event_loop()
+    weakref.finalize(owner, _close_dropped_loop, loop)
+    return loop
+
+
+def _close_dropped_loop(loop: asyncio.AbstractEventLoop) -> None:
+    if not loop.is_closed() and not loop.is_running():
+        loop.close()
 
 
 def close_loop(loop: asyncio.AbstractEventLoop | None) -> None:

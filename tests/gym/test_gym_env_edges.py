@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import gc
 import json
 import os
 import pickle
@@ -18,6 +19,7 @@ from typing import Any
 import gymnasium as gym
 import pytest
 from gym_test_envs import SYSTEM, AsyncGuessEnv, GuessEnv, completion_sum_env
+from gymnasium.utils.env_checker import check_env
 
 from vfgym.gym import GymEnv, GymVectorEnv, MessagesSpace
 from vfgym.types import Messages, State
@@ -769,3 +771,27 @@ def test_an_init_state_without_the_engine_keys_plays_to_a_score(drive: str) -> N
         assert "error" not in info["state"] and set(info["metrics"]) >= {"won", "guesses"}
     finally:
         env.close()
+
+
+def test_an_env_dropped_without_close_releases_its_event_loop():
+    """Gymnasium's check_env never closes the env it checks; the private loop an env
+    with async hooks made was left open, its sockets reported as leaked at exit."""
+    env = GymEnv(AsyncGuessEnv())
+    check_env(env, skip_render_check=True)
+    loop = env._loop
+    assert loop is not None and not loop.is_closed()
+    del env
+    gc.collect()
+    assert loop.is_closed()
+
+
+def test_a_vector_env_dropped_without_close_releases_its_event_loop():
+    vec = gym.make_vec("vfgym-test/AsyncGuess-v0", num_envs=2, mode="async")
+    vec.reset(seed=0)
+    loop = vec.unwrapped._loop
+    assert loop is not None and not loop.is_closed()
+    for env in vec.unwrapped.envs:
+        env.close()  # (the sub-envs' own loops are not the vector env's)
+    del vec
+    gc.collect()
+    assert loop.is_closed()

@@ -43,6 +43,7 @@ from vfgym._async import (
     close_loop,
     is_async_callable,
     maybe_await,
+    new_private_loop,
     run_on,
     settle_inline,
 )
@@ -990,7 +991,7 @@ class GymEnv(gym.Env[Observation, Action]):
         episode (from a helper thread inside a running loop, as in a notebook), so
         what the hooks opened on it stays usable from step to step."""
         if self._loop is None or self._loop.is_closed():
-            self._loop = asyncio.new_event_loop()
+            self._loop = new_private_loop(self)
         return run_on(self._loop, coro)
 
     def _claim(self, what: str) -> None:

@@ -64,7 +64,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from vfgym._async import close_loop, run_on
+from vfgym._async import close_loop, new_private_loop, run_on
 from vfgym.errors import SubEnvError
 from vfgym.gym.batching import batch_infos
 from vfgym.gym.env import RESET_OPTIONS, GymEnv
@@ -673,7 +673,7 @@ class GymVectorEnv(VectorEnv):
     def _private_loop(self) -> asyncio.AbstractEventLoop:
         """The loop sync calls run the sub-envs on (made on first use)."""
         if self._loop is None or self._loop.is_closed():
-            self._loop = asyncio.new_event_loop()
+            self._loop = new_private_loop(self)
         return self._loop
 
     async def _aclose_envs(self) -> None:
