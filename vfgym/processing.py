@@ -9,9 +9,10 @@ model sampled. Only the prompt and the environment's turns are tokenized, by a
 pluggable tokenizer: a Hugging Face tokenizer, vfgym's `ByteTokenizer`, or the
 server's own `/tokenize` endpoint (`ServerTokenizer`).
 
-A rollout becomes `prompt_ids` (the first request's rendering) followed by, per
-turn, the model's ids exactly as sampled (mask 1) and the environment's ids
-(mask 0 with `mask_env_responses`). The environment's ids are everything the
+A rollout becomes `prompt_ids` (the first request's rendering, with any messages
+the environment opened the completion with) followed by, per turn, the model's
+ids exactly as sampled (mask 1) and the environment's ids (mask 0 with
+`mask_env_responses`). The environment's ids are everything the
 template renders between the model's last sampled token and the next model
 turn, taken from the conversation as the next request renders it: the
 environment's messages, the next assistant header, and any id the template adds
@@ -42,7 +43,7 @@ import logging
 import math
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from vfgym.types import ChatCompletionToolParam, Messages, MessageType, ProcessedOutputs, State
@@ -236,7 +237,7 @@ def _after_text(
     return first[len(first) - n :]
 
 
-def _glue(before: list[int], generated: list[int]) -> list[int]:
+def _glue(before: list[int], generated: list[int], closing: Callable[[], list[int]]) -> list[int]:
     """The ids the template renders after the model's last sampled id, at the end of
     `before` (a rendering that ends with that model turn).
 
@@ -244,19 +245,30 @@ def _glue(before: list[int], generated: list[int]) -> list[int]:
     after the end-of-turn token (ChatML, Qwen), or the end-of-turn token itself
     when the turn was cut by `max_tokens`. Those ids were never generated, so they
     belong to the environment's side. They are found by lining the end of the
-    model's ids up with the end of the rendering; a template that rewrites the
-    end of the turn leaves nothing to line up, and then no glue is assumed.
+    model's ids up with the end of the rendering. When that fails (the model
+    sampled its text in another tokenization than the template's, or the template
+    rewrote the end of the turn), the model's ids are lined up with `closing()`,
+    the ids the template puts after the turn's text alone.
     """
     if not generated:
         return []
-    best_end, best = len(before), 0
-    for end in range(len(before), max(len(before) - _GLUE_WINDOW, 0) - 1, -1):
-        matched = _common_suffix(before, generated[-_GLUE_EVIDENCE:], end)
+    best_end, best = _line_up(before, generated)
+    if best >= min(len(generated), _GLUE_EVIDENCE):
+        return before[best_end:]
+    after_text = closing()
+    best_end, best = _line_up(after_text, generated)
+    return after_text[best_end:] if best else after_text
+
+
+def _line_up(rendered: list[int], generated: list[int]) -> tuple[int, int]:
+    """Where in the last `_GLUE_WINDOW` ids of `rendered` the end of `generated` fits
+    best: (end, matched ids), the latest end winning a tie."""
+    best_end, best = len(rendered), 0
+    for end in range(len(rendered), max(len(rendered) - _GLUE_WINDOW, 0) - 1, -1):
+        matched = _common_suffix(rendered, generated[-_GLUE_EVIDENCE:], end)
         if matched > best:
             best_end, best = end, matched
-    if best < min(len(generated), _GLUE_EVIDENCE):
-        return []
-    return before[best_end:]
+    return best_end, best
 
 
 def _template_ids(
@@ -280,7 +292,15 @@ def _template_ids(
         return after[len(seq) :]
     turn = len(conversation) - added - 1
     before = _chat_ids(tokenizer, conversation[: turn + 1], tools, False)
-    glue = _glue(before, generated) if generated is not None else []
+
+    rendered: list[list[int]] = []  # rendered once, for the glue and the alignment check
+
+    def closing() -> list[int]:
+        if not rendered:
+            rendered.append(_after_text(tokenizer, conversation[: turn + 1], turn, tools, False))
+        return rendered[0]
+
+    glue = _glue(before, generated, closing) if generated is not None else []
     if after[: len(before)] == before:  # only the model's own turn reads differently
         return glue + after[len(before) :]
     if generated is None:
@@ -289,15 +309,23 @@ def _template_ids(
     # environment answers, e.g. Qwen3 dropping reasoning before a user message:
     # place the environment's ids by what follows the turn's text instead.
     tail = _after_text(tokenizer, conversation, turn, tools, generation)
-    closing = _after_text(tokenizer, conversation[: turn + 1], turn, tools, False)
-    if tail[: len(closing)] != closing:
+    closed = closing()
+    if tail[: len(closed)] != closed:
         raise TemplateAlignmentError(
             f"the chat template ends the model's turn (message {turn}) differently once the "
             "messages after it are added, so vfgym cannot tell where the environment's tokens "
             "start; pass a tokenizer whose chat template closes an assistant turn the same way "
             "whether or not it is the last message"
         )
-    return glue + tail[len(closing) :]
+    return glue + tail[len(closed) :]
+
+
+def _leading_env_messages(completion: list[Any]) -> int:
+    """How many messages open the completion before the model's first turn."""
+    for index, message in enumerate(completion):
+        if message.get("role") == "assistant":
+            return index
+    return len(completion)
 
 
 def _process_chat(
@@ -308,12 +336,17 @@ def _process_chat(
     tools: Any,
     mask_env: bool,
 ) -> tuple[list[int], list[int], list[int], list[float]]:
-    prompt_ids = _chat_ids(tokenizer, prompt, tools, True)
+    # Messages the environment put before the model's first turn
+    # (`init_completion`) were part of the first request: they belong to the
+    # prompt, which the server rendered with them and then the assistant header.
+    first = _leading_env_messages(completion)
+    conversation = [*prompt, *completion[:first]]
+    completion = completion[first:]
+    prompt_ids = _chat_ids(tokenizer, conversation, tools, True)
     seq = list(prompt_ids)
     ids: list[int] = []
     mask: list[int] = []
     logprobs: list[float] = []
-    conversation = list(prompt)
     responses = iter(state.get("responses") or [])
     env_mask = 0 if mask_env else 1
     generated: list[int] | None = None  # the ids of the model's latest turn
@@ -361,12 +394,6 @@ def _process_chat(
 def _process_text(
     tokenizer: Tokenizer, prompt: str, completion: str, state: State, mask_env: bool
 ) -> tuple[list[int], list[int], list[int], list[float]]:
-    # vLLM's /v1/completions adds the tokenizer's special tokens (BOS) to the
-    # prompt by default; text later in the sequence gets none.
-    prompt_ids = list(tokenizer.encode(prompt, add_special_tokens=True))
-    ids: list[int] = []
-    mask: list[int] = []
-    logprobs: list[float] = []
     starts = list(state.get("responses_start_idx") or [])
     responses = list(state.get("responses") or [])
     if len(starts) != len(responses):
@@ -377,8 +404,16 @@ def _process_text(
             "written by hand (e.g. Gym actions) have no token ids: generate the rollout "
             "against a server to train on it"
         )
+    # Text the environment opened the completion with (`init_completion`) was
+    # part of the first request's prompt, which the server tokenized as one
+    # string. vLLM's /v1/completions adds the tokenizer's special tokens (BOS)
+    # to that prompt by default; text later in the sequence gets none.
+    position = starts[0] if starts else len(completion)
+    prompt_ids = list(tokenizer.encode(prompt + completion[:position], add_special_tokens=True))
+    ids: list[int] = []
+    mask: list[int] = []
+    logprobs: list[float] = []
     env_mask = 0 if mask_env else 1
-    position = 0
     for start, response in zip(starts, responses, strict=False):
         if start > position:
             env_ids = list(tokenizer.encode(completion[position:start], add_special_tokens=False))
