@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from openai.types.chat import ChatCompletion
 from test_processing_templates import (
     IM_END,
     FeedbackEnv,
@@ -17,6 +18,7 @@ from test_processing_templates import (
 )
 
 import vfgym as vf
+from vfgym.processing import LogprobCountError, response_tokens
 from vfgym.server import ByteTokenizer, ModelServer
 
 TOKENIZER = ByteTokenizer()
@@ -181,3 +183,41 @@ def test_completion_mode_text_before_the_first_model_turn_is_part_of_the_prompt(
     ids = processed.prompt_ids[0] + processed.completion_ids[0]
     assert TOKENIZER.decode(ids) == "Q: go\nBoard: ..x\nmodel0\nENV\nmodel1"
     assert TOKENIZER.decode(model_tokens(processed)) == "model0model1"
+
+
+# -- logprobs that do not pair with the ids -------------------------------------------------
+
+
+def _chat_completion(ids: list[int], logprobs: list[float]) -> ChatCompletion:
+    """A chat completion as the openai client parses one: `return_token_ids` ids, and
+    one logprob entry per element of `logprobs`."""
+    return ChatCompletion.model_validate(
+        {
+            "id": "c",
+            "object": "chat.completion",
+            "created": 0,
+            "model": "m",
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": "ab"},
+                    "logprobs": {
+                        "content": [
+                            {"token": "x", "logprob": v, "bytes": None, "top_logprobs": []}
+                            for v in logprobs
+                        ]
+                    },
+                    "token_ids": ids,
+                }
+            ],
+        }
+    )
+
+
+def test_logprobs_that_do_not_pair_with_the_ids_are_an_error_not_zeros() -> None:
+    """Three ids and two logprobs were read as three zeros: a trainer's importance
+    ratios were then wrong with no sign of it."""
+    assert response_tokens(_chat_completion([7, 8], [-0.5, -1.0])) == ([7, 8], [-0.5, -1.0])
+    with pytest.raises(LogprobCountError, match="3 token ids but 2 logprobs"):
+        response_tokens(_chat_completion([7, 8, 9], [-0.5, -1.0]))

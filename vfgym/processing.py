@@ -64,6 +64,10 @@ class MissingTokenIdsError(ValueError):
     """A response carries no token ids, and vfgym will not guess them from the text."""
 
 
+class LogprobCountError(ValueError):
+    """A response's logprobs do not pair one to one with its token ids."""
+
+
 class ServerTokenizer:
     """Tokenize with the model server's own `/tokenize` endpoint (vLLM, vfgym's server).
 
@@ -151,7 +155,7 @@ def response_tokens(response: Any) -> tuple[list[int], list[float]]:
 
     Reads vLLM's `choices[0].token_ids` (with `return_token_ids`) or the ids in
     `choices[0].logprobs` (with `return_tokens_as_token_ids`). Logprobs are 0.0
-    where the server sent none.
+    when the server sent none; a count that does not match the ids is an error.
     """
     choice = response.choices[0]
     logprobs = getattr(choice, "logprobs", None)
@@ -174,8 +178,16 @@ def response_tokens(response: Any) -> tuple[list[int], list[float]]:
             "or {'logprobs': True, 'extra_body': {'return_tokens_as_token_ids': True}}"
         )
     ids = [int(i) for i in ids]
-    if values is None or len(values) != len(ids):
-        values = [0.0] * len(ids)
+    if values is None:
+        return ids, [0.0] * len(ids)
+    if len(values) != len(ids):
+        # Zeros would pass for logprobs, and a trainer's importance ratios would be
+        # wrong with no sign of it.
+        raise LogprobCountError(
+            f"a model response carries {len(ids)} token ids but {len(values)} logprobs, "
+            "which must pair one to one; check the server (or a proxy in front of it), or "
+            "leave logprobs out of the sampling args to train without them"
+        )
     return ids, values
 
 
@@ -559,6 +571,7 @@ def process_env_results(
 
 
 __all__ = [
+    "LogprobCountError",
     "MissingTokenIdsError",
     "ServerTokenizer",
     "TemplateAlignmentError",
