@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import json
 import logging
 import os
@@ -36,11 +37,14 @@ from vfgym.cli_support import (
 )
 from vfgym.results import (
     METADATA_FILE,
+    REDACTED,
     RESULTS_FILE,
     ResultsBusy,
     ResumeMismatch,
+    as_json,
     load_finished,
     read_results,
+    redact_secrets,
 )
 from vfgym.summary import error_text, format_summary, latest_records, summarize_records
 
@@ -175,7 +179,7 @@ def resolve_output_dir(options: EvalOptions, model: str) -> tuple[Path, bool]:
         directory = Path(options.output_dir)
         _refuse_file_in_path(directory)
         results = directory / RESULTS_FILE
-        if results.exists() and results.stat().st_size > 0:
+        if results.is_file() and results.stat().st_size > 0:
             raise CommandError(
                 f"{directory} already holds results; add --resume to continue that run, "
                 "or choose another -o/--output-dir",
@@ -218,6 +222,29 @@ def check_writable(directory: Path) -> None:
         raise CommandError(
             f"cannot write results to {directory}: {reason}; choose another -o/--output-dir "
             "(a directory you can write to)",
+            EXIT_USAGE,
+        ) from None
+    for name in (RESULTS_FILE, METADATA_FILE):
+        _check_run_file(directory / name)
+
+
+def _check_run_file(path: Path) -> None:
+    """A file of an earlier run in the directory must be one this run can use: results.jsonl
+    is read on resume and appended to, metadata.json replaced whole. One left by another
+    user (a run in a container, as root), or a directory in its place, would otherwise
+    stop the run with an OS error once it has started."""
+    if not path.exists():
+        return
+    try:
+        if path.is_dir():
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
+        if path.name == RESULTS_FILE:
+            os.close(os.open(path, os.O_RDWR | os.O_APPEND))
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise CommandError(
+            f"cannot use {path}: {reason}; fix it (its permissions, or move it aside), or "
+            "choose another -o/--output-dir",
             EXIT_USAGE,
         ) from None
 
@@ -278,13 +305,35 @@ def _earlier_command(
             env_id=str(previous["env_id"]),
             num_examples=int(previous["num_examples"]),
             rollouts_per_example=int(previous["rollouts_per_example"]),
-            sampling_args=dict(previous.get("sampling_args") or {}),
-            env_args=dict(previous.get("env_args") or {}),
+            sampling_args=_unredacted(
+                dict(previous.get("sampling_args") or {}), options.sampling_args
+            ),
+            env_args=_unredacted(dict(previous.get("env_args") or {}), options.env_args),
         )
         model = str(previous["model"])
     except (KeyError, TypeError, ValueError):
         return None
-    return resume_command(earlier, replace(endpoint, model=model), directory)
+    command = resume_command(earlier, replace(endpoint, model=model), directory)
+    if REDACTED in command:
+        command += f"\n(replace {REDACTED} with the credential the run was started with)"
+    return command
+
+
+def _unredacted(previous: Any, current: Any) -> Any:
+    """The earlier run's arguments, as metadata.json holds them, with each credential
+    written there as `<redacted>` taken back from this command line where it redacts
+    to the same, so the command printed from them sends the key, not the placeholder."""
+    if not isinstance(previous, dict):
+        return previous
+    current = current if isinstance(current, dict) else {}
+    restored = {}
+    for key, value in previous.items():
+        mine = current.get(key)
+        if key in current and redact_secrets(as_json({key: mine})) == {key: value}:
+            restored[key] = mine
+        else:
+            restored[key] = _unredacted(value, mine)
+    return restored
 
 
 def check_resumable(env: Any, options: EvalOptions, endpoint: Endpoint, directory: Path) -> None:
@@ -453,9 +502,9 @@ def run_eval(
         check_docker(options.env_id)
     env = build_environment(options.env_id, options.env_args)
     policies = embedded_policies(env, options.env_id) if endpoint.embedded else None
+    check_writable(directory)  # first: a resume reads the files it checks
     if resume:
         check_resumable(env, options, endpoint, directory)
-    check_writable(directory)
     again = resume_command(options, endpoint, directory)
     try:
         with _quiet_rollout_warnings(options.verbose), asyncio.Runner() as runner:

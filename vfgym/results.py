@@ -13,7 +13,7 @@ import os
 import platform
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import IO, Any
@@ -40,10 +40,18 @@ RECORD_STATE_KEYS = (
 )
 
 
+#: A default repr's memory address, which differs from process to process.
+_ADDRESS = re.compile(r" at 0x[0-9A-Fa-f]+")
+
+
 def _json_default(value: Any) -> Any:
+    """A JSON form of `value`; the same in every process, so a resume (a new process)
+    compares and fingerprints the same inputs as the run it continues."""
     if hasattr(value, "model_dump"):
         return value.model_dump()
-    if isinstance(value, set | frozenset | tuple):
+    if isinstance(value, set | frozenset):
+        return _plain(value, finite=False)  # sorted: a set's order differs per process
+    if isinstance(value, tuple):
         return list(value)
     if isinstance(value, bytes | bytearray):
         return bytes(value).decode("utf-8", "replace")
@@ -52,21 +60,42 @@ def _json_default(value: Any) -> Any:
             return value.tolist()
         except (TypeError, ValueError):
             pass
-    return repr(value)
+    return _ADDRESS.sub("", repr(value))
+
+
+def _plain(value: Any, finite: bool) -> Any:
+    """`value` as plain JSON data: dict keys as text (as JSON writes them), sets as
+    sorted lists, tuples as lists, other values as `_json_default` gives them, and,
+    when `finite`, NaN and infinity as None (strict JSON has no such numbers)."""
+    if isinstance(value, float):
+        return value if not finite or math.isfinite(value) else None
+    if value is None or isinstance(value, str | int):
+        return value
+    if isinstance(value, dict):
+        return {_json_key(k): _plain(v, finite) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v, finite) for v in value]
+    if isinstance(value, set | frozenset):
+        items = [_plain(v, finite) for v in value]
+        return sorted(items, key=lambda item: json.dumps(item, sort_keys=True))
+    return _plain(_json_default(value), finite)
+
+
+def _json_key(key: Any) -> str:
+    """A dict key as JSON writes it: text as is, numbers, booleans and None as JSON
+    would (`1`, `true`, `null`); a key JSON refuses (a tuple: a board's `(row, col)`)
+    as the JSON text of its value, rather than failing the whole line."""
+    if isinstance(key, str):
+        return key
+    if key is None or isinstance(key, bool | int | float):
+        return json.dumps(key)
+    return json.dumps(_plain(key, finite=False), sort_keys=True)
 
 
 def _strict(value: Any) -> Any:
     """`value` with every NaN or infinity replaced by None (JSON has no such numbers),
     and values JSON cannot hold turned into ones it can, as `_json_default` does."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _strict(v) for k, v in value.items()}
-    if isinstance(value, list | tuple | set | frozenset):
-        return [_strict(v) for v in value]
-    if value is None or isinstance(value, str | int):
-        return value
-    return _strict(_json_default(value))
+    return _plain(value, finite=True)
 
 
 def json_line(record: dict[str, Any]) -> bytes:
@@ -79,8 +108,10 @@ def json_line(record: dict[str, Any]) -> bytes:
     """
     try:
         text = json.dumps(record, default=_json_default, ensure_ascii=False, allow_nan=False)
-    except ValueError as exc:
-        if "float" not in str(exc):  # not a NaN or infinity (a circular reference, say)
+    except (TypeError, ValueError) as exc:
+        # NaN or infinity (ValueError), or a key JSON refuses (TypeError); a circular
+        # reference is a bug of the caller's and stays an error.
+        if isinstance(exc, ValueError) and "float" not in str(exc):
             raise
         text = json.dumps(_strict(record), ensure_ascii=False, allow_nan=False)
     try:
@@ -230,17 +261,27 @@ class ResultsWriter:
     run would redo the same rollouts twice.
     """
 
-    def __init__(self, directory: str | Path, metadata: dict[str, Any], *, resume: bool = False):
+    def __init__(
+        self,
+        directory: str | Path,
+        metadata: dict[str, Any],
+        *,
+        resume: bool = False,
+        rows: Sequence[dict[str, Any]] | None = None,
+    ):
+        """`rows` are the run's inputs, one per rollout: a resume checks the finished
+        lines against them (see `load_finished`)."""
         self.directory = Path(directory)
         self.metadata = dict(metadata)
         self.resume = resume
+        self.rows = rows
         self.finished: dict[int, dict[str, Any]] = {}
         self._file: IO[bytes] | None = None
         self._lock: int | None = None
         self._started = time.time()
 
     def __enter__(self) -> ResultsWriter:
-        self.directory.mkdir(parents=True, exist_ok=True)
+        _make_directory(self.directory)
         self._lock = _lock_directory(self.directory)
         try:
             self._open()
@@ -252,7 +293,7 @@ class ResultsWriter:
     def _open(self) -> None:
         results = self.directory / RESULTS_FILE
         if self.resume:
-            self.finished = load_finished(self.directory, expect=self.metadata)
+            self.finished = load_finished(self.directory, expect=self.metadata, rows=self.rows)
         elif results.exists() and results.stat().st_size > 0:
             raise FileExistsError(
                 f"{results} already holds results; pass resume=True (--resume) to continue "
@@ -308,6 +349,20 @@ class ResultsWriter:
         os.replace(tmp, path)
 
 
+def _make_directory(directory: Path) -> None:
+    """Create the results directory; a file in its place (or its parent's) is named as
+    such, since `FileExistsError: File exists` reads as "pass resume=True"."""
+    for path in (directory, *directory.parents):
+        if path.is_dir():
+            break
+        if path.exists():
+            raise NotADirectoryError(
+                f"results_path {directory} cannot be a results directory: {path} is a file; "
+                "give the path of a directory (it is created if missing)"
+            )
+    directory.mkdir(parents=True, exist_ok=True)
+
+
 def _lock_directory(directory: Path) -> int | None:
     """An exclusive lock on `directory` (its open descriptor), or ResultsBusy when another
     writer holds it; None where the platform has no advisory locks."""
@@ -355,24 +410,125 @@ RESUME_KEYS = (
 )
 
 
-def inputs_digest(rows: list[dict[str, Any]]) -> str:
-    """A fingerprint of a batch's inputs, so a resume cannot pair old lines with new prompts."""
+def digest_matches(previous: Any, rows: Sequence[dict[str, Any]]) -> bool:
+    """True when `previous` (an earlier run's `inputs_digest`) fingerprints `rows`, as
+    this version computes it or as an earlier one did: numpy values by their repr,
+    sets in their per-process order. Those are computed only on a mismatch, so a run
+    started by an earlier version still resumes instead of being refused."""
+    if not isinstance(previous, str):
+        return False
+    if previous == _digest(rows):
+        return True
+    return any(previous == _digest(rows, legacy) for legacy in _LEGACY_DEFAULTS)
+
+
+def _check_records_match(
+    directory: Path, finished: dict[int, dict[str, Any]], rows: Sequence[dict[str, Any]]
+) -> None:
+    """Refuse records that are not rollouts of these inputs (ResumeMismatch).
+
+    metadata.json, when there is one, already ties a run to its inputs; without it
+    (moved aside, or never written) this is what keeps lines of a run with another
+    -n/-r or dataset from being placed at the rollouts of other examples.
+    """
+    for index, record in finished.items():
+        row = rows[index] if isinstance(index, int) and 0 <= index < len(rows) else None
+        expected = None if row is None else _identity(row.get("example_id", index), row)
+        found = _identity(record.get("example_id"), record)
+        if expected != found and (expected is None or as_json(expected) != list(found)):
+            this = "no such rollout" if expected is None else _describe(expected)
+            raise ResumeMismatch(
+                f"cannot resume {directory}: its {RESULTS_FILE} holds {_describe(found)} "
+                f"at rollout {index!r}, where this run has {this}, so it comes "
+                "from another run (other -n/-r, arguments or dataset); continue it with the "
+                "settings it was started with, or use another output directory"
+            )
+
+
+def _identity(example_id: Any, row: dict[str, Any]) -> tuple[Any, Any, Any]:
+    """What a result line records of its input row: example id, task and answer."""
+    return (example_id, row.get("task", "default"), row.get("answer", ""))
+
+
+def _describe(identity: tuple[Any, Any, Any]) -> str:
+    """An input row as a refusal names it, so the user can tell which run a line is from."""
+    example_id, task, answer = identity
+    return f"example {example_id!r} (task {task!r}, answer {repr(answer)[:60]})"
+
+
+def _legacy_default(value: Any, numpy_as_numbers: bool) -> Any:
+    """`_json_default` as earlier versions had it: sets in iteration order, default reprs
+    with their address and, before numpy values were numbers, numpy values by repr."""
+    if hasattr(value, "model_dump"):
+        return value.model_dump()
+    if isinstance(value, set | frozenset | tuple):
+        return list(value)
+    if isinstance(value, bytes) or (numpy_as_numbers and isinstance(value, bytearray)):
+        return bytes(value).decode("utf-8", "replace")
+    if numpy_as_numbers and hasattr(value, "tolist") and callable(value.tolist):
+        try:
+            return value.tolist()
+        except (TypeError, ValueError):
+            pass
+    return repr(value)
+
+
+_LEGACY_DEFAULTS = (
+    lambda value: _legacy_default(value, numpy_as_numbers=True),
+    lambda value: _legacy_default(value, numpy_as_numbers=False),
+)
+
+
+def _digest(rows: Iterable[dict[str, Any]], legacy: Callable[[Any], Any] | None = None) -> str:
+    """The fingerprint of `rows`; with `legacy`, as an earlier version computed it
+    (an empty string where that version could not: it failed on such inputs)."""
     digest = hashlib.sha256()
     for row in rows:
         item = [row.get("prompt"), row.get("answer"), row.get("task"), row.get("info")]
-        digest.update(json.dumps(item, default=_json_default, sort_keys=True).encode())
+        if legacy is None:
+            text = _digest_text(item)
+        else:
+            try:
+                text = json.dumps(item, default=legacy, sort_keys=True)
+            except (TypeError, ValueError):
+                return ""
+        digest.update(text.encode())
         digest.update(b"\n")
     return digest.hexdigest()
 
 
+def _digest_text(item: Any) -> str:
+    """`item` as canonical JSON text: `json.dumps` at C speed where it can, the same text
+    earlier versions wrote for plain inputs; through `_plain` when a dict has keys it
+    cannot sort or write (a tuple, or int and text keys mixed)."""
+    try:
+        return json.dumps(item, default=_json_default, sort_keys=True)
+    except TypeError:
+        return json.dumps(_plain(item, finite=False), sort_keys=True)
+
+
+def inputs_digest(rows: Sequence[dict[str, Any]]) -> str:
+    """A fingerprint of a batch's inputs, so a resume cannot pair old lines with new prompts.
+
+    It is the same in every process (sets are sorted, memory addresses left out),
+    since a resume is a new process.
+    """
+    return _digest(rows)
+
+
 def load_finished(
-    directory: str | Path, expect: dict[str, Any] | None = None
+    directory: str | Path,
+    expect: dict[str, Any] | None = None,
+    rows: Sequence[dict[str, Any]] | None = None,
 ) -> dict[int, dict[str, Any]]:
     """Result lines of rollouts that finished without error, by input index.
 
     With `expect`, the earlier run's metadata must describe the same run (same
     environment, arguments, model, sampling arguments and inputs), so a resume
-    cannot mix two runs.
+    cannot mix two runs. With `rows`, this run's inputs: an inputs fingerprint an
+    earlier version wrote is recognised, and each finished line must be a rollout
+    of the row at its index (which is all that ties lines to inputs when
+    metadata.json was moved aside).
     """
     directory = Path(directory)
     meta_path = directory / METADATA_FILE
@@ -380,6 +536,8 @@ def load_finished(
         previous = json.loads(meta_path.read_text(encoding="utf-8"))
         for key in RESUME_KEYS:
             if key not in expect or key not in previous:
+                continue
+            if key == "inputs_digest" and rows is not None and digest_matches(previous[key], rows):
                 continue
             # Compared as written: the file holds credentials redacted, NaN as null.
             before = redact_secrets(previous[key])
@@ -402,6 +560,8 @@ def load_finished(
             finished.pop(record["index"], None)
         else:
             finished[record["index"]] = record
+    if rows is not None:
+        _check_records_match(directory, finished, rows)
     return finished
 
 

@@ -198,7 +198,10 @@ async def run_batch(
     writer = None
     if results_path:
         writer = ResultsWriter(
-            results_path, {**metadata, "inputs_digest": inputs_digest(rows)}, resume=resume
+            results_path,
+            {**metadata, "inputs_digest": inputs_digest(rows)},
+            resume=resume,
+            rows=rows,
         )
 
     # A caller's semaphore is shared with other batches: every rollout takes it.
