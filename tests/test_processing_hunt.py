@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from openai.types.chat import ChatCompletion
+from test_processing_edges import numbered_policy
 from test_processing_templates import (
     IM_END,
     FeedbackEnv,
@@ -23,11 +24,6 @@ from vfgym.server import ByteTokenizer, ModelServer
 
 TOKENIZER = ByteTokenizer()
 WANT_IDS = {"extra_body": {"return_token_ids": True}, "logprobs": True}
-
-
-def numbered_policy(messages: list[dict[str, Any]], request: dict[str, Any]) -> str:
-    """Answers "m0", "m1", ... by the number of assistant turns so far."""
-    return f"m{sum(1 for m in messages if m['role'] == 'assistant')}"
 
 
 @pytest.fixture(scope="module")
