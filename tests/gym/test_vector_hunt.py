@@ -115,5 +115,8 @@ def test_numpy_seeds_seed_the_sub_envs_as_ints_do():
         assert vec.reset(seed=[np.int64(3), 4, np.uint32(9)])[0] == expected
         assert vec.np_random_seed == seeds == (3, 4, 9)
         assert vec.reset(seed=np.array([3, 4, 9]))[0] == expected
+        # A 0-d array is one seed, as a numpy int is: sub-env i gets seed + i.
+        assert vec.reset(seed=np.array(3))[0] == vec.reset(seed=3)[0]
+        assert vec.np_random_seed == (3, 4, 5)
     finally:
         vec.close()

@@ -825,6 +825,8 @@ def _seeds(seed: Any, n: int) -> list[int | None]:
     before it reset, losing their episodes; checked first, a bad seed changes nothing."""
     if seed is None:
         return [None] * n
+    if isinstance(seed, np.ndarray) and seed.ndim == 0:  # one seed, as a numpy int is
+        seed = seed[()]
     if _is_int(seed):
         return [_checked_seed(int(seed) + i) for i in range(n)]
     if isinstance(seed, Sequence | np.ndarray) and not isinstance(seed, str | bytes):
