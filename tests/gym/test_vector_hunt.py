@@ -9,8 +9,9 @@ import copy
 import gymnasium as gym
 import numpy as np
 import pytest
+from gym_test_envs import GuessEnv
 
-from vfgym.gym import GymVectorEnv
+from vfgym.gym import GymEnv, GymVectorEnv
 
 ASYNC_GUESS = "vfgym-test/AsyncGuess-v0"  # hooks that really wait: async mode uses a loop
 
@@ -120,3 +121,24 @@ def test_numpy_seeds_seed_the_sub_envs_as_ints_do():
         assert vec.np_random_seed == (3, 4, 5)
     finally:
         vec.close()
+
+
+def test_sub_envs_of_other_spaces_are_refused_without_closing_the_callers_envs():
+    """The envs passed in belong to the caller, who may go on with them; only the ones
+    the vector env built from functions are its own to close."""
+    mine = GymEnv(GuessEnv())
+    mine.reset(seed=0)
+    built: list[GymEnv] = []
+
+    def other() -> GymEnv:
+        built.append(GymEnv(GuessEnv(), max_text_length=10))
+        built[-1].reset(seed=1)
+        return built[-1]
+
+    with pytest.raises(ValueError, match="sub-env 1 has spaces"):
+        GymVectorEnv([mine, other])
+    mine.step("5")  # still playing: a closed env would raise ResetNeeded
+    assert mine.state["turn"] == 1
+    with pytest.raises(gym.error.ResetNeeded, match="closed"):
+        built[0].step("5")
+    mine.close()

@@ -138,7 +138,9 @@ class GymVectorEnv(VectorEnv):
                 env.observation_space != self.single_observation_space
                 or env.action_space != self.single_action_space
             ):
-                self._close_all()
+                for built, item in zip(self.envs, envs, strict=True):
+                    if built is not item:  # made here from a function: ours to close
+                        built.close()
                 raise ValueError(
                     f"sub-env {i} has spaces {env.observation_space} / {env.action_space}, "
                     f"sub-env 0 {self.single_observation_space} / {self.single_action_space}; "
