@@ -46,7 +46,8 @@ class TagScanner:
         if not names:
             raise ValueError("TagScanner needs at least one tag name")
         alternation = "|".join(re.escape(name) for name in names)
-        self._pattern = re.compile(rf"<(/?)({alternation})>")
+        # XML allows whitespace before a tag's `>` (`<answer >`, `</answer\n>`).
+        self._pattern = re.compile(rf"<(/?)({alternation})\s*>")
 
     def scan(self, text: str) -> Scan:
         """Split `text` into elements; see the module docstring for the rules."""

@@ -103,6 +103,12 @@ class XMLParser(Parser):
         self._index_of = {alt: i for i, (_, alts) in enumerate(self._fields) for alt in alts}
         self._aliases = {alt: c for alt, c in self._canonical_of.items() if alt != c}
         self._scanner = TagScanner(self._canonical_of)
+        if answer_field != "answer" and answer_field not in self._canonical_of:
+            # A typo here would make every parse_answer None, every reward 0, silently.
+            raise ValueError(
+                f"answer_field {answer_field!r} is not one of the fields "
+                f"{sorted(self._canonical_of)}; name the tag that holds the answer"
+            )
         self.answer_field = answer_field
 
     def get_fields(self) -> list[str]:
@@ -131,9 +137,10 @@ class XMLParser(Parser):
     def parse_answer(self, completion: Messages) -> str | None:
         """The answer field of the last assistant turn that has one (None if none does).
 
-        The answer is passed through `extract_fn` before it is returned.
+        The answer is passed through `extract_fn` before it is returned. A parser
+        without the `answer_field` among its fields raises ValueError.
         """
-        field = self._canonical_of.get(self.answer_field, self.answer_field)
+        field = self._answer_canonical()
         if isinstance(completion, str):
             texts = [completion]
         else:
@@ -143,6 +150,17 @@ class XMLParser(Parser):
             if value is not None:
                 return self.extract_fn(value)
         return None
+
+    def _answer_canonical(self) -> str:
+        """The canonical name of the answer field; ValueError when there is no such field,
+        which would otherwise make every answer None and every reward 0 without a word."""
+        field = self._canonical_of.get(self.answer_field)
+        if field is None:
+            raise ValueError(
+                f"XMLParser has no field {self.answer_field!r} to read the answer from (its "
+                f"fields are {self.get_fields()}); pass answer_field=<the tag of the answer>"
+            )
+        return field
 
     def get_format_str(self) -> str:
         """A description of the expected format, for a system prompt."""

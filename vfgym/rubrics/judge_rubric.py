@@ -194,7 +194,7 @@ class JudgeRubric(Rubric):
         prompt: Messages,
         completion: Messages,
         answer: Any,
-        state: State,
+        state: State | None,
         **kwargs: Any,
     ) -> str:
         """The judge's reply on this rollout's answer, asked at most once per rollout.
@@ -202,7 +202,8 @@ class JudgeRubric(Rubric):
         The judge prompt is filled with the question (last user message), the
         reference `answer` and the parser's answer from `completion`. The reply is
         reused only for the same filled prompt put to the same judge (`judge_key`);
-        a failed call caches nothing, so a later call asks again.
+        a failed call caches nothing, so a later call asks again. With `state` None (a
+        reward function without one) there is nowhere to cache: the judge is asked.
         """
         response = self.parser.parse_answer(completion)
         filled = self.judge_prompt.format(
@@ -210,6 +211,8 @@ class JudgeRubric(Rubric):
             answer=answer,
             response="" if response is None else response,
         )
+        if state is None:
+            return await self._ask(filled)
         judge_key = self.judge_key()
         cache = state.get("judge_response")
         if not isinstance(cache, dict):

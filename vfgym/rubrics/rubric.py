@@ -349,6 +349,8 @@ class Rubric:
         **kwargs: Any,
     ) -> float:
         """Call one reward function as the rubric would; NaN (and a recorded error) on failure."""
+        if state is None:  # as in score_rollout: somewhere to record an error
+            state = {}
         spec = self._spec_for(func)
         available = self._offer(prompt, completion, answer, state, task, info, example_id, kwargs)
         [outcome] = await self._run_all([spec], available)

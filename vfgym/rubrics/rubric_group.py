@@ -14,8 +14,9 @@ from vfgym.rubrics.rubric import Rubric, add_scoring_time, blank_rows, errored_r
 from vfgym.types import Info, Messages, RewardFunc, RolloutScore, RolloutScores, State
 
 
-def _total_ms(state: State) -> float:
-    timing = state.get("timing")
+def _total_ms(state: State | None) -> float:
+    """The rollout's total time so far; 0 for a rollout given without a State."""
+    timing = state.get("timing") if isinstance(state, dict) else None
     return timing.get("total_ms", 0.0) if isinstance(timing, dict) else 0.0
 
 
@@ -35,8 +36,10 @@ class RubricGroup(Rubric):
         bad = [type(r).__name__ for r in rubrics if not isinstance(r, Rubric)]
         if bad:
             raise TypeError(f"RubricGroup members must be Rubric instances, got {bad}")
-        super().__init__(**kwargs)
+        # Set first: `Rubric.__init__` hands `funcs=` to `add_reward_func`, which adds
+        # them to the first member.
         self.rubrics = list(rubrics)
+        super().__init__(**kwargs)
 
     def get_reward_func_names(self) -> list[str]:
         """Every member's function names, member by member."""
@@ -127,7 +130,8 @@ class RubricGroup(Rubric):
         errored = errored_rows(states)
         skip = set(errored)
         for i, (state, before) in enumerate(zip(states, totals_before, strict=True)):
-            if i not in skip:  # an unscored rollout gets no scoring time
+            # An unscored rollout gets no scoring time, a missing State has nowhere to keep it.
+            if i not in skip and isinstance(state, dict):
                 _settle_timing(state, before)
         # Members already give those rows NaN; this also covers one that overrides
         # score_rollouts its own way.
