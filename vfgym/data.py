@@ -7,6 +7,7 @@ to row, which a columnar schema would reject or pad.
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Union
@@ -60,6 +61,46 @@ def build_prompt(
     return messages
 
 
+#: Types `fresh_copy` hands back as they are (immutable).
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def fresh_copy(value: Any) -> Any:
+    """A deep copy of JSON-like data (dicts, lists, scalars), several times faster than
+    `copy.deepcopy` on the small `info` dicts every rollout copies; other objects still
+    go through `copy.deepcopy`, and one that cannot be copied (a lock, a client) is
+    shared, as a live resource is meant to be.
+
+    Each rollout gets its own copy of its row's `info`, so a game that deals from
+    `info["deck"]` in place changes neither the dataset nor the example's other copies.
+    """
+    kind = type(value)
+    if kind in _SCALARS:
+        return value
+    if kind is dict:
+        return {k: v if type(v) in _SCALARS else fresh_copy(v) for k, v in value.items()}
+    if kind is list:
+        return [v if type(v) in _SCALARS else fresh_copy(v) for v in value]
+    try:
+        return copy.deepcopy(value)
+    except Exception:  # uncopyable: the row's own object, as before copies were made
+        return value
+
+
+def _message(message: Any, row: int, item: int) -> ChatMessage:
+    """A dataset prompt's chat message as a dict of its own, without the `None` keys
+    Arrow pads every message with (a `datasets.Dataset` gives each message every key
+    any message has): a real server refuses `"name": null`, a chat template renders it.
+    `content` is kept even when None (an assistant turn that only calls tools)."""
+    if not isinstance(message, Mapping):
+        raise TypeError(
+            f"dataset row {row}: 'prompt' item {item} is {type(message).__name__}, expected a "
+            "chat message dict such as {'role': 'user', 'content': '...'} (or give the "
+            "prompt as one text)"
+        )
+    return {k: v for k, v in message.items() if v is not None or k == "content"}  # type: ignore[return-value]
+
+
 def _with_system_prompt(prompt: list[ChatMessage], system_prompt: str | None) -> list[ChatMessage]:
     if system_prompt and not (prompt and prompt[0].get("role") == "system"):
         return [{"role": "system", "content": system_prompt}, *prompt]
@@ -101,6 +142,11 @@ def format_rows(
                     f"dataset row {i} has neither 'prompt' nor 'question' "
                     f"(its columns: {sorted(out)})"
                 )
+            if out["question"] is None:
+                raise ValueError(
+                    f"dataset row {i} has no question (its 'question' is None); give each "
+                    "row a question, or a ready 'prompt'"
+                )
             question = str(out["question"])
             prompt = (
                 build_prompt(question, system_prompt, few_shot)
@@ -111,7 +157,8 @@ def format_rows(
             if isinstance(prompt, str):
                 prompt = build_prompt(prompt, system_prompt, few_shot)
             else:
-                prompt = _with_system_prompt([dict(m) for m in prompt], system_prompt)  # type: ignore[misc]
+                messages = [_message(m, i, j) for j, m in enumerate(prompt)]
+                prompt = _with_system_prompt(messages, system_prompt)
         elif not isinstance(prompt, str):
             raise ValueError(f"dataset row {i}: message_type='completion' needs a text prompt")
         out["prompt"] = prompt

@@ -81,8 +81,7 @@ class Environment(ABC):
             raise ValueError(
                 "give a dataset or an eval_dataset (a datasets.Dataset or a list of dicts)"
             )
-        if rollout_token_budget is not None and rollout_token_budget <= 0:
-            raise ValueError("rollout_token_budget must be a positive number of tokens or None")
+        rollout_token_budget = _token_budget(rollout_token_budget)
         self.logger = logging.getLogger(f"vfgym.envs.{type(self).__name__}")
         self.message_type: MessageType = message_type
         self.system_prompt = system_prompt
@@ -169,6 +168,8 @@ class Environment(ABC):
                 merged["extra_body"].update(value or {})
             else:
                 merged[key] = value
+        if sampling_args:
+            _drop_default_alias(merged, sampling_args)
         if merged.get("n", 1) == 1:
             merged.pop("n", None)
         if not merged["extra_body"]:
@@ -594,6 +595,33 @@ def fill_state_defaults(state: State, defaults: State) -> State:
         if key not in state:
             state[key] = value
     return state
+
+
+#: Names of one setting: the client sends one of them (the chat name when both are set).
+_MAX_TOKENS_NAMES = ("max_tokens", "max_completion_tokens")
+
+
+def _drop_default_alias(merged: SamplingArgs, given: SamplingArgs) -> None:
+    """Drop the environment's default max tokens under the other name than the
+    caller's, which would otherwise win over the caller's value at the client."""
+    for name, other in (_MAX_TOKENS_NAMES, _MAX_TOKENS_NAMES[::-1]):
+        if name in given and other not in given:
+            merged.pop(other, None)
+
+
+def _token_budget(budget: Any) -> int | None:
+    """`rollout_token_budget` as an int (or None), checked once, not at every turn."""
+    if budget is None:
+        return None
+    if isinstance(budget, float) and budget.is_integer():
+        budget = int(budget)
+    if isinstance(budget, bool) or not isinstance(budget, int):
+        raise TypeError(
+            f"rollout_token_budget must be a whole number of tokens or None, not {budget!r}"
+        )
+    if budget <= 0:
+        raise ValueError("rollout_token_budget must be a positive number of tokens or None")
+    return budget
 
 
 def _renamed(row: dict[str, Any], index: int, question_key: str, answer_key: str) -> dict[str, Any]:

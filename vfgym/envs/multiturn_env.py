@@ -10,6 +10,7 @@ from openai import AsyncOpenAI, OpenAI
 
 from vfgym._async import call_inline, is_async_callable, maybe_await, settle_inline
 from vfgym.client import ModelCaller
+from vfgym.data import build_prompt, fresh_copy
 from vfgym.envs.environment import Environment, fill_state_defaults, new_state
 from vfgym.errors import ContextLengthExceeded, error_record
 from vfgym.messages import assistant_message, completion_text
@@ -31,9 +32,9 @@ class MultiTurnEnv(Environment):
     when the episode ends: normally, on error and on cancellation.
     """
 
-    def __init__(self, max_turns: int = -1, **kwargs: Any):
+    def __init__(self, max_turns: int | None = -1, **kwargs: Any):
         super().__init__(**kwargs)
-        self.max_turns = max_turns
+        self.max_turns = turn_limit(max_turns)
         # Which hooks keep their defaults, so the loop can skip them. Plain attributes,
         # read on every turn: the interpreter reads those fastest.
         cls = type(self)
@@ -335,12 +336,29 @@ class MultiTurnEnv(Environment):
             if not isinstance(env_messages, list):
                 raise TypeError(
                     f"{type(self).__name__}.env_response must return (list of messages, state), "
-                    f"got {type(env_messages).__name__} as the messages"
+                    f"got {type(env_messages).__name__} as the messages; e.g. "
+                    "`return [{'role': 'user', 'content': text}], state`, or `[]` for none"
                 )
             state["completion"].extend(env_messages)
         else:
-            state["completion"] += env_messages
+            try:
+                state["completion"] += env_messages
+            except TypeError:
+                raise TypeError(
+                    f"{type(self).__name__}.env_response must return (text, state) in a "
+                    f"message_type='completion' environment, got "
+                    f"{type(env_messages).__name__} as the text; return '' for no text"
+                ) from None
         return env_messages
+
+    def _bad_message(self, item: Any) -> TypeError:
+        """The error for a chat `env_response` message that is no message dict: said
+        here, not as the next model call's HTTP 400, and not left in the completion."""
+        return TypeError(
+            f"{type(self).__name__}.env_response returned a message that is a "
+            f"{type(item).__name__}, not a dict: {item!r:.80}. Return chat messages, e.g. "
+            "`return [{'role': 'user', 'content': text}], state`"
+        )
 
     def _bad_reply(self, reply: Any) -> TypeError:
         """The error for an `env_response` that did not return `(messages, state)`."""
@@ -354,6 +372,30 @@ class MultiTurnEnv(Environment):
         """Mark how the episode ended."""
         state["stop_reason"] = stop_reason
         state["is_truncated"] = stop_reason in TRUNCATING
+
+    def _own_prompt(self, prompt: Messages) -> Messages:
+        """`prompt` as this rollout's own: chat messages copied (a hook may edit them in
+        place), and a text prompt given to a chat environment made its user turn (with
+        the environment's system prompt and few-shot), as a dataset row's would be."""
+        if self.message_type != "chat":
+            return prompt
+        if isinstance(prompt, str):
+            return build_prompt(prompt, self.system_prompt, self.few_shot)
+        return list(map(dict, prompt))  # type: ignore[arg-type]
+
+    def _prepared(self, state: State, prepared: Any) -> State:
+        """The State after `setup_state` returned `prepared`: the same dict, or a new
+        one whose keys are taken in (as `env_response`'s are)."""
+        if prepared is state:
+            return state
+        if not isinstance(prepared, dict) or _is_message(prepared):
+            raise TypeError(
+                f"{type(self).__name__}.setup_state must return the State (or None, having "
+                f"changed it in place), got {type(prepared).__name__}; end it with "
+                "`return state`"
+            )
+        state.update(prepared)
+        return state
 
     def _turn_sampling_args(self, state: State, sampling_args: SamplingArgs) -> SamplingArgs:
         """Clamp the turn's max tokens to what is left of the rollout's token budget."""
@@ -388,7 +430,10 @@ class MultiTurnEnv(Environment):
         A server that keeps failing ends the rollout with `state["error"]`; a
         context overflow ends it as truncated. `cleanup_state` always runs.
         """
-        info = info if info is not None else {}
+        # The rollout's own prompt and info: the batch hands every copy of an example
+        # the same row, which a hook changing them in place would change for all.
+        prompt = self._own_prompt(prompt)
+        info = {} if info is None else fresh_copy(info)
         if not state:
             if completion is None and self._default_init:
                 completion = [] if self.message_type == "chat" else ""
@@ -397,9 +442,14 @@ class MultiTurnEnv(Environment):
             if self._default_init:
                 state = new_state(prompt, completion, answer, task, info, example_id)
             else:
-                state = await self.init_state(prompt, completion, answer, task, info, example_id)
+                built = await self.init_state(prompt, completion, answer, task, info, example_id)
+                if not isinstance(built, dict):
+                    raise TypeError(
+                        f"{type(self).__name__}.init_state must return the new State (a "
+                        f"dict), got {type(built).__name__}; end it with `return state`"
+                    )
                 defaults = new_state(prompt, completion, answer, task, info, example_id)
-                state = fill_state_defaults(state, defaults)
+                state = fill_state_defaults(built, defaults)
         else:  # the caller's State: whatever the loop keeps that it lacks is added
             empty = self._no_messages() if completion is None else completion
             defaults = new_state(prompt, empty, answer, task, info, example_id)
@@ -421,7 +471,7 @@ class MultiTurnEnv(Environment):
             if not self._default_hook("setup_state"):
                 prepared = await maybe_await(self.setup_state, state, **kwargs)
                 if prepared is not None:  # a hook that mutates in place may forget `return state`
-                    state = prepared
+                    state = self._prepared(state, prepared)
             stop = await self.check_stop(state, **kwargs)
             default_context = self._default_context
             chat = self.message_type == "chat"
@@ -454,7 +504,13 @@ class MultiTurnEnv(Environment):
                     else completion_text(response)  # type: ignore[arg-type]
                 )
                 self.record_model_turn(state, message, response)
-                _, stop = await (self.advance(state, **kwargs) if kwargs else self.advance(state))
+                reply, stop = await (
+                    self.advance(state, **kwargs) if kwargs else self.advance(state)
+                )
+                if chat:  # (the Gym adapter's sync steps skip this check: it is their hot path)
+                    for item in reply:
+                        if not isinstance(item, dict):
+                            raise self._bad_message(item)
             self.finish(state, stop)
         except Exception as exc:  # the batch goes on; the rollout is reported as errored
             state["error"] = error_record(exc)
@@ -471,6 +527,25 @@ class MultiTurnEnv(Environment):
             state["timing"]["generation_ms"] = elapsed
             state["timing"]["total_ms"] = elapsed
         return state["completion"], state
+
+
+def turn_limit(max_turns: Any) -> int:
+    """`max_turns` as the int the loop compares on every turn; None (like 0 or a
+    negative number) means no limit.
+
+    Checked once here: a None or a "5" that reached the turn check would end
+    every rollout as an error, one model turn in.
+    """
+    if max_turns is None:
+        return -1
+    if isinstance(max_turns, float) and max_turns.is_integer():
+        return int(max_turns)
+    if isinstance(max_turns, bool) or not isinstance(max_turns, int):
+        raise TypeError(
+            f"max_turns must be a whole number of turns (0, a negative number or None "
+            f"for no limit), not {max_turns!r}"
+        )
+    return max_turns
 
 
 def _is_message(value: dict[str, Any]) -> bool:
