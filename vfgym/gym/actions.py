@@ -6,12 +6,12 @@ raises with a message that says what a valid action looks like and loses nothing
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 from collections.abc import Mapping
 from typing import Any
 
+from vfgym.data import fresh_copy
 from vfgym.types import ChatMessage
 
 #: What one tool call of an action looks like, quoted by the errors about one.
@@ -204,22 +204,4 @@ def _arguments_text(arguments: Any, where: str) -> str:
         ) from None
 
 
-#: Types `fresh_copy` hands back as they are (immutable).
-_SCALARS = frozenset({str, int, float, bool, type(None)})
-
-
-def fresh_copy(value: Any) -> Any:
-    """A deep copy of JSON-like data (dicts, lists, scalars), several times faster than
-    `copy.deepcopy` on the small `info` dicts every reset copies; other objects still
-    go through `copy.deepcopy`."""
-    kind = type(value)
-    if kind in _SCALARS:
-        return value
-    if kind is dict:
-        return {k: v if type(v) in _SCALARS else fresh_copy(v) for k, v in value.items()}
-    if kind is list:
-        return [v if type(v) in _SCALARS else fresh_copy(v) for v in value]
-    return copy.deepcopy(value)
-
-
-__all__ = ["checked_message", "fresh_copy", "model_turn"]
+__all__ = ["checked_message", "model_turn"]

@@ -47,10 +47,11 @@ from vfgym._async import (
     run_on,
     settle_inline,
 )
+from vfgym.data import fresh_copy
 from vfgym.envs.environment import Environment, fill_state_defaults, new_state
 from vfgym.envs.multiturn_env import TRUNCATING, MultiTurnEnv
 from vfgym.errors import error_record
-from vfgym.gym.actions import fresh_copy, model_turn
+from vfgym.gym.actions import model_turn
 from vfgym.gym.shipping import (
     Conversation,
     Outbox,
