@@ -5,21 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from test_judge_cache import COMPLETION, PROMPT, says_yes
 
 from vfgym.parsers import XMLParser
 from vfgym.rubrics import REWARD_ERRORS, JudgeRubric, Rubric, RubricGroup
 from vfgym.server import ModelServer
-
-PROMPT = [{"role": "user", "content": "What is 2+2?"}]
-COMPLETION = [{"role": "assistant", "content": "<answer>4</answer>"}]
-
-
-def says_yes(verdict: str) -> float:
-    return 1.0 if verdict.strip().lower().startswith("yes") else 0.0
-
-
-async def judged(judge: Any, prompt: Any, completion: Any, answer: Any, state: Any) -> float:
-    return says_yes(await judge(prompt, completion, answer, state))
 
 
 def completion_seen(completion: Any) -> float:
