@@ -26,8 +26,13 @@ The modes (the script prints this legend with its table):
   `"async"`); the async one runs one process per env, with a pipe round trip per step,
   so the script also prints that floor: 8 do-nothing envs in AsyncVectorEnv.
 
-Notes on fairness: each framework plays its own version of a game, so episode
-lengths (and so how often a reset is paid) differ; GEM ships no tic-tac-toe;
+Notes on fairness: each framework registers its own version of a game, and the
+range and turn limit set how long an episode lasts, and so how often a reset is paid.
+vfgym is therefore also measured with each peer's settings (`PEER_SETTINGS`: GEM's
+hard guess-the-number is 1-50 in 7 turns, TextArena's 1-20 in 10, vfgym's own 1-100
+in 11), and every ratio compares vfgym playing the peer's version. GEM's hard Wordle
+allows 25 guesses and vfgym's at most 20, so that ratio understates vfgym's speed a
+little; TextArena's Wordle (6 guesses) is vfgym's own. GEM ships no tic-tac-toe;
 TextArena's tic-tac-toe is two-player (each step is one player's move, with no
 built-in opponent to compute) and it has no vector envs; GEM's vector envs reset an
 ended episode within the same step (SAME_STEP), vfgym's and Gymnasium's on the next
@@ -93,6 +98,19 @@ LEGEND = """modes (steps per second counts every sub-env's step):
 autoreset: vfgym and Gymnasium NEXT_STEP (the step after an episode's end resets it);
 GEM SAME_STEP (the ending step also resets)"""
 PEERS = {"gem": "gem-llm", "textarena": "textarena"}
+#: Each peer's version of a game, as settings of vfgym's loader (its range and turn
+#: limit): vfgym plays that version too, in the modes the peer has, and the ratios
+#: compare the two. Games not listed are the same version in both.
+PEER_SETTINGS: dict[str, dict[str, dict[str, int]]] = {
+    "gem": {
+        "guess-the-number": {"low": 1, "high": 50, "max_turns": 7},
+        "wordle": {"max_guesses": 20, "max_turns": 20},  # GEM's allows 25; vfgym's, 20
+    },
+    "textarena": {"guess-the-number": {"low": 1, "high": 20, "max_turns": 10}},
+}
+#: The modes each peer has.
+PEER_MODES = {"gem": MODES, "textarena": ("single",)}
+SHORT = {"gem": "GEM", "textarena": "TA"}
 HERE = Path(__file__).resolve().parent
 WORDS = HERE.parent / "games" / "data" / "wordle_words.txt"
 
@@ -114,35 +132,62 @@ def move_maker(game: str, words: list[str], rng: random.Random) -> Callable[[], 
 
 
 def bench_vfgym(seconds: float, words: list[str]) -> dict[str, float | None]:
+    """Every game in every mode with vfgym's own settings ("<game>/<mode>"), and with
+    each peer's settings in the peer's modes ("<game>/<mode>@<peer>")."""
     results: dict[str, float | None] = {}
     for game, gym_id in GAMES.items():
+        versions = [("", {}, (*MODES, *EXTRA_MODES))] + [
+            (f"@{peer}", games[game], PEER_MODES[peer])
+            for peer, games in PEER_SETTINGS.items()
+            if game in games
+        ]
+        for suffix, settings, modes in versions:
+            if game not in vgym.REGISTERED_IDS:
+                results.update({f"{game}/{mode}{suffix}": None for mode in modes})
+                continue
+            for mode in modes:
+                rate = bench_vfgym_mode(gym_id, mode, settings, game, words, seconds)
+                results[f"{game}/{mode}{suffix}"] = rate
         if game not in vgym.REGISTERED_IDS:
             print(f"vfgym {game}: not available ({vgym.SKIPPED.get(game)})", file=sys.stderr)
-            results.update({f"{game}/{m}": None for m in (*MODES, *EXTRA_MODES)})
-            continue
-        move = move_maker(game, words, random.Random(0))
-        env = gym.make(gym_id)
-        env.reset(seed=0)
-
-        def single(env: Any = env, move: Callable[[], str] = move) -> int:
-            _, _, terminated, truncated, _ = env.step(move())
-            if terminated or truncated:
-                env.reset()
-            return 1
-
-        results[f"{game}/single"] = timed(single, seconds)
-        env.close()
-        for mode, kwargs in VFGYM_VECTOR.items():
-            vec = gym.make_vec(gym_id, num_envs=VECTOR_ENVS, **kwargs)
-            vec.reset(seed=0)
-
-            def vector(vec: Any = vec, move: Callable[[], str] = move) -> int:
-                vec.step(tuple(move() for _ in range(VECTOR_ENVS)))  # autoreset: NEXT_STEP
-                return VECTOR_ENVS
-
-            results[f"{game}/{mode}"] = timed(vector, seconds)
-            vec.close()
     return results
+
+
+def bench_vfgym_mode(
+    gym_id: str,
+    mode: str,
+    settings: dict[str, int],
+    game: str,
+    words: list[str],
+    seconds: float,
+) -> float:
+    """Steps per second of game `gym_id` made with `settings`, in `mode`."""
+    move = move_maker(game, words, random.Random(0))
+    if mode == "single":
+        env = gym.make(gym_id, **settings)
+        try:
+            env.reset(seed=0)
+
+            def single() -> int:
+                _, _, terminated, truncated, _ = env.step(move())
+                if terminated or truncated:
+                    env.reset()
+                return 1
+
+            return timed(single, seconds)
+        finally:
+            env.close()
+    vec = gym.make_vec(gym_id, num_envs=VECTOR_ENVS, **VFGYM_VECTOR[mode], **settings)
+    try:
+        vec.reset(seed=0)
+
+        def vector() -> int:
+            vec.step(tuple(move() for _ in range(VECTOR_ENVS)))  # autoreset: NEXT_STEP
+            return VECTOR_ENVS
+
+        return timed(vector, seconds)
+    finally:
+        vec.close()
 
 
 def adapter_overhead(seconds: float, words: list[str]) -> dict[str, dict[str, float]]:
@@ -329,22 +374,33 @@ def fmt(value: float | None) -> str:
 
 
 def report(columns: dict[str, dict[str, Any]]) -> None:
-    header = f"{'game / mode':36}" + "".join(f"{name:>12}" for name in columns)
-    header += f"{'vf/GEM':>9}{'vf/TA':>9}"
+    """The table: vfgym with its own settings, then each peer beside vfgym playing the
+    peer's version of the game ("vf@gem"), and the ratios of those two."""
+    peers = [name for name in columns if name != "vfgym"]
+    vfgym = columns["vfgym"]
+    header = f"{'game / mode':36}{'vfgym':>12}"
+    header += "".join(f"{'vf@' + peer:>14}{peer:>12}" for peer in peers)
+    header += "".join(f"{'vf/' + SHORT[peer]:>9}" for peer in peers)
     print("\nsteps per second through step() (higher is better)")
     print(header)
     print("-" * len(header))
     for game in GAMES:
         for mode in (*MODES, *EXTRA_MODES):
             key = f"{game}/{mode}"
-            values = [columns[name].get(key) for name in columns]
-            line = f"{key:36}" + "".join(f"{fmt(v):>12}" for v in values)
-            ours = columns["vfgym"].get(key)
-            for peer in ("gem", "textarena"):
-                theirs = columns.get(peer, {}).get(key)
-                ratio = f"{ours / theirs:.2f}x" if ours and theirs else "n/a"
-                line += f"{ratio:>9}"
-            print(line)
+            line = f"{key:36}{fmt(vfgym.get(key)):>12}"
+            ratios = ""
+            for peer in peers:
+                matched = game in PEER_SETTINGS.get(peer, {})
+                ours = vfgym.get(f"{key}@{peer}") if matched else vfgym.get(key)
+                theirs = columns[peer].get(key)
+                shown = fmt(ours) if matched or not (ours and theirs) else "="
+                line += f"{shown:>14}{fmt(theirs):>12}"
+                ratios += f"{f'{ours / theirs:.2f}x' if ours and theirs else 'n/a':>9}"
+            print(line + ratios)
+    print(
+        "\nvf@<peer>: vfgym playing the peer's version of the game (PEER_SETTINGS), which "
+        "the ratio\nvf/<peer> compares with the peer; '=' where that is vfgym's own."
+    )
     print(f"\n{LEGEND}")
 
 
