@@ -45,7 +45,8 @@ def main(framework: str, steps: int) -> None:
 
         import vfgym.gym  # noqa: F401  (registers the ids)
 
-        env = gym.make("vfgym/GuessTheNumber-v0")
+        # GEM's version of the game (see gym_bench.PEER_SETTINGS): the same episodes.
+        env = gym.make("vfgym/GuessTheNumber-v0", low=1, high=50, max_turns=7)
         tags = "<move>", "</move>"
     elif framework == "loop":
         env = _NothingEnv()
