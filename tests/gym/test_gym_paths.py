@@ -83,3 +83,44 @@ async def test_a_setup_that_rewrites_the_prompt_is_observed_either_way() -> None
     finally:
         shortest.close()
         await general.aclose()
+
+
+class _SometimesHardGuessEnv(GuessEnv):
+    """A setup that rewrites the prompt of every other episode only."""
+
+    setups = 0
+
+    def setup_state(self, state: State, **kwargs: Any) -> State:
+        state = GuessEnv.setup_state(self, state)
+        self.setups += 1
+        if self.setups % 2 == 0:
+            state["prompt"][-1]["content"] += " (hard mode)"
+        return state
+
+
+async def test_a_setup_that_rewrites_some_prompts_is_observed_each_time() -> None:
+    shortest, general = GymEnv(_SometimesHardGuessEnv()), GymEnv(_SometimesHardGuessEnv())
+    try:
+        for episode in range(4):  # the same row each time: shown before from the second on
+            observation, info = shortest.reset(options={"index": 1})
+            same_step((observation, info), await general.areset(options={"index": 1}))
+            assert observation.endswith(" (hard mode)") == (episode % 2 == 1)
+    finally:
+        shortest.close()
+        await general.aclose()
+
+
+async def test_a_dataset_row_changed_in_place_is_observed_at_its_next_reset() -> None:
+    shortest, general = GymEnv(GuessEnv()), GymEnv(GuessEnv())
+    try:
+        first, _ = shortest.reset(options={"index": 2})
+        assert "new question" not in first
+        await general.areset(options={"index": 2})
+        for env in (shortest, general):
+            env.rows[2]["prompt"][-1]["content"] = "A new question: guess again."
+        observation, info = shortest.reset(options={"index": 2})
+        same_step((observation, info), await general.areset(options={"index": 2}))
+        assert observation.endswith("A new question: guess again.")
+    finally:
+        shortest.close()
+        await general.aclose()
