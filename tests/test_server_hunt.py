@@ -20,7 +20,7 @@ from test_server import ADD_TOOL as ADD
 
 from vfgym.client import request_model_response
 from vfgym.errors import ModelCallError
-from vfgym.server import ByteTokenizer, assistant_text, policies
+from vfgym.server import ByteTokenizer, ModelServer, assistant_text, policies
 
 TOK = ByteTokenizer()
 HELLO = [{"role": "user", "content": "hello"}]
@@ -392,3 +392,10 @@ async def test_an_injected_server_fault_is_still_retried(model_server, fast_retr
         response = await request_model_response(client, "m", HELLO, retry=fast_retry)
     assert response.choices[0].message.content == "hello"
     assert len(server.requests) == 2
+
+
+@pytest.mark.parametrize("setting", [{"max_model_len": True}, {"port": True}, {"port": False}])
+def test_a_bool_for_a_server_size_or_port_is_refused(setting: dict[str, bool]) -> None:
+    # `True` is an int to Python: it would have served a 1-token window, or port 1.
+    with pytest.raises(ValueError, match="must be"):
+        ModelServer(policies.echo, **setting)

@@ -63,9 +63,10 @@ class ModelServer:
         offload_sync: bool = False,
         record_requests: bool = True,
     ) -> None:
-        if not isinstance(max_model_len, int) or max_model_len < 1:
+        # (a bool is an int to Python: True would be a 1-token window, or port 1)
+        if type(max_model_len) is bool or not isinstance(max_model_len, int) or max_model_len < 1:
             raise ValueError(f"max_model_len must be a positive integer, got {max_model_len!r}")
-        if not isinstance(port, int) or not 0 <= port <= 65535:
+        if type(port) is bool or not isinstance(port, int) or not 0 <= port <= 65535:
             raise ValueError(f"port must be an integer in 0..65535, got {port!r}")
         self.host = host
         self._requested_port = port
