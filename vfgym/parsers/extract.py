@@ -9,7 +9,9 @@ from __future__ import annotations
 import re
 
 # `\fbox` is the older spelling MATH-style solutions still use for the final box.
-_BOX_OPENING = re.compile(r"\\(?:boxed|fbox)\{")
+# LaTeX skips spaces after a control word, so `\boxed {5}` is still the braced form;
+# `\boxed 5` (spaces, then no brace) is the brace-less form models also write.
+_BOX_OPENING = re.compile(r"\\(?:boxed|fbox)(?:(?P<braced>\s*\{)|[ \t]+)")
 
 
 def _closing_brace(text: str, start: int) -> int:
@@ -35,16 +37,49 @@ def _closing_brace(text: str, start: int) -> int:
     return -1
 
 
+def _bare_argument_end(text: str, start: int) -> int:
+    """End of a brace-less box argument such as `\\boxed 5` starting at `start`, or -1.
+
+    The argument is the one token up to whitespace, `$` or the end, the way math
+    graders read `\\boxed 5`: `$\\boxed 5$` answers "5", not "5$". Braces inside
+    the token are kept whole, so `\\boxed \\frac{1}{2}` is not cut at `{1`; an
+    unmatched `}` belongs to an enclosing group and ends it. A token whose group
+    never closes, or no token at all (`\\boxed` at the end), is -1: not a complete box.
+    """
+    depth = 0
+    i = start
+    while i < len(text):
+        char = text[i]
+        if char == "\\":
+            i += 2  # an escaped character (`\\$`, `\\{`) is part of the token
+            continue
+        if char == "{":
+            depth += 1
+        elif char == "}":
+            if depth == 0:
+                break
+            depth -= 1
+        elif depth == 0 and (char.isspace() or char == "$"):
+            break
+        i += 1
+    end = min(i, len(text))
+    return -1 if depth or end == start else end
+
+
 def extract_boxed_answer(text: str) -> str:
     """The content of the last complete LaTeX `\\boxed{...}` (or `\\fbox{...}`), nested
-    braces included.
+    braces included, or the token of a brace-less `\\boxed 5`.
 
-    `"so \\boxed{\\frac{1}{2}}"` gives `"\\frac{1}{2}"`. A final box whose braces
-    never close is skipped in favour of an earlier complete one; with no
-    complete box the text is returned as is.
+    `"so \\boxed{\\frac{1}{2}}"` gives `"\\frac{1}{2}"` and `"is \\boxed 5"` gives
+    `"5"`: LaTeX accepts both and models write both. A final box whose braces
+    never close (or a `\\boxed` with nothing after it) is skipped in favour of an
+    earlier complete one; with no complete box the text is returned as is.
     """
     for match in reversed(list(_BOX_OPENING.finditer(text))):
-        end = _closing_brace(text, match.end())
+        if match.group("braced"):
+            end = _closing_brace(text, match.end())
+        else:
+            end = _bare_argument_end(text, match.end())
         if end != -1:
             return text[match.end() : end]
     return text

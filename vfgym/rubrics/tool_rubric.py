@@ -31,26 +31,39 @@ def tool_name(tool: Any) -> str:
     raise TypeError(f"a tool must be a function or an OpenAI tool schema, got {tool!r}")
 
 
-def count_tool_calls(completion: Messages, state: State | None) -> Counter[str]:
-    """Calls per tool name.
+def _called_name(entry: Any) -> str | None:
+    """The tool a call or record entry names, or None when it names none.
+
+    A call without a function name (absent, None, "" or not a string) still was a
+    call, but crediting it to `str(name)` would count it for a tool called "None"
+    (or "7"), so it is kept apart from every tool. Malformed calls (no
+    "function", a function or call that is not an object) read as nameless
+    rather than raise: a metric must not fail on the shape of what the model sent.
+    """
+    name = entry if isinstance(entry, str) else tool_call_name(entry)
+    return name if isinstance(name, str) and name else None
+
+
+def count_tool_calls(completion: Messages, state: State | None) -> Counter[str | None]:
+    """Calls per tool name, with the calls that name no tool under None.
 
     `state["tools_called"]` (entries with a "name", or plain names) is the
     record when the environment keeps one; otherwise the assistant messages'
-    `tool_calls` are counted.
+    `tool_calls` are counted. The None key lets the total include nameless calls
+    while no tool, whatever its name, is credited with them.
     """
-    counts: Counter[str] = Counter()
+    counts: Counter[str | None] = Counter()
     recorded = state.get("tools_called") if isinstance(state, dict) else None
     if isinstance(recorded, list):
         for entry in recorded:
-            name = entry if isinstance(entry, str) else tool_call_name(entry)
-            counts[str(name)] += 1
+            counts[_called_name(entry)] += 1
         return counts
     if isinstance(completion, str):
         return counts
     for message in completion:
         if message_role(message) == "assistant":
             for call in tool_calls(message):
-                counts[str(tool_call_name(call))] += 1
+                counts[_called_name(call)] += 1
     return counts
 
 
