@@ -74,3 +74,26 @@ def test_a_new_episode_may_start_anywhere_once_the_last_one_ended():
         assert env.state.get("cleanup_error") is None
     finally:
         env.close()
+
+
+def test_play_episode_with_an_async_policy_ends_a_reset_episode_on_the_envs_own_loop():
+    """The play helper's episode runs on a helper loop; the episode the user started
+    with reset() is ended first where its hooks opened what its cleanup releases."""
+    from vfgym.gym import play_episode
+
+    env = GymEnv(LoopHeldGuessEnv())
+    try:
+        env.reset(seed=0)
+        first = env.state
+
+        async def policy(observation: str) -> str:
+            await asyncio.sleep(0)
+            return "5"
+
+        trajectory = play_episode(env, policy, seed=1)
+        assert trajectory.length >= 1 and trajectory.infos[0]["state"]["turn"] >= 0
+        assert first.get("cleanup_error") is None
+        assert first["released_on"] == id(env._loop)  # ended on the env's own loop
+        assert env.state is not first
+    finally:
+        env.close()

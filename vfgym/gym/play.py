@@ -204,6 +204,7 @@ def play_episode(
     max_steps = _check_count("max_steps", max_steps)
     _check_single(env)
     if is_async_callable(policy):
+        _end_own_loop_episode(env)
         return run_sync(aplay_episode(env, policy, seed=seed, options=options, max_steps=max_steps))
     observation, info = env.reset(seed=seed, options=options)
     trajectory = Trajectory(observations=[observation], infos=[info])
@@ -214,6 +215,15 @@ def play_episode(
         if terminated or truncated:
             break
     return trajectory
+
+
+def _end_own_loop_episode(env: gym.Env) -> None:
+    """End the episode a bare `GymEnv` runs on its own loop (one started with `reset()`
+    whose cleanup is async), as the reset below would: the async policy's episode
+    starts on a helper loop, where that cleanup cannot release what the hooks opened,
+    so the env refuses to start it while the other runs."""
+    if isinstance(env, GymEnv) and env._loop is not None and env._holding_loop() is env._loop:
+        env._drive_loop(env._abandon())
 
 
 async def aplay_episode(
