@@ -42,6 +42,7 @@ from vfgym.results import (
     ResultsBusy,
     ResumeMismatch,
     as_json,
+    inputs_digest,
     load_finished,
     read_results,
     redact_secrets,
@@ -178,8 +179,7 @@ def resolve_output_dir(options: EvalOptions, model: str) -> tuple[Path, bool]:
     if options.output_dir:
         directory = Path(options.output_dir)
         _refuse_file_in_path(directory)
-        results = directory / RESULTS_FILE
-        if results.is_file() and results.stat().st_size > 0:
+        if _holds_results(directory):
             raise CommandError(
                 f"{directory} already holds results; add --resume to continue that run, "
                 "or choose another -o/--output-dir",
@@ -189,6 +189,13 @@ def resolve_output_dir(options: EvalOptions, model: str) -> tuple[Path, bool]:
     directory = default_output_dir(options.env_id, model)
     _refuse_file_in_path(directory, given=False)
     return directory, False
+
+
+def _holds_results(directory: Path) -> bool:
+    """True when `directory` has results a new run there would overwrite: the rule for
+    refusing `-o DIR` without --resume, and so for which command a stopped run prints."""
+    results = directory / RESULTS_FILE
+    return results.is_file() and results.stat().st_size > 0
 
 
 def _refuse_file_in_path(directory: Path, given: bool = True) -> None:
@@ -251,6 +258,17 @@ def _check_run_file(path: Path) -> None:
 
 def resume_command(options: EvalOptions, endpoint: Endpoint, directory: Path) -> str:
     """The command line that continues this run where it stopped."""
+    return _eval_command(options, endpoint, ["--resume", str(directory)])
+
+
+def restart_command(options: EvalOptions, endpoint: Endpoint, directory: Path) -> str:
+    """The command line that starts this run again in `directory`: for a run stopped
+    before it wrote anything, which `--resume` would refuse (there is nothing to resume)."""
+    return _eval_command(options, endpoint, ["-o", str(directory)])
+
+
+def _eval_command(options: EvalOptions, endpoint: Endpoint, where: list[str]) -> str:
+    """`vfgym eval` with this run's settings, then `where` (the results directory's flag)."""
     parts = ["vfgym", "eval", options.env_id, "-m", endpoint.model]
     if options.base_url:
         parts += ["-b", options.base_url]
@@ -268,8 +286,7 @@ def resume_command(options: EvalOptions, endpoint: Endpoint, directory: Path) ->
         parts += ["-S", _json(options.sampling_args)]
     if options.env_args:
         parts += ["-a", _json(options.env_args)]
-    parts += ["--resume", str(directory)]
-    return shlex.join(parts)
+    return shlex.join(parts + where)
 
 
 def _previous_metadata(directory: Path) -> dict[str, Any] | None:
@@ -337,31 +354,55 @@ def _unredacted(previous: Any, current: Any) -> Any:
 
 
 def check_resumable(env: Any, options: EvalOptions, endpoint: Endpoint, directory: Path) -> None:
-    """Refuse, before any server starts, to resume a run that was started differently.
+    """Refuse, before any server starts, to resume a run that was started differently
+    or over other rows (a dataset changed since): the engine would refuse it too, but
+    only once the built-in server had started and announced itself.
 
-    The message gives the command with the earlier run's settings, since the usual
-    cause is `--resume DIR` without the -n/-r/-S/-a the run was started with.
+    For other settings the message gives the command with the earlier run's, since the
+    usual cause is `--resume DIR` without the -n/-r/-S/-a the run was started with.
+    Other rows get the engine's own message: the same command would be refused again.
     """
+    from vfgym.runner import normalize_inputs  # the rows as the engine records them
+
     previous = _previous_metadata(directory)
     inputs = env.get_eval_inputs(options.num_examples, options.rollouts_per_example)
-    expect = {
+    rows = normalize_inputs(env, inputs)
+    settings = {
         "env_id": env.env_id,
         "env_args": env.env_args,
         "model": endpoint.model,
         "sampling_args": env.merged_sampling_args(options.sampling_args or None),
-        "num_inputs": len(inputs),
+        "num_inputs": len(rows),
         "rollouts_per_example": options.rollouts_per_example,
     }
     try:
-        load_finished(directory, expect=expect)
+        load_finished(
+            directory, expect={**settings, "inputs_digest": inputs_digest(rows)}, rows=rows
+        )
+    except ResumeMismatch as exc:
+        _refuse_other_settings(directory, settings, previous, options, endpoint)
+        raise CommandError(str(exc), EXIT_USAGE) from None  # the same run, over other rows
+    except ValueError as exc:  # a damaged results file
+        raise CommandError(str(exc), EXIT_USAGE) from None
+
+
+def _refuse_other_settings(
+    directory: Path,
+    settings: dict[str, Any],
+    previous: dict[str, Any] | None,
+    options: EvalOptions,
+    endpoint: Endpoint,
+) -> None:
+    """Refuse a run started with other settings (CommandError), with the command that
+    continues it when its metadata says enough to write one; return if they agree."""
+    try:
+        load_finished(directory, expect=settings)
     except ResumeMismatch as exc:
         earlier = None
         if previous is not None and _records_readable(directory):
             earlier = _earlier_command(previous, options, endpoint, directory)
         hint = f", or continue it with the settings it was started with:\n  {earlier}"
         raise CommandError(str(exc) + (hint if earlier else ""), EXIT_USAGE) from None
-    except ValueError as exc:  # a damaged results file
-        raise CommandError(str(exc), EXIT_USAGE) from None
 
 
 def _records_readable(directory: Path) -> bool:
@@ -514,6 +555,15 @@ def run_eval(
                 boxed(_evaluate(env, options, endpoint, policies, directory, resume, err, why))
             )
     except KeyboardInterrupt:
+        if not resume and not _holds_results(directory):
+            # Stopped before its first result (while the server started, say): there is
+            # nothing to resume, and `--resume DIR` would be refused for that.
+            print(
+                f"\nInterrupted before any rollout finished; nothing is kept in {directory}. "
+                f"Start the run again with:\n  {restart_command(options, endpoint, directory)}",
+                file=err,
+            )
+            return EXIT_INTERRUPTED
         kept = len(load_finished(directory)) if (directory / RESULTS_FILE).exists() else 0
         print(
             f"\nInterrupted. {kept} finished rollout(s) are kept in {directory}; "
@@ -589,6 +639,7 @@ __all__ = [
     "embedded_policies",
     "resolve_endpoint",
     "resolve_output_dir",
+    "restart_command",
     "resume_command",
     "run_eval",
 ]
