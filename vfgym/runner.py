@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from openai import AsyncOpenAI, DefaultAsyncHttpxClient, OpenAI
 
-from vfgym.data import to_rows
+from vfgym.data import _parse_info, to_rows
 from vfgym.envs.environment import errored_state
 from vfgym.errors import ResultCallbackError, error_record
 from vfgym.gcpolicy import AUTO_FREEZE_ROLLOUTS, frozen_gc
@@ -51,7 +51,11 @@ def _callback_error(
 
 
 def normalize_inputs(env: Environment, inputs: Any) -> list[dict[str, Any]]:
-    """One row per rollout, with prompt, answer, info, task and example_id."""
+    """One row per rollout, with prompt, answer, info, task and example_id.
+
+    Rows without a prompt go through `env.format_dataset`; rows with one keep it as
+    given, but their `info` is read the same way (a dict, or the JSON text of one).
+    """
     if isinstance(inputs, GenerateInputs):
         inputs = inputs.model_dump(exclude_none=True)
     rows = to_rows(inputs)
@@ -61,11 +65,85 @@ def normalize_inputs(env: Environment, inputs: Any) -> list[dict[str, Any]]:
     for i, row in enumerate(rows):
         row = dict(row)
         row.setdefault("answer", "")
-        row["info"] = dict(row.get("info") or {})
+        row["info"] = _row_info(row.get("info"), i)
         row["task"] = row.get("task") or "default"
         row.setdefault("example_id", i)
         out.append(row)
     return out
+
+
+def _row_info(info: Any, index: int) -> dict[str, Any]:
+    """Row `index`'s `info` as a dict, read as `format_dataset` reads it.
+
+    Hugging Face datasets often store `info` as JSON text, so a row with a ready
+    prompt must accept that too; anything else is refused here, naming the row,
+    rather than as a puzzling error from inside a rollout.
+    """
+    try:
+        return _parse_info(info)
+    except (TypeError, ValueError) as exc:
+        given = f"a {type(info).__name__}"
+        if isinstance(info, str):
+            not_json = " (not JSON)" if isinstance(exc, ValueError) else ""
+            given = f"the text {info[:80]!r}{not_json}"
+        raise type(exc)(
+            f"input row {index}: 'info' must be a dict or the JSON text of an object "
+            f"(such as '{{\"target\": 3}}'), not {given}"
+        ) from exc
+
+
+def _check_rollouts_per_example(rollouts_per_example: Any) -> int:
+    """`rollouts_per_example` checked to be a whole number of at least 1, and returned.
+
+    Reading zero or a negative count as 1 would hide a caller's arithmetic mistake
+    behind a run of the wrong size.
+    """
+    if isinstance(rollouts_per_example, bool) or not isinstance(rollouts_per_example, int):
+        raise TypeError(
+            f"rollouts_per_example must be a whole number, not {rollouts_per_example!r}"
+        )
+    if rollouts_per_example < 1:
+        raise ValueError(f"rollouts_per_example must be at least 1, not {rollouts_per_example}")
+    return rollouts_per_example
+
+
+def _check_groups(rows: list[dict[str, Any]], rollouts_per_example: int) -> None:
+    """Refuse rows that are not groups of `rollouts_per_example` copies of one example.
+
+    `generate` runs one rollout per row; `rollouts_per_example` only says how the
+    rows are grouped, and sets `num_examples` slicing and metadata. Rows passed
+    once each with `rollouts_per_example=2` would otherwise run once each under
+    metadata that counts half the examples there are. A group's copies share an
+    `example_id` (the dataset row's index, which `get_eval_inputs` repeats), so
+    comparing ids is exact and costs nothing next to a rollout; prompts are not
+    compared, since two examples of a game can share a prompt and differ in `info`.
+    """
+    per = rollouts_per_example
+    if per == 1:
+        return
+    n = len(rows)
+    fix = (
+        "generate runs one rollout per input row, and rollouts_per_example only says how the "
+        "rows are grouped (the copies of one example adjacent, sharing its example_id). Repeat "
+        f"each row {per} times in a row, as env.get_eval_inputs(n, {per}) does (or "
+        f"env.evaluate(..., rollouts_per_example={per}), which does it for you), or pass "
+        "rollouts_per_example=1 to run each row once"
+    )
+    if n % per:
+        raise ValueError(
+            f"rollouts_per_example={per}, but the {n} input rows are not groups of {per}: {fix}"
+        )
+    for start in range(0, n, per):
+        first = rows[start].get("example_id", start)
+        for j in range(start + 1, start + per):
+            other = rows[j].get("example_id", j)
+            if other != first:
+                raise ValueError(
+                    f"rollouts_per_example={per}, but input rows {start} to {start + per - 1} "
+                    f"are not copies of one example: rows {start} and {j} have example_ids "
+                    f"{first!r} and {other!r} (a row without an example_id is numbered by its "
+                    f"position). {fix}"
+                )
 
 
 def as_async_client(client: AsyncOpenAI | OpenAI) -> AsyncOpenAI:
@@ -150,7 +228,10 @@ async def run_batch(
     on_result: Callable[[dict[str, Any]], Awaitable[None] | None] | None = None,
     gc_freeze: bool | None = None,
 ) -> GenerateOutputs:
-    """Run, score and record every input row; see `Environment.generate`.
+    """Run, score and record every input row, once each; see `Environment.generate`.
+
+    The rows must come in groups of `rollouts_per_example` copies of one example
+    (see `_check_groups`); this is checked before any rollout starts.
 
     `on_result` gets each rollout's result record as soon as it is recorded. If
     it raises, nothing is lost and nothing stops: the batch goes on, offering it
@@ -163,13 +244,15 @@ async def run_batch(
     `gc_freeze` keeps garbage-collector pauses short while the batch runs (see
     `vfgym.gcpolicy`); None turns it on for batches of 1,000 rollouts or more.
     """
+    per = _check_rollouts_per_example(rollouts_per_example)
     # Copying ten thousand input rows allocates enough to set off a full collection
     # of everything alive; a large batch freezes first (see vfgym.gcpolicy).
     early_freeze = _size_hint(inputs) >= AUTO_FREEZE_ROLLOUTS if gc_freeze is None else gc_freeze
     async with frozen_gc(early_freeze):
         rows = normalize_inputs(env, inputs)
+    _check_groups(rows, per)  # before any request is made or any file written
     if num_examples is not None and num_examples > 0:
-        rows = rows[: num_examples * max(1, rollouts_per_example)]
+        rows = rows[: num_examples * per]
     n = len(rows)
     aclient = as_async_client(client)
     if aclient.max_retries:
@@ -192,8 +275,8 @@ async def run_batch(
         "base_url": str(aclient.base_url),
         "sampling_args": env.merged_sampling_args(sampling_args),
         "num_inputs": n,
-        "rollouts_per_example": rollouts_per_example,
-        "num_examples": n // max(1, rollouts_per_example),
+        "rollouts_per_example": per,
+        "num_examples": n // per,
     }
     writer = None
     if results_path:

@@ -370,7 +370,13 @@ class Environment(ABC):
         """Run one rollout per input row, concurrently, and score each as it ends.
 
         Inputs keep their order in the outputs, so the copies of one example stay
-        adjacent (group order, as GRPO needs). With `results_path` every finished
+        adjacent (group order, as GRPO needs). `rollouts_per_example` does not
+        repeat rows: it says the rows come in groups of that many adjacent copies
+        of one example (sharing its `example_id`), as
+        `get_eval_inputs(n, rollouts_per_example)` makes them, and sets how
+        `num_examples` slices the rows and what the metadata counts. Rows that are
+        not such groups, or a count below 1, are refused before anything runs;
+        `evaluate` repeats the rows itself. With `results_path` every finished
         rollout is appended to `results.jsonl` there as it ends, and `resume=True`
         skips the rollouts already in that file. `on_result(record)` sees each
         result record as it is recorded (a coroutine function is awaited); if it
@@ -386,7 +392,8 @@ class Environment(ABC):
             model=model,
             sampling_args=sampling_args,
             num_examples=num_examples,
-            rollouts_per_example=rollouts_per_example or 1,
+            # None is the default; 0 or less is refused by run_batch, not read as 1.
+            rollouts_per_example=1 if rollouts_per_example is None else rollouts_per_example,
             score_rollouts=score_rollouts,
             max_concurrent=max_concurrent,
             results_path=results_path,
