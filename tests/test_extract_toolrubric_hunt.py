@@ -139,3 +139,14 @@ async def test_malformed_calls_are_counted_without_raising() -> None:
         REWARD_ERRORS: 0.0,
     }
     assert not state.get(REWARD_ERRORS)
+
+
+@pytest.mark.parametrize("field", [5, "search", {"function": {"name": "search"}}])
+async def test_a_tool_calls_field_that_is_no_list_is_one_call(field: Any) -> None:
+    """Stored completions are not always well formed; a metric must not raise on one."""
+    rubric = ToolRubric(tools=[search])
+    completion = [{"role": "assistant", "content": "", "tool_calls": field}]
+    result = await rubric.score_rollout(PROMPT, completion, "", {})
+    assert result.metrics["total_tool_calls"] == 1.0
+    assert result.metrics["search_calls"] == (0.0 if field == 5 else 1.0)
+    assert result.metrics[REWARD_ERRORS] == 0.0

@@ -43,9 +43,14 @@ def message_text(message: Any) -> str:
 
 
 def tool_calls(message: Any) -> list[Any]:
-    """The tool calls of an assistant message (empty when it made none)."""
+    """The tool calls of an assistant message (empty when it made none).
+
+    A `tool_calls` that is no list (a stored completion's slip: one call object, a
+    number) is read as one call, which metrics count without raising."""
     calls = message_field(message, "tool_calls")
-    return list(calls) if calls else []
+    if not calls:
+        return []
+    return list(calls) if isinstance(calls, list | tuple) else [calls]
 
 
 def tool_call_name(call: Any) -> str | None:
