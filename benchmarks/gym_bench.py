@@ -393,7 +393,10 @@ def report(columns: dict[str, dict[str, Any]]) -> None:
                 matched = game in PEER_SETTINGS.get(peer, {})
                 ours = vfgym.get(f"{key}@{peer}") if matched else vfgym.get(key)
                 theirs = columns[peer].get(key)
-                shown = fmt(ours) if matched or not (ours and theirs) else "="
+                if matched:
+                    shown = fmt(ours)
+                else:  # the peer plays vfgym's version, or does not have the game
+                    shown = "=" if ours and theirs else "n/a"
                 line += f"{shown:>14}{fmt(theirs):>12}"
                 ratios += f"{f'{ours / theirs:.2f}x' if ours and theirs else 'n/a':>9}"
             print(line + ratios)
