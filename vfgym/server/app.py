@@ -4,6 +4,27 @@ Routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models,
 POST /tokenize, POST /detokenize (vLLM style) and GET /health. Generation
 requests are recorded and may be hit by an injected fault (see `faults`). Every
 error, an unknown route included, is answered in the OpenAI error shape.
+
+Streaming (`stream: true`) is for outside tools (the openai client, agent
+frameworks); vfgym's own client refuses it, as a rollout needs whole answers. The
+answer is computed whole, then sent as server-sent events cut per token (see
+`protocol.text_pieces`), so every refusal and a policy that raises is still an
+HTTP error status before the stream starts. What a stream keeps of the rest:
+
+- The request is recorded as it arrived, and a queued fault hits it before any
+  event is sent, as for any request ("malformed" sends an event that is no JSON).
+- `return_token_ids`, as vLLM streams it: every chunk carries the `token_ids` of
+  the tokens it adds (they join to the whole completion's ids); the first chat
+  chunk carries `prompt_token_ids`, and the first chunk of each text-completion
+  choice that choice's. `logprobs` likewise come per chunk, for the chunk's tokens.
+- A tool call's tokens ride on the delta that names the call; its arguments
+  follow in pieces that carry none.
+- With `n` > 1 (or several prompts) the choices' chunks take turns, one choice
+  per chunk, told apart by `index`. OpenAI's final chunk per choice has an empty
+  delta and the finish reason (vLLM puts it on the last content chunk); this
+  server sends OpenAI's.
+- `stream_options.include_usage` adds a last chunk with empty `choices` and the
+  usage, and `"usage": null` on every other chunk; without it chunks have no usage.
 """
 
 from __future__ import annotations
@@ -16,6 +37,7 @@ import math
 import os
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
@@ -29,15 +51,21 @@ from vfgym.server.policy import (
     normalise_reply,
 )
 from vfgym.server.protocol import (
+    EventStream,
     HTTPFailure,
     JSONWriter,
+    ResponseHead,
     TokenizerView,
+    TokenOptions,
     bad_request,
+    chat_chunk_choices,
     chat_logprobs,
+    completion_chunk_choices,
     completion_logprobs,
     context_overflow,
     finish_text,
     finish_turn,
+    interleave,
     reply_text,
 )
 
@@ -52,6 +80,35 @@ def json_response(
         headers=headers,
         content_type="application/json",
     )
+
+
+#: The `object` of a chunk of a streamed answer of each kind (a text completion's
+#: chunks are "text_completion" too, on OpenAI and vLLM).
+_CHUNK_OBJECT = {"chat.completion": "chat.completion.chunk"}
+
+#: Headers of a server-sent-event stream; no-cache keeps proxies from buffering it.
+SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+
+
+async def send_events(
+    request: web.Request, writer: JSONWriter, stream: EventStream
+) -> web.StreamResponse:
+    """Send `stream` as server-sent events, `data: <json>` each, then `data: [DONE]`.
+
+    One write per event, so a client reads the chunks as they come, as from a
+    server that samples token by token. A client that hangs up mid-stream only
+    ends the stream: there is nobody left to answer.
+    """
+    response = web.StreamResponse(status=200, headers=SSE_HEADERS)
+    await response.prepare(request)
+    try:
+        for chunk in stream.chunks:
+            await response.write(b"data: " + writer.encode(chunk) + b"\n\n")
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+    except ConnectionError:
+        pass
+    return response
 
 
 def _int_param(
@@ -204,20 +261,54 @@ def _own_requests(body: dict[str, Any], count: int) -> list[dict[str, Any]]:
     return [body] + [copy.deepcopy(body) for _ in range(count - 1)]
 
 
-def _check_streaming(body: dict[str, Any]) -> None:
-    """Refuse streaming, and `stream_options` on a request that does not stream.
+@dataclass(frozen=True)
+class StreamSettings:
+    """How a request that streams wants its stream: with a last usage chunk or not."""
 
-    OpenAI and vLLM answer the second with a 400 too, so a client that sends it
-    fails here as it would against them. A null `stream_options` means "not set".
+    include_usage: bool
+
+
+def _stream_param(body: dict[str, Any]) -> StreamSettings | None:
+    """`stream` and `stream_options`, checked as OpenAI checks them; None: no streaming.
+
+    `stream_options` on a request that does not stream is a 400 on OpenAI and vLLM,
+    so a client that sends it fails here as it would against them. A null
+    `stream` or `stream_options` means "not set". vLLM's `continuous_usage_stats`
+    is refused rather than ignored, so nobody counts on usage it does not send.
     """
-    if body.get("stream"):
-        raise bad_request("streaming is not supported by this server; omit 'stream'", "stream")
-    if body.get("stream_options") is not None:
+    stream = body.get("stream")
+    if stream is not None and type(stream) is not bool:
+        raise bad_request(f"'stream' must be true or false, got {stream!r:.40}", "stream")
+    options = body.get("stream_options")
+    if not stream:
+        if options is not None:
+            raise bad_request(
+                "'stream_options' is only allowed when 'stream' is true; "
+                "drop stream_options or set stream=True",
+                "stream_options",
+            )
+        return None
+    if options is None:
+        return StreamSettings(include_usage=False)
+    if not isinstance(options, dict):
         raise bad_request(
-            "'stream_options' is only allowed when 'stream' is true; "
-            "drop stream_options or set stream=True",
+            f"'stream_options' must be an object like {{'include_usage': true}}, "
+            f"got {options!r:.80}",
             "stream_options",
         )
+    include_usage = options.get("include_usage")
+    if include_usage is not None and type(include_usage) is not bool:
+        raise bad_request(
+            f"'stream_options.include_usage' must be true or false, got {include_usage!r:.40}",
+            "stream_options",
+        )
+    if options.get("continuous_usage_stats"):
+        raise bad_request(
+            "'stream_options.continuous_usage_stats' is not supported by this server; "
+            "use include_usage for the usage of the whole answer",
+            "stream_options",
+        )
+    return StreamSettings(include_usage=bool(include_usage))
 
 
 def _top_logprobs_param(body: dict[str, Any]) -> int:
@@ -363,12 +454,17 @@ class ServerCore:
 
     # -- endpoints ----------------------------------------------------------------
 
-    async def chat(self, body: dict[str, Any]) -> dict[str, Any]:
+    async def chat(self, body: dict[str, Any]) -> dict[str, Any] | EventStream:
+        """A chat completion, or the chunks that stream it when the request streams.
+
+        Either way the whole answer is computed first: every refusal, and a policy
+        that raises, is an HTTP error before any byte of a stream is sent.
+        """
         policy = self._policy(body)
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
             raise bad_request("'messages' must be a non-empty list of message dicts", "messages")
-        _check_streaming(body)
+        stream = _stream_param(body)
         tools = _tools_param(body)
         _check_tool_choice(body, tools)
         _check_response_format(body)
@@ -382,48 +478,85 @@ class ServerCore:
         limit = self._sampling(body, prompt_tokens, chat=True)
         n = _int_param(body, "n", minimum=1, maximum=128) or 1
         top_n = _top_logprobs_param(body)
-        want_logprobs = bool(body.get("logprobs"))
-        as_ids = bool(body.get("return_tokens_as_token_ids"))
-        want_ids = bool(body.get("return_token_ids"))
+        opts = TokenOptions(
+            top_n=top_n if body.get("logprobs") else None,
+            as_ids=bool(body.get("return_tokens_as_token_ids")),
+            want_ids=bool(body.get("return_token_ids")),
+        )
         stop = _stop_param(body)
         model = body.get("model")
         # Read before the policy runs: it gets `body` and may edit it.
-        prompt_ids = view.chat_ids(messages, tools) if want_ids else None
+        prompt_ids = view.chat_ids(messages, tools) if opts.want_ids else None
         parse_tool_calls = bool(tools) and body.get("tool_choice") != "none"
         requests = _own_requests(body, n)
         replies = await self._replies(policy, model, [(r["messages"], r) for r in requests])
-
-        choices = []
-        completion_tokens = 0
-        for index, reply in enumerate(replies):
-            message, ids, finish = finish_turn(
-                view,
-                self._normalise(reply, model),
-                limit,
-                stop,
-                parse_tool_calls=parse_tool_calls,
+        turns = [
+            finish_turn(
+                view, self._normalise(reply, model), limit, stop, parse_tool_calls=parse_tool_calls
             )
-            completion_tokens += len(ids)
-            choice: dict[str, Any] = {
-                "index": index,
-                "message": message,
-                "logprobs": chat_logprobs(view, ids, top_n, as_ids) if want_logprobs else None,
-                "finish_reason": finish,
-            }
-            if want_ids:
-                choice["token_ids"] = ids
-            choices.append(choice)
-        response: dict[str, Any] = {
-            "id": self._new_id("chatcmpl"),
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": model if model is not None else self.model_name,
-            "choices": choices,
-            "usage": self._usage(prompt_tokens, completion_tokens),
-        }
+            for reply in replies
+        ]
+        usage = self._usage(prompt_tokens, sum(len(ids) for _, ids, _ in turns))
+        head = self._head("chatcmpl", "chat.completion", model, stream)
+        if stream is not None:
+            return self._chat_stream(head, turns, opts, prompt_ids, usage)
+        choices = [self._chat_choice(index, turn, opts) for index, turn in enumerate(turns)]
+        response: dict[str, Any] = {**head.body(choices), "usage": usage}
         if prompt_ids is not None:
             response["prompt_token_ids"] = prompt_ids
         return response
+
+    def _head(
+        self, id_prefix: str, kind: str, model: Any, stream: StreamSettings | None
+    ) -> ResponseHead:
+        """The id, object, created and model an answer (or each of its chunks) carries."""
+        return ResponseHead(
+            id=self._new_id(id_prefix),
+            object=kind if stream is None else _CHUNK_OBJECT.get(kind, kind),
+            created=int(time.time()),
+            model=model if model is not None else self.model_name,
+            include_usage=stream is not None and stream.include_usage,
+        )
+
+    def _chat_choice(
+        self, index: int, turn: tuple[dict[str, Any], list[int], str], opts: TokenOptions
+    ) -> dict[str, Any]:
+        message, ids, finish = turn
+        logprobs = None
+        if opts.top_n is not None:
+            logprobs = chat_logprobs(self.view, ids, opts.top_n, opts.as_ids)
+        choice: dict[str, Any] = {
+            "index": index,
+            "message": message,
+            "logprobs": logprobs,
+            "finish_reason": finish,
+        }
+        if opts.want_ids:
+            choice["token_ids"] = ids
+        return choice
+
+    def _chat_stream(
+        self,
+        head: ResponseHead,
+        turns: list[tuple[dict[str, Any], list[int], str]],
+        opts: TokenOptions,
+        prompt_ids: list[int] | None,
+        usage: dict[str, int],
+    ) -> EventStream:
+        """The chunks of a streamed chat completion.
+
+        As vLLM streams it, the first chunk carries `prompt_token_ids` when
+        `return_token_ids` is set, and every chunk its own `token_ids`.
+        """
+        per_choice = [
+            chat_chunk_choices(self.view, index, turn, opts) for index, turn in enumerate(turns)
+        ]
+        chunks = interleave(head, per_choice)
+        if prompt_ids is not None:
+            chunks[0]["prompt_token_ids"] = prompt_ids
+        if head.include_usage:
+            chunks.append(head.usage_chunk(usage))
+        return EventStream(chunks)
 
     def _prompts(self, prompt: Any) -> list[tuple[str, list[int] | None]]:
         """The prompts of a text completion as (text, ids if the client sent ids)."""
@@ -452,18 +585,21 @@ class ServerCore:
         except (ValueError, IndexError, KeyError, TypeError) as exc:
             raise bad_request(f"cannot decode the token ids: {exc}", "tokens") from None
 
-    async def completions(self, body: dict[str, Any]) -> dict[str, Any]:
+    async def completions(self, body: dict[str, Any]) -> dict[str, Any] | EventStream:
+        """A text completion, or the chunks that stream it (computed whole first, as `chat`)."""
         policy = self._policy(body)
-        _check_streaming(body)
+        stream = _stream_param(body)
         _check_response_format(body)
         if body.get("echo"):
             raise bad_request("'echo' is not supported by this server", "echo")
         view = self.view
         prompts = self._prompts(body.get("prompt"))
         n = _int_param(body, "n", minimum=1, maximum=128) or 1
-        top_n = _int_param(body, "logprobs", minimum=0, maximum=20)
-        as_ids = bool(body.get("return_tokens_as_token_ids"))
-        want_ids = bool(body.get("return_token_ids"))
+        opts = TokenOptions(
+            top_n=_int_param(body, "logprobs", minimum=0, maximum=20),
+            as_ids=bool(body.get("return_tokens_as_token_ids")),
+            want_ids=bool(body.get("return_token_ids")),
+        )
         stop = _stop_param(body)
         model = body.get("model")
 
@@ -472,38 +608,69 @@ class ServerCore:
         limits = [self._sampling(body, count, chat=False) for count in counts]
         requests = iter(_own_requests(body, len(prompts) * n))
 
-        choices = []
-        completion_total = 0
-        for p_index, ((text, given_ids), limit) in enumerate(zip(prompts, limits, strict=True)):
+        results: list[tuple[str, list[int], str]] = []
+        prompt_ids: list[list[int] | None] = []
+        for (text, given_ids), limit in zip(prompts, limits, strict=True):
             calls = [(text, next(requests)) for _ in range(n)]
             replies = await self._replies(policy, model, calls)
-            for j, reply in enumerate(replies):
-                out, ids, finish = finish_text(
-                    view, reply_text(self._normalise(reply, model)), limit, stop
+            for reply in replies:
+                results.append(
+                    finish_text(view, reply_text(self._normalise(reply, model)), limit, stop)
                 )
-                completion_total += len(ids)
-                choice: dict[str, Any] = {
-                    "index": p_index * n + j,
-                    "text": out,
-                    "logprobs": (
-                        completion_logprobs(view, ids, top_n, as_ids) if top_n is not None else None
-                    ),
-                    "finish_reason": finish,
-                }
-                if want_ids:
-                    choice["prompt_token_ids"] = (
-                        given_ids if given_ids is not None else view.encode(text)
-                    )
-                    choice["token_ids"] = ids
-                choices.append(choice)
-        return {
-            "id": self._new_id("cmpl"),
-            "object": "text_completion",
-            "created": int(time.time()),
-            "model": model if model is not None else self.model_name,
-            "choices": choices,
-            "usage": self._usage(sum(counts), completion_total),
+                if not opts.want_ids:
+                    prompt_ids.append(None)
+                else:
+                    prompt_ids.append(given_ids if given_ids is not None else view.encode(text))
+        usage = self._usage(sum(counts), sum(len(ids) for _, ids, _ in results))
+        head = self._head("cmpl", "text_completion", model, stream)
+        if stream is not None:
+            return self._completion_stream(head, results, opts, prompt_ids, usage)
+        choices = [
+            self._completion_choice(index, result, opts, prompt_ids[index])
+            for index, result in enumerate(results)
+        ]
+        return {**head.body(choices), "usage": usage}
+
+    def _completion_stream(
+        self,
+        head: ResponseHead,
+        results: list[tuple[str, list[int], str]],
+        opts: TokenOptions,
+        prompt_ids: list[list[int] | None],
+        usage: dict[str, int],
+    ) -> EventStream:
+        """The chunks of a streamed text completion; each choice's first chunk carries
+        its `prompt_token_ids` when `return_token_ids` is set, as vLLM streams them."""
+        per_choice = [
+            completion_chunk_choices(self.view, index, result, opts, prompt_ids[index])
+            for index, result in enumerate(results)
+        ]
+        chunks = interleave(head, per_choice)
+        if head.include_usage:
+            chunks.append(head.usage_chunk(usage))
+        return EventStream(chunks)
+
+    def _completion_choice(
+        self,
+        index: int,
+        result: tuple[str, list[int], str],
+        opts: TokenOptions,
+        prompt_ids: list[int] | None,
+    ) -> dict[str, Any]:
+        text, ids, finish = result
+        logprobs = None
+        if opts.top_n is not None:
+            logprobs = completion_logprobs(self.view, ids, opts.top_n, opts.as_ids)
+        choice: dict[str, Any] = {
+            "index": index,
+            "text": text,
+            "logprobs": logprobs,
+            "finish_reason": finish,
         }
+        if opts.want_ids:
+            choice["prompt_token_ids"] = prompt_ids
+            choice["token_ids"] = ids
+        return choice
 
     def models(self) -> dict[str, Any]:
         return {
@@ -578,14 +745,26 @@ class ServerCore:
             requested = _int_param(body, "max_tokens", minimum=1) or 1
             raise context_overflow(self.max_model_len, self.max_model_len, requested, chat=chat)
         if kind == "malformed":
-            return web.Response(
-                status=200, body=b"<html>this is not JSON", content_type="application/json"
-            )
+            return _malformed(streams=body.get("stream") is True)
         # "drop": close the connection without writing a response.
         transport = request.transport
         if transport is not None:
             transport.abort()
         raise _Dropped
+
+
+def _malformed(*, streams: bool) -> web.Response:
+    """A 200 whose body is not what the client waits for.
+
+    A streaming client gets an event stream whose event is not JSON: HTML where
+    it waits for events would be skipped as no event at all, and the stream would
+    look like an empty answer instead of a broken one.
+    """
+    if streams:
+        return web.Response(
+            status=200, body=b"data: <html>this is not JSON\n\n", headers=SSE_HEADERS
+        )
+    return web.Response(status=200, body=b"<html>this is not JSON", content_type="application/json")
 
 
 class _Dropped(Exception):
@@ -636,6 +815,8 @@ def build_app(core: ServerCore) -> web.Application:
                 if answer is not None:
                     return answer
             payload = await (core.chat(body) if chat else core.completions(body))
+            if isinstance(payload, EventStream):
+                return await send_events(request, core.writer, payload)
             return json_response(core.writer, payload)
         except HTTPFailure as exc:
             return _error(core, exc)
