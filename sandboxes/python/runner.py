@@ -39,6 +39,7 @@ import hmac
 import json
 import linecache
 import os
+import resource
 import selectors
 import signal
 import stat
@@ -72,6 +73,8 @@ STRAY_CONFIRM_S = 2.0
 #: /proc/<pid>/stat's flag of a process in its exit, and SIGKILL's bit in a signal mask.
 PF_EXITING = 0x4
 SIGKILL_BIT = 1 << (signal.SIGKILL - 1)
+#: Where /proc/<pid>/stat has the process's thread count, counted after the ")".
+STAT_NUM_THREADS = 17
 
 # System V IPC (see SysvIpc).
 IPC_PRIVATE, IPC_CREAT, IPC_RMID = 0, 0o1000, 0
@@ -88,6 +91,9 @@ BPF_LD_ABS, BPF_JEQ, BPF_AND, BPF_RET = 0x20, 0x15, 0x54, 0x06
 X32_SYSCALL_BIT = 0x40000000
 #: machine: (AUDIT_ARCH_* value, mq_open's system call number)
 MQ_OPEN_SYSCALLS = {"x86_64": (0xC000003E, 240), "aarch64": (0xC00000B7, 180)}
+#: machine: (ioprio_get, ioprio_set) system call numbers (Python wraps neither).
+IOPRIO_SYSCALLS = {"x86_64": (252, 251), "aarch64": (31, 30)}
+IOPRIO_WHO_PROCESS = 1
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -315,7 +321,13 @@ def list_fds() -> list[int]:
 
 
 def other_pids(keep: set[int]) -> list[int]:
-    """Every live (non-zombie) process in the container except those in `keep`."""
+    """Every live process in the container except those in `keep`.
+
+    A zombie is one whose every thread is gone. The state field alone does not say
+    so: a process whose main thread exited while its other threads run shows "Z"
+    too (its thread count is above one), and skipping it would let it outlive every
+    cleanup while it stays out of sight.
+    """
     pids = []
     for name in os.listdir("/proc"):
         if not name.isdigit():
@@ -328,7 +340,10 @@ def other_pids(keep: set[int]) -> list[int]:
                 fields = handle.read().rsplit(b")", 1)[1].split()
         except OSError:
             continue
-        if fields and fields[0] not in (b"Z", b"X"):
+        if not fields:
+            continue
+        threads = int(fields[STAT_NUM_THREADS]) if len(fields) > STAT_NUM_THREADS else 0
+        if fields[0] not in (b"Z", b"X") or threads > 1:
             pids.append(pid)
     return pids
 
@@ -520,6 +535,8 @@ class Runner:
         self.kernel_pid: int | None = None
         self.kernel_fds: dict[str, int] = {}
         self.sysv_ipc = SysvIpc()
+        # Before any user code runs: what every reset puts back (see process_settings).
+        self.settings = process_settings()
         # Before any child exists, so that every process of the sandbox inherits it.
         self.posix_queue_problem = refuse_posix_queues()
         wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
@@ -566,6 +583,12 @@ class Runner:
         # kernel kept, the sweep sends SIGSTOP (stopped processes cannot fork);
         # everything but the kernel is then killed and the kernel continued.
         sweep = signal.SIGSTOP if len(keep) > 1 else signal.SIGKILL
+        if sweep == signal.SIGKILL:
+            # Sent whatever /proc shows, so that no process out of its sight survives.
+            try:
+                os.kill(-1, signal.SIGKILL)
+            except OSError:
+                pass
         try:
             deadline = time.monotonic() + STRAY_CONFIRM_S
             while self._sweep(keep, sweep):
@@ -967,9 +990,12 @@ class Runner:
     # -- reset
 
     def op_reset(self, request: dict) -> dict:
+        # First so that limits forced down on the runner cannot stop the wipe itself;
+        # again once every other process is dead, which is the check that counts.
+        restore_process_settings(self.settings)
         self.kill_others(keep_kernel=False)
         removed = 0
-        problems = []
+        problems = restore_process_settings(self.settings)
         problems.extend(restore_workspace_directory())
         for directory in (WORKSPACE, *SCRATCH_DIRS):
             try:
@@ -984,7 +1010,7 @@ class Runner:
         self.statuses.clear()
         if request.get("warm_kernel", True):
             self.start_kernel()
-        clean = not leftovers and not processes and not ipc_problems
+        clean = not leftovers and not processes and not ipc_problems and not problems
         return {
             "clean": clean,
             "removed": removed,
@@ -1128,6 +1154,75 @@ def parse_kernel_reply(reply: bytearray, most: int) -> dict | None:
     if value is not None and not isinstance(value, str):
         return None
     return outcome
+
+
+def _ioprio(new: int | None = None) -> int | None:
+    """The runner's I/O priority, after setting it to `new` if given; None where the
+    machine's system call numbers are unknown or the runtime lacks the calls."""
+    calls = IOPRIO_SYSCALLS.get(os.uname().machine)
+    if calls is None:
+        return None
+    if new is not None and _libc.syscall(calls[1], IOPRIO_WHO_PROCESS, 0, new) < 0:
+        raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+    value = _libc.syscall(calls[0], IOPRIO_WHO_PROCESS, 0)
+    return None if value < 0 else value
+
+
+def process_settings() -> dict[str, object]:
+    """The runner's settings that its children inherit, the next user's Python session
+    and shells among them, and that any process of the sandbox's uid can change from
+    outside (Linux checks only the uids for these, not whether the runner is
+    dumpable): resource limits, priority, scheduling policy, CPU affinity and I/O
+    priority."""
+    limits: dict[int, str] = {}  # one name per limit (RLIMIT_OFILE is RLIMIT_NOFILE)
+    for name in sorted(dir(resource)):
+        if name.startswith("RLIMIT_"):
+            limits.setdefault(getattr(resource, name), name)
+    settings: dict[str, object] = {
+        name: resource.getrlimit(number) for number, name in limits.items()
+    }
+    settings["nice"] = os.getpriority(os.PRIO_PROCESS, 0)
+    settings["scheduling policy"] = os.sched_getscheduler(0)
+    settings["CPU affinity"] = os.sched_getaffinity(0)
+    settings["I/O priority"] = _ioprio()
+    return settings
+
+
+def _set_process_setting(name: str, value: object) -> None:
+    if name.startswith("RLIMIT_"):
+        resource.setrlimit(getattr(resource, name), value)  # type: ignore[arg-type]
+    elif name == "nice":
+        os.setpriority(os.PRIO_PROCESS, 0, value)  # type: ignore[arg-type]
+    elif name == "scheduling policy":
+        os.sched_setscheduler(0, value, os.sched_param(0))  # type: ignore[arg-type]
+    elif name == "CPU affinity":
+        os.sched_setaffinity(0, value)  # type: ignore[arg-type]
+    elif name == "I/O priority":
+        _ioprio(value)  # type: ignore[arg-type]
+
+
+def restore_process_settings(baseline: dict[str, object]) -> list[str]:
+    """Put back every setting of `process_settings` that differs from `baseline`.
+
+    Returns what stays changed: a lowered hard limit, a raised nice value or the
+    idle scheduling policy cannot be undone without privileges no process here has,
+    so the reset reports the sandbox dirty and its pool replaces it."""
+    try:
+        for name, value in process_settings().items():
+            if value != baseline[name]:
+                try:
+                    _set_process_setting(name, baseline[name])
+                except (OSError, ValueError):
+                    pass  # reported below
+        current = process_settings()
+    except OSError as exc:
+        return [f"cannot read the runner's process settings: {exc}"]
+    return [
+        f"the runner's {name} was changed to {current[name]!r} (from {value!r}) by code "
+        "in the sandbox and cannot be put back"
+        for name, value in baseline.items()
+        if current[name] != value
+    ]
 
 
 def restore_workspace_directory() -> list[str]:

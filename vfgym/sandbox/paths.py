@@ -17,6 +17,14 @@ def workspace_relative(path: str, workspace: str) -> str:
         raise SandboxPathError(f"a sandbox path must be a str, got {type(path).__name__}")
     if not path or "\0" in path:
         raise SandboxPathError(f"{path!r} is not a usable file path")
+    try:
+        # As the runner will encode it: os.fsdecode's escapes of bytes that are not
+        # UTF-8 stand for those bytes; any other surrogate stands for nothing at all.
+        path.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        raise SandboxPathError(
+            f"{path!r} cannot be encoded as a file name (it holds a lone surrogate)"
+        ) from None
     root = workspace.rstrip("/")
     if path.startswith("/"):
         if path != root and not path.startswith(root + "/"):
