@@ -60,6 +60,7 @@ from vfgym.server.protocol import (
     bad_request,
     chat_chunk_choices,
     chat_logprobs,
+    completion_choice,
     completion_chunk_choices,
     completion_logprobs,
     context_overflow,
@@ -661,15 +662,9 @@ class ServerCore:
         logprobs = None
         if opts.top_n is not None:
             logprobs = completion_logprobs(self.view, ids, opts.top_n, opts.as_ids)
-        choice: dict[str, Any] = {
-            "index": index,
-            "text": text,
-            "logprobs": logprobs,
-            "finish_reason": finish,
-        }
+        choice = completion_choice(index, text, logprobs, finish, ids, opts)
         if opts.want_ids:
             choice["prompt_token_ids"] = prompt_ids
-            choice["token_ids"] = ids
         return choice
 
     def models(self) -> dict[str, Any]:

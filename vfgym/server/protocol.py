@@ -549,15 +549,15 @@ def completion_chunk_choices(
     for piece in text_pieces(view, ids, text):
         end = start + len(piece.ids)
         logprobs = _slice_logprobs(whole, start, end) if whole is not None else None
-        out.append(_completion_choice(index, piece.text, logprobs, None, piece.ids, opts))
+        out.append(completion_choice(index, piece.text, logprobs, None, piece.ids, opts))
         start = end
-    out.append(_completion_choice(index, "", None, finish, [], opts))
+    out.append(completion_choice(index, "", None, finish, [], opts))
     if opts.want_ids:
         out[0]["prompt_token_ids"] = prompt_ids
     return out
 
 
-def _completion_choice(
+def completion_choice(
     index: int,
     text: str,
     logprobs: dict[str, Any] | None,
@@ -565,6 +565,8 @@ def _completion_choice(
     ids: list[int],
     opts: TokenOptions,
 ) -> dict[str, Any]:
+    """A text completion's choice, whole or as one chunk of a stream (its piece of
+    text, and the token ids of that piece when `return_token_ids` is set)."""
     choice: dict[str, Any] = {
         "index": index,
         "text": text,
