@@ -32,6 +32,9 @@ _CONTEXT_MARKERS = (
     "context length",
     "prompt is too long",
     "too many tokens",
+    # vLLM's engine (not its OpenAI layer): "The decoder prompt (length N) is longer
+    # than the maximum model length of M."
+    "maximum model length",
 )
 
 # Besides 429 and 5xx: a request timeout and a conflict (say, an overloaded server
@@ -59,6 +62,7 @@ class RetryPolicy:
     Retried: HTTP 408, 409, 429 and 5xx, timeouts, dropped connections, bodies
     that are not valid JSON and 200 answers without a completion. Anything else
     (a 400, a 401, a 404) is the caller's to fix and fails at once. A server's
+    `x-should-retry` header overrides the status either way. A server's
     Retry-After (seconds or an HTTP date) replaces the backoff; every wait,
     jitter included, is capped at `max_delay`. `generate`/`evaluate` turn the
     openai client's own retries off for the batch, so this policy alone decides.
@@ -152,13 +156,14 @@ def _max_tokens_key(sampling_args: dict[str, Any] | None) -> str | None:
 
 def is_transient(exc: BaseException) -> bool:
     """True for failures that a later identical request may not meet. A server's
-    `x-should-retry` header decides when it is there, as in the openai client."""
-    if isinstance(exc, openai.APIConnectionError | openai.RateLimitError):
-        return True  # APITimeoutError is an APIConnectionError
+    `x-should-retry` header decides when it is there, as in the openai client: for a
+    429 too (an exhausted quota is no passing rate limit)."""
     if isinstance(exc, openai.APIStatusError):
         told = exc.response.headers.get("x-should-retry")
         if told in ("true", "false"):
             return told == "true"
+    if isinstance(exc, openai.APIConnectionError | openai.RateLimitError):
+        return True  # APITimeoutError is an APIConnectionError
     if isinstance(exc, openai.APIStatusError | EmptyModelResponse):
         status = exc.status_code
         return status is None or status >= 500 or status in _RETRIED_4XX
@@ -197,9 +202,17 @@ def _seconds_until(http_date: str) -> float | None:
 
 
 def _checked(response: Any) -> Any:
-    """`response` when it carries a completion; raises `EmptyModelResponse` otherwise."""
-    if getattr(response, "choices", None):
-        return response
+    """`response` when it carries a completion; raises `EmptyModelResponse` otherwise.
+
+    A chat choice whose `message` is null is a malformed answer too (retried): taken
+    as it is, the rollout failed on `None.content`, blamed on nobody.
+    """
+    choices = getattr(response, "choices", None)
+    if choices:
+        # A text completion's choice has no `message` at all; only a null one is refused.
+        if getattr(choices[0], "message", response) is not None:
+            return response
+        raise EmptyModelResponse("the model server answered 200 with a choice that has no message")
     error = getattr(response, "error", None)
     if error is None:
         raise EmptyModelResponse("the model server answered 200 with no choices")
