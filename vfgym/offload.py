@@ -19,6 +19,16 @@ pays the hop on every call after. A function that is really slow is slow on
 consecutive calls. The loop is thus blocked at most twice in a row per
 function. `mode="always"` never runs sync code inline (the strict choice for
 functions that may block on I/O); `mode="never"` always does.
+
+Only the sync call itself is timed: when a plain function returns an awaitable
+(a lambda around an async judge), awaiting it lets the loop run, so that wait
+is no evidence of blocking. A verdict, once given, is changed only by calls made
+under it: calls that started before it (concurrent rollouts) and finish after it
+do not overturn it.
+
+A StopIteration escaping user code (a `next()` without a default) is raised as
+a RuntimeError naming the function: asyncio cannot carry a StopIteration from a
+worker thread to the awaiting task, which would wait forever.
 """
 
 from __future__ import annotations
@@ -107,17 +117,17 @@ class Offloader:
         if verdict == _UNKNOWN and is_async_callable(func):  # a verdict implies sync
             return await func(*args, **kwargs)  # type: ignore[misc]
         if self.mode == "never":
-            return await _settle(func(*args, **kwargs))
+            return await _settle(_called(func, args, kwargs))
         if self.mode == "always":
             verdict = _THREAD
         if verdict == _INLINE:
             start = time.perf_counter()
             try:
                 result = func(*args, **kwargs)
-                if hasattr(result, "__await__"):
-                    return await result  # type: ignore[no-any-return]
-                return result  # type: ignore[return-value]
+            except StopIteration as exc:
+                raise _stop_iteration_error(func) from exc
             finally:
+                # The sync call alone: awaiting what it returned does not block the loop.
                 elapsed = time.perf_counter() - start
                 if elapsed > self.offload_above:
                     if self._strike(key):
@@ -129,8 +139,13 @@ class Offloader:
                         )
                 elif self._strikes:
                     self._strikes.pop(key, None)
+            if hasattr(result, "__await__"):
+                return await result  # type: ignore[no-any-return]
+            return result  # type: ignore[return-value]
         result, elapsed = await _in_thread(func, args, kwargs)
-        if verdict == _UNKNOWN:
+        # Only a sample taken while the verdict was open decides it, and only while it
+        # still is: a call that began before concurrent ones settled it says nothing new.
+        if verdict == _UNKNOWN and self._get(key) == _UNKNOWN:
             if elapsed < self.inline_below:
                 self._strikes.pop(key, None)
                 self._set(key, _INLINE)
@@ -155,9 +170,26 @@ async def _settle(result: Any) -> Any:
     return result
 
 
+def _stop_iteration_error(func: Callable[..., Any]) -> RuntimeError:
+    """The error that stands for a StopIteration escaping `func` (see the module)."""
+    name = getattr(func, "__qualname__", None) or repr(func)
+    return RuntimeError(
+        f"{name} raised StopIteration, which asyncio cannot pass on; if it calls next() "
+        "on an iterator that may be exhausted, give next() a default"
+    )
+
+
+def _called(func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """`func(*args, **kwargs)`, with a StopIteration turned into a RuntimeError."""
+    try:
+        return func(*args, **kwargs)
+    except StopIteration as exc:
+        raise _stop_iteration_error(func) from exc
+
+
 def _timed(func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     start = time.perf_counter()
-    result = func(*args, **kwargs)
+    result = _called(func, args, kwargs)
     return result, time.perf_counter() - start
 
 
