@@ -146,28 +146,64 @@ def load_environment(env_id: str, **env_args: Any) -> Environment:
     """Build a registered environment by name; keyword arguments go to its loader.
 
     Raises `UnknownEnvironmentError` with the closest names when there is none,
-    and `TypeError` naming the accepted arguments when the loader refuses one, or
-    the type an argument needs when its value does not fit the loader's type hints
-    (see `vfgym.loader_args`; a JSON object for a dataclass parameter is built into it).
+    and `TypeError` naming the accepted arguments (and the closest one) when the
+    loader refuses one, or the type an argument needs when its value does not fit
+    the loader's type hints (see `vfgym.loader_args`; a JSON object for a dataclass
+    parameter is built into it), or when the loader returns no `Environment` (a
+    forgotten `return` would otherwise surface as an AttributeError on None).
     """
+    from vfgym.envs.environment import Environment  # here: vfgym.envs imports this module
+
     loader = _load_function(env_id)
     try:
         signature = inspect.signature(loader)
     except (TypeError, ValueError):
         signature = None
-    if signature is not None and not any(
-        p.kind is p.VAR_KEYWORD for p in signature.parameters.values()
-    ):
-        unknown = set(env_args) - set(signature.parameters)
-        if unknown:
-            raise TypeError(
-                f"environment {env_id!r} does not take argument(s) {sorted(unknown)}; "
-                f"it takes: {', '.join(signature.parameters) or 'none'}"
-            )
+    if signature is not None:
+        _check_names(env_id, signature, env_args)
     env = loader(**checked_env_args(loader, env_id, env_args))
+    if not isinstance(env, Environment):
+        where = getattr(loader, "__module__", None)
+        name = f"{where}.{loader.__qualname__}" if where else repr(loader)
+        raise TypeError(
+            f"the loader of environment {env_id!r} ({name}) returned "
+            f"{env!r} ({type(env).__name__}), not a vfgym Environment; make it `return` "
+            "the environment it builds"
+        )
     env.env_id = env.env_id or env_id
     env.env_args = {**env.env_args, **env_args}
     return env
+
+
+def _check_names(env_id: str, signature: inspect.Signature, env_args: dict[str, Any]) -> None:
+    """Refuse argument names the loader cannot take by name, naming those it can.
+
+    A positional-only parameter cannot be given by keyword: with `**kwargs` the value
+    would land there unseen while the parameter kept its default, so it is refused
+    even then. `*args` is no name a keyword can have.
+    """
+    parameters = signature.parameters.values()
+    by_name = [p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    takes = ", ".join(by_name) or "none"
+    positional = sorted(set(env_args) & {p.name for p in parameters if p.kind is p.POSITIONAL_ONLY})
+    if positional:
+        raise TypeError(
+            f"environment {env_id!r} takes {positional} as positional-only parameter(s), "
+            "which cannot be given by name: leave them out, or drop the `/` from the "
+            f"loader's signature to make them settable (it takes by name: {takes})"
+        )
+    if any(p.kind is p.VAR_KEYWORD for p in parameters):
+        return
+    unknown = sorted(set(env_args) - set(by_name))
+    if unknown:
+        close = {
+            name: difflib.get_close_matches(name, by_name, n=1, cutoff=0.6) for name in unknown
+        }
+        hints = [f"{name!r}: did you mean {found[0]!r}?" for name, found in close.items() if found]
+        raise TypeError(
+            f"environment {env_id!r} does not take argument(s) {unknown}; it takes: {takes}"
+            + (f" ({'; '.join(hints)})" if hints else "")
+        )
 
 
 __all__ = [
