@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from vfgym._async import call_offloaded
 from vfgym.envs import ToolEnv
 from vfgym.offload import Offloader
 from vfgym.types import Messages
@@ -95,3 +96,13 @@ def test_a_late_quick_sample_does_not_undo_a_settled_thread_verdict() -> None:
         return offloader.verdict(sometimes_slow)
 
     assert asyncio.run(main()) == "thread"  # two slow in a row settled it
+
+
+async def test_call_offloaded_raises_a_stop_iteration_instead_of_hanging() -> None:
+    """The thread hop behind ModelServer(offload_sync=True) policies and the judge."""
+
+    def exhausted() -> int:
+        return next(iter(()))
+
+    with pytest.raises(RuntimeError, match=r"exhausted raised StopIteration.*next\(\) a default"):
+        await asyncio.wait_for(call_offloaded(exhausted), timeout=10)

@@ -41,10 +41,31 @@ async def call_offloaded(func: Callable[..., T | Awaitable[T]], /, *args: Any, *
         return await func(*args, **kwargs)  # type: ignore[misc]
     loop = asyncio.get_running_loop()
     ctx = contextvars.copy_context()
-    result = await loop.run_in_executor(None, functools.partial(ctx.run, func, *args, **kwargs))
+    result = await loop.run_in_executor(None, ctx.run, called_safely, func, args, kwargs)
     if inspect.isawaitable(result):
         return await result
     return result  # type: ignore[return-value]
+
+
+def stop_iteration_error(func: Callable[..., Any]) -> RuntimeError:
+    """What a StopIteration escaping user code `func` is raised as.
+
+    asyncio cannot pass a StopIteration from a worker thread (or a coroutine) on to
+    the task awaiting it: the task would wait forever. A `next()` without a default
+    on an exhausted iterator is the usual cause, so the message says so."""
+    name = getattr(func, "__qualname__", None) or repr(func)
+    return RuntimeError(
+        f"{name} raised StopIteration, which asyncio cannot pass on; if it calls next() "
+        "on an iterator that may be exhausted, give next() a default"
+    )
+
+
+def called_safely(func: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> T:
+    """`func(*args, **kwargs)`, with a StopIteration raised as `stop_iteration_error`."""
+    try:
+        return func(*args, **kwargs)
+    except StopIteration as exc:
+        raise stop_iteration_error(func) from exc
 
 
 async def maybe_await(func: Callable[..., T | Awaitable[T]], /, *args: Any, **kwargs: Any) -> T:

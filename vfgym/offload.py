@@ -42,7 +42,7 @@ import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal, TypeVar
 
-from vfgym._async import is_async_callable
+from vfgym._async import called_safely, is_async_callable, stop_iteration_error
 
 T = TypeVar("T")
 OffloadMode = Literal["auto", "always", "never"]
@@ -117,7 +117,7 @@ class Offloader:
         if verdict == _UNKNOWN and is_async_callable(func):  # a verdict implies sync
             return await func(*args, **kwargs)  # type: ignore[misc]
         if self.mode == "never":
-            return await _settle(_called(func, args, kwargs))
+            return await _settle(called_safely(func, args, kwargs))
         if self.mode == "always":
             verdict = _THREAD
         if verdict == _INLINE:
@@ -125,7 +125,7 @@ class Offloader:
             try:
                 result = func(*args, **kwargs)
             except StopIteration as exc:
-                raise _stop_iteration_error(func) from exc
+                raise stop_iteration_error(func) from exc
             finally:
                 # The sync call alone: awaiting what it returned does not block the loop.
                 elapsed = time.perf_counter() - start
@@ -170,26 +170,9 @@ async def _settle(result: Any) -> Any:
     return result
 
 
-def _stop_iteration_error(func: Callable[..., Any]) -> RuntimeError:
-    """The error that stands for a StopIteration escaping `func` (see the module)."""
-    name = getattr(func, "__qualname__", None) or repr(func)
-    return RuntimeError(
-        f"{name} raised StopIteration, which asyncio cannot pass on; if it calls next() "
-        "on an iterator that may be exhausted, give next() a default"
-    )
-
-
-def _called(func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """`func(*args, **kwargs)`, with a StopIteration turned into a RuntimeError."""
-    try:
-        return func(*args, **kwargs)
-    except StopIteration as exc:
-        raise _stop_iteration_error(func) from exc
-
-
 def _timed(func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     start = time.perf_counter()
-    result = _called(func, args, kwargs)
+    result = called_safely(func, args, kwargs)
     return result, time.perf_counter() - start
 
 
