@@ -234,11 +234,19 @@ def test_every_subcommand_takes_the_v_the_unexpected_error_asks_for(
 
 
 def test_unexpected_error_in_view_then_v_shows_the_traceback(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """An error vfgym did not expect (here a renderer bug, stood in for by one that
+    raises) is one line without -v, and its traceback with it."""
+    import vfgym.report
+
+    def broken(*args: object, **kwargs: object) -> str:
+        raise ZeroDivisionError("a bug in the renderer")
+
+    monkeypatch.setattr(vfgym.report, "render_report", broken)
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    (run_dir / "results.jsonl").write_text('{"index": 0, "metrics": "oops"}\n')
+    (run_dir / "results.jsonl").write_text('{"index": 0, "reward": 1.0}\n')
     code, _, err = run(["view", "run"], capsys)
     assert code == 1 and "run with -v for the traceback" in err and "Traceback" not in err
     code, _, err = run(["view", "run", "-v"], capsys)

@@ -11,14 +11,14 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from html import escape
 from pathlib import Path
 from typing import Any
 
 from vfgym.cli_support import EXIT_USAGE, CommandError
 from vfgym.report_assets import CSS, JS
-from vfgym.results import METADATA_FILE, RESULTS_FILE, read_results, redact_secrets
+from vfgym.results import METADATA_FILE, RESULTS_FILE, redact_secrets
 from vfgym.summary import (
     RunSummary,
     error_text,
@@ -32,6 +32,10 @@ from vfgym.summary import (
 MAX_CONTENT_CHARS = 20_000
 #: Longer error messages (a server's whole HTML error page, say) are cut too.
 MAX_ERROR_CHARS = 2_000
+#: Longer tool names and call ids (model-written like any text) are cut too.
+MAX_NAME_CHARS = 200
+#: Kinds of error listed at the top; the rest are counted.
+MAX_ERROR_KINDS = 10
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -43,6 +47,11 @@ def _num(value: Any, digits: int = 3) -> str:
     if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
         return f"{value:.{digits}f}"
     return "-"
+
+
+def _json_text(value: Any) -> str:
+    """A field that is not text, shown as JSON (as the results file holds it)."""
+    return json.dumps(value, ensure_ascii=False, default=str)
 
 
 def _clip(text: str, limit: int = MAX_CONTENT_CHARS) -> str:
@@ -124,8 +133,15 @@ def _summary_html(summary: RunSummary) -> str:
     if summary.errors:
         items = "".join(
             f"<li>{n} &times; {_clip(message, MAX_ERROR_CHARS)}</li>"
-            for message, n in summary.errors[:10]
+            for message, n in summary.errors[:MAX_ERROR_KINDS]
         )
+        rest = summary.errors[MAX_ERROR_KINDS:]
+        if rest:  # counted, so a short list is not read as all that went wrong
+            more = sum(n for _, n in rest)
+            items += (
+                f'<li class="note">… and {len(rest)} more kinds of error '
+                f"({more} rollout{'s' if more != 1 else ''})</li>"
+            )
         parts.append(f'<h2>Errors</h2><ul class="errors" id="error-list">{items}</ul>')
     return "".join(parts)
 
@@ -183,47 +199,69 @@ def _content_text(content: Any) -> str:
         texts = []
         for part in content:
             if isinstance(part, Mapping) and part.get("type") == "text":
-                texts.append(str(part.get("text", "")))
+                text = part.get("text")
+                texts.append("" if text is None else str(text))
             else:
-                texts.append(json.dumps(part, ensure_ascii=False)[:500])
+                texts.append(_json_text(part)[:500])
         return "\n".join(texts)
-    return json.dumps(content, ensure_ascii=False)
+    return _json_text(content)
 
 
 def _pretty_arguments(arguments: Any) -> str:
+    """The model's tool arguments, indented when they are JSON the parser takes.
+
+    Anything else is shown as the model sent it: malformed JSON is worth seeing, and so
+    is JSON the parser refuses (nesting past its recursion limit, an integer past
+    Python's digit limit), which must not stop the report.
+    """
     if isinstance(arguments, str):
         try:
             return json.dumps(json.loads(arguments), indent=2, ensure_ascii=False)
-        except json.JSONDecodeError:
-            return arguments  # shown as the model sent it: malformed JSON is worth seeing
-    return json.dumps(arguments, indent=2, ensure_ascii=False)
+        except (ValueError, RecursionError):  # JSONDecodeError is a ValueError
+            return arguments
+    return json.dumps(arguments, indent=2, ensure_ascii=False, default=str)
+
+
+def _tool_call_html(call: Any, tool_names: dict[str, str]) -> str:
+    """One tool call; a call of another shape than OpenAI's is shown as its JSON."""
+    function = call.get("function") if isinstance(call, Mapping) else None
+    if not isinstance(function, Mapping):
+        return (
+            '<div class="toolcall"><span class="name">→ ?</span>'
+            f"<pre>{_clip(_json_text(call))}</pre></div>"
+        )
+    name = str(function.get("name") or "?")
+    call_id = str(call.get("id") or "")
+    if call_id:
+        tool_names[call_id] = name
+    shown_id = f" ({_clip(call_id, MAX_NAME_CHARS)})" if call_id else ""
+    return (
+        f'<div class="toolcall"><span class="name">→ {_clip(name, MAX_NAME_CHARS)}'
+        f"{shown_id}</span>"
+        f"<pre>{_clip(_pretty_arguments(function.get('arguments')))}</pre></div>"
+    )
 
 
 def _message_html(message: Any, tool_names: dict[str, str]) -> str:
     if not isinstance(message, Mapping):
         return f'<div class="msg"><pre>{_clip(str(message))}</pre></div>'
     role = str(message.get("role") or "message")
-    label = role
+    label = _clip(role, MAX_NAME_CHARS)
     if role == "tool":
         call_id = str(message.get("tool_call_id") or "")
         name = tool_names.get(call_id)
-        label = f"tool · {name}" if name else "tool"
+        label = f"tool · {_clip(name, MAX_NAME_CHARS)}" if name else "tool"
         if call_id:
-            label += f" ({call_id})"
-    parts = [f'<div class="msg {_e(role)}"><div class="role">{_e(label)}</div>']
+            label += f" ({_clip(call_id, MAX_NAME_CHARS)})"
+    parts = [f'<div class="msg {_e(role[:MAX_NAME_CHARS])}"><div class="role">{label}</div>']
     text = _content_text(message.get("content"))
-    if text or not message.get("tool_calls"):
+    calls = message.get("tool_calls")
+    if text or not calls:
         parts.append(f"<pre>{_clip(text)}</pre>")
-    for call in message.get("tool_calls") or []:
-        function = (call.get("function") or {}) if isinstance(call, Mapping) else {}
-        name = str(function.get("name") or "?")
-        call_id = str(call.get("id") or "") if isinstance(call, Mapping) else ""
-        if call_id:
-            tool_names[call_id] = name
-        parts.append(
-            f'<div class="toolcall"><span class="name">→ {_e(name)}'
-            f"{f' ({_e(call_id)})' if call_id else ''}</span>"
-            f"<pre>{_clip(_pretty_arguments(function.get('arguments')))}</pre></div>"
+    if calls:
+        parts.extend(
+            _tool_call_html(call, tool_names)
+            for call in (calls if isinstance(calls, list) else [calls])
         )
     parts.append("</div>")
     return "".join(parts)
@@ -234,6 +272,10 @@ def _conversation_html(messages: Any, tool_names: dict[str, str]) -> str:
         return ""
     if isinstance(messages, str):  # completion-style text
         return f'<div class="msg"><pre>{_clip(messages)}</pre></div>'
+    if not isinstance(messages, list):  # one message object, or a stray number
+        return _message_html(
+            messages if isinstance(messages, Mapping) else _json_text(messages), tool_names
+        )
     return "".join(_message_html(m, tool_names) for m in messages)
 
 
@@ -250,8 +292,10 @@ def rollout_html(record: Mapping[str, Any], threshold: float) -> str:
     ]
     if record.get("turn") is not None:
         bits.append(f"{_e(record.get('turn'))} turns")
-    if record.get("tools_called"):
-        bits.append("tools: " + _e(", ".join(map(str, record["tools_called"]))))
+    called = record.get("tools_called")
+    if called:
+        names = ", ".join(map(str, called)) if isinstance(called, list) else str(called)
+        bits.append("tools: " + _clip(names, MAX_ERROR_CHARS))
     if record.get("error"):
         bits.append("<b>errored</b>")
     body = []
@@ -268,8 +312,8 @@ def rollout_html(record: Mapping[str, Any], threshold: float) -> str:
     meta = [f"<b>task</b> {_e(record.get('task'))}"]
     if answer not in (None, ""):
         meta.append(f"<b>answer</b> {_clip(str(answer))}")
-    metrics = record.get("metrics") or {}
-    if metrics:
+    metrics = record.get("metrics")
+    if isinstance(metrics, Mapping) and metrics:
         meta.append(" · ".join(f"<b>{_e(k)}</b> {_num(v)}" for k, v in metrics.items()))
     body.append(f'<p class="kv">{" · ".join(meta)}</p>')
     tool_names: dict[str, str] = {}
@@ -292,8 +336,13 @@ def render_report(
     *,
     source: str = "",
     max_rollouts: int = 1000,
+    damaged_lines: Sequence[int] = (),
 ) -> str:
-    """The whole report as one HTML string."""
+    """The whole report as one HTML string.
+
+    `damaged_lines` are the numbers of the lines of results.jsonl that could not be
+    read: the page says so, since every count on it then covers fewer rollouts.
+    """
     metadata = redact_secrets(dict(metadata))  # runs written before keys were redacted
     summary = summarize_records(records, metadata)
     rows = latest_records(records)
@@ -318,9 +367,9 @@ def render_report(
     )
     threshold = summary.pass_threshold
     scored_rewards = [r.get("reward") for r in rows if not r.get("error")]
-    rollouts = "".join(rollout_html(r, threshold) for r in shown) or (
-        '<p class="note" id="no-rollouts">No rollout has finished yet.</p>'
-    )
+    rollouts = "".join(rollout_html(r, threshold) for r in shown)
+    if not rows:
+        rollouts = '<p class="note" id="no-rollouts">No rollout has finished yet.</p>'
     buttons = "".join(
         f'<button type="button" data-filter="{f}">{label}</button>'
         for f, label in (
@@ -336,7 +385,8 @@ def render_report(
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>vfgym · {_e(env_id)} · {_e(model)}</title><style>{CSS}</style></head>"
         f'<body><main><header><h1 id="title">{_e(env_id)}</h1>'
-        f'<p class="meta">{" · ".join(_e(f) for f in facts)}</p></header>'
+        f'<p class="meta">{" · ".join(_e(f) for f in facts)}</p>{_damaged_html(damaged_lines)}'
+        "</header>"
         f'<section id="summary">{_summary_html(summary)}</section>'
         f"<section><h2>Reward distribution</h2>{histogram_svg(scored_rewards)}</section>"
         f'<section id="rollouts"><h2>Rollouts</h2><div class="controls">{buttons}'
@@ -346,6 +396,62 @@ def render_report(
         f'<span id="shown"></span></div>{clipped}{rollouts}</section>'
         f"</main><script>{JS}</script></body></html>\n"
     )
+
+
+def _damaged_html(numbers: Sequence[int]) -> str:
+    """The note on lines of results.jsonl that were left out, naming the first few."""
+    if not numbers:
+        return ""
+    named = [str(n) for n in numbers[:5]]
+    which = named[0] if len(named) == 1 else ", ".join(named[:-1]) + " and " + named[-1]
+    if len(numbers) > len(named):
+        which = ", ".join(named) + f" and {len(numbers) - len(named)} more"
+    plural = "s" if len(numbers) != 1 else ""
+    return (
+        f'<p class="note" id="damaged">{len(numbers)} damaged line{plural} of {RESULTS_FILE} '
+        f"(line{plural} {which}) could not be read and {'are' if plural else 'is'} left out "
+        "of everything below; `vfgym eval --resume` on this directory runs the rollouts "
+        "that have no readable line again.</p>"
+    )
+
+
+def _read_run(directory: Path) -> tuple[Any, list[Any], list[int]]:
+    """The metadata, the records, and the numbers of the lines that could not be read.
+
+    Like `read_results`, but a damaged line is counted for the page to mention rather
+    than dropped unseen, and a line the JSON parser refuses in any way (not UTF-8, cut
+    short, an integer past Python's digit limit, nesting past its recursion limit) is
+    such a line, not a crash. A damaged metadata.json is named with what to do.
+    """
+    meta_path = directory / METADATA_FILE
+    try:
+        metadata = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.exists() else {}
+    except (OSError, ValueError, RecursionError) as exc:  # UnicodeDecodeError: a ValueError
+        raise CommandError(
+            f"cannot read {meta_path}: {str(exc)[:300]}; restore it, or move it aside to "
+            "report the results without the run's settings"
+        ) from None
+    path = directory / RESULTS_FILE
+    records: list[Any] = []
+    damaged: list[int] = []
+    if not path.exists():
+        return metadata, records, damaged
+    try:
+        with path.open("rb") as handle:
+            for number, raw in enumerate(handle, 1):
+                if not raw.strip():
+                    continue
+                try:
+                    record = json.loads(raw.decode("utf-8"))
+                except (ValueError, RecursionError):
+                    record = None
+                if record is None:
+                    damaged.append(number)
+                else:
+                    records.append(record)
+    except OSError as exc:
+        raise CommandError(f"cannot read {path}: {exc}") from None
+    return metadata, records, damaged
 
 
 def _check_shapes(directory: Path, metadata: Any, records: list[Any]) -> None:
@@ -384,13 +490,16 @@ def write_report(directory: Path, output: Path | None = None, max_rollouts: int 
             f"{max_rollouts}",
             EXIT_USAGE,
         )
-    try:
-        metadata, records = read_results(directory)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CommandError(f"cannot read the results in {directory}: {exc}") from None
+    metadata, records, damaged = _read_run(directory)
     _check_shapes(directory, metadata, records)
     path = output if output is not None else directory / "report.html"
-    html = render_report(metadata, records, source=str(directory), max_rollouts=max_rollouts)
+    html = render_report(
+        metadata,
+        records,
+        source=str(directory),
+        max_rollouts=max_rollouts,
+        damaged_lines=damaged,
+    )
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(_utf8(html))

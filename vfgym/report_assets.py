@@ -100,7 +100,9 @@ JS = """
   document.getElementById('collapse').addEventListener('click', function () {
     items.forEach(function (el) { el.open = false; });
   });
-  var hash = decodeURIComponent(location.hash.replace(/^#/, ''));
+  // A mangled link (a stray '%') must not stop the page: the fragment is then ignored.
+  var hash = '';
+  try { hash = decodeURIComponent(location.hash.replace(/^#/, '')); } catch (e) { hash = ''; }
   var m = /^filter=(all|passed|failed|errored)$/.exec(hash);
   if (m) { state.filter = m[1]; }
   var target = /^rollout-\\d+$/.test(hash) ? document.getElementById(hash) : null;

@@ -8,8 +8,10 @@ of every score, because they say nothing about the model.
 
 from __future__ import annotations
 
+import json
 import math
 import re
+import sys
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -18,6 +20,8 @@ from typing import Any
 #: A rollout passes (for pass@k) when its reward reaches this value.
 DEFAULT_PASS_THRESHOLD = 1.0
 _SURROGATE = re.compile("[\ud800-\udfff]")
+#: Above this magnitude, statistics are computed in scaled units (see `Stats.of`).
+_LARGE = 1e100
 
 
 @dataclass(frozen=True)
@@ -36,9 +40,15 @@ class Stats:
         finite = [float(v) for v in values if _is_finite(v)]
         if not finite:
             return None
-        mean = sum(finite) / len(finite)
-        var = sum((v - mean) ** 2 for v in finite) / len(finite)
-        return cls(len(finite), mean, math.sqrt(var), min(finite), max(finite))
+        # Values past about 1e154 overflow when squared (an OverflowError, after the
+        # run) and two near 1e308 sum to inf: such columns are computed in units of
+        # their largest magnitude. Ordinary values are left exact.
+        scale = max(abs(v) for v in finite)
+        scale = scale if scale > _LARGE else 1.0
+        scaled = [v / scale for v in finite]
+        mean = sum(scaled) / len(scaled)
+        var = sum((v - mean) ** 2 for v in scaled) / len(scaled)
+        return cls(len(finite), mean * scale, math.sqrt(var) * scale, min(finite), max(finite))
 
     @classmethod
     def none(cls) -> Stats:
@@ -75,17 +85,37 @@ def _is_finite(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def _mapping(value: Any) -> Mapping[str, Any]:
+    """`value` when it is a JSON object, else an empty one: a hand-edited or foreign line
+    with a list or a number where an object belongs costs that field, not the summary."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def _hashable(value: Any) -> bool:
+    try:
+        hash(value)
+    except TypeError:  # a list or an object, from a line vfgym did not write
+        return False
+    return True
+
+
+def _group_key(value: Any) -> Any:
+    """`value` as a dictionary key; a list or object stands for its JSON text."""
+    return value if _hashable(value) else ("json", json.dumps(value, sort_keys=True, default=str))
+
+
 def latest_records(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """One record per rollout index, the last line winning, in index order.
 
     A resumed run appends a fresh line for a rollout that errored before, so the
-    file can hold several lines for one index; only the latest one counts.
+    file can hold several lines for one index; only the latest one counts. A line
+    whose index is no index (a list, an object) is kept apart, like one without.
     """
     by_index: dict[Any, dict[str, Any]] = {}
     extra: list[dict[str, Any]] = []
     for record in records:
         index = record.get("index")
-        if index is None:
+        if index is None or not _hashable(index):
             extra.append(dict(record))
         else:
             by_index[index] = dict(record)
@@ -123,7 +153,8 @@ def pass_at_k_table(
     for record in records:
         if record.get("error") or not _is_finite(record.get("reward")):
             continue
-        key = (record.get("task", "default"), record.get("example_id", record.get("index")))
+        task = record.get("task", "default")
+        key = (_group_key(task), _group_key(record.get("example_id", record.get("index"))))
         groups.setdefault(key, []).append(float(record["reward"]))
     if not groups:
         return {}
@@ -162,11 +193,11 @@ def summarize_records(
     scored = [r for r in rows if not r.get("error")]
     metric_names: dict[str, None] = {}
     for record in scored:
-        metric_names.update(dict.fromkeys(record.get("metrics") or {}))
+        metric_names.update(dict.fromkeys(_mapping(record.get("metrics"))))
     metrics = {}
     for name in metric_names:
         # A metric whose function failed on every rollout (all NaN) is shown with n=0.
-        stats = Stats.of((r.get("metrics") or {}).get(name) for r in scored)
+        stats = Stats.of(_mapping(r.get("metrics")).get(name) for r in scored)
         metrics[name] = stats if stats is not None else Stats.none()
     errors = Counter(error_text(r["error"]) for r in rows if r.get("error"))
     stops = Counter(str(r.get("stop_reason")) for r in rows if r.get("stop_reason"))
@@ -182,7 +213,7 @@ def summarize_records(
         pass_threshold=pass_threshold,
         completion_tokens=sum(_count(r.get("completion_tokens")) for r in rows),
         duration_s=float(duration) if _is_finite(duration) else None,
-        rollout_ms=Stats.of((r.get("timing") or {}).get("total_ms") for r in rows),
+        rollout_ms=Stats.of(_mapping(r.get("timing")).get("total_ms") for r in rows),
         stop_reasons=dict(stops.most_common()),
         errors=errors.most_common(),
         resumed_rollouts=resumed if isinstance(resumed, int) and resumed > 0 else 0,
@@ -207,7 +238,11 @@ def histogram(values: Iterable[float | None], bins: int = 10) -> list[tuple[floa
     if finite and (min(finite) < 0.0 or max(finite) > 1.0):
         low, high = min(finite), max(finite)
         if low == high:
-            low, high = low - 0.5, high + 0.5
+            # One value: a bin around it, wide enough to register at its magnitude (0.5
+            # is no change at all beyond 1e16), and kept within the finite floats.
+            half = max(0.5, abs(low) * 2.0**-20)
+            low = max(low - half, -sys.float_info.max)
+            high = min(high + half, sys.float_info.max)
     # Rewards near the float limits are binned at half scale: their span overflows to inf.
     scale = 1.0 if math.isfinite(high - low) else 0.5
     low_s = low * scale
@@ -303,6 +338,12 @@ def format_summary(summary: RunSummary, metadata: Mapping[str, Any] | None = Non
     lines += _pairs(tail)
     for message, count in summary.errors[:3]:
         lines.append(f"error ({count} rollouts): {message[:300]}")
+    rest = summary.errors[3:]
+    if rest:  # counted, so three lines are not read as all that went wrong
+        more = sum(count for _, count in rest)
+        lines.append(
+            f"… and {len(rest)} more kinds of error ({more} rollouts; `vfgym view` lists them)"
+        )
     # Printed to a terminal or log: a lone surrogate (from a model's broken text, or a
     # name given as undecodable bytes) would fail there, after the run, so it is replaced.
     return _SURROGATE.sub("\ufffd", "\n".join(lines))
