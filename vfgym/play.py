@@ -14,7 +14,10 @@ the person, so Ctrl-C at the prompt interrupts at once and cleanup still runs.
 from __future__ import annotations
 
 import asyncio
+import codecs
 import json
+import math
+import re
 import sys
 from collections.abc import Mapping
 from typing import IO, Any
@@ -35,6 +38,12 @@ HELP = (
     "Type the model's turn and press Enter. `/tool NAME {json arguments}` calls a tool, "
     "`/help` shows this, `/quit` (or end of input) ends the episode."
 )
+#: What Python decodes undecodable bytes to under `surrogateescape`.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class _NotText(ValueError):
+    """A typed line whose bytes are not text in the input's encoding."""
 
 
 class PlaySession:
@@ -90,8 +99,13 @@ class PlaySession:
             self.say("[state]")
             self.say(board)
 
+    def tools(self) -> list[Any]:
+        """The tools offered to the model in this episode (the row's own, else the env's)."""
+        info = self.row.get("info") or {}
+        return list(info.get("oai_tools") or self.env.oai_tools or [])
+
     def show_tools(self) -> None:
-        tools = self.row.get("info", {}).get("oai_tools") or self.env.oai_tools or []
+        tools = self.tools()
         if not tools:
             return
         self.say("[tools]  call one with: /tool NAME {json arguments}")
@@ -103,26 +117,68 @@ class PlaySession:
 
     # -------------------------------------------------------------- input
 
+    def read_line(self) -> str | None:
+        """The next line typed, without its line end; None at the end of the input.
+
+        Bytes are read and decoded here when the stream has them (as `sys.stdin` does),
+        because a text stream that meets bytes it cannot decode raises and loses the
+        rest of what it had read, later lines included. Raises `_NotText` for such a
+        line, and for one decoded with stand-ins for bad bytes (`surrogateescape`).
+        """
+        encoding = getattr(self.stdin, "encoding", None) or "utf-8"
+        buffer = getattr(self.stdin, "buffer", None)
+        if buffer is not None:
+            raw = buffer.readline()
+            if not raw:
+                return None
+            try:
+                line = raw.decode(encoding)
+            except (UnicodeDecodeError, LookupError):
+                raise _NotText(_encoding_name(encoding)) from None
+        else:
+            line = self.stdin.readline()
+            if not line:
+                return None
+        if _SURROGATE.search(line):
+            raise _NotText(_encoding_name(encoding))
+        return line.rstrip("\r\n")
+
     def read_turn(self) -> ChatMessage | str | None:
-        """The next model turn typed by the person; None to quit."""
+        """The next model turn typed by the person; None to quit.
+
+        A mistake (an empty line, text that is not text, `/tool` without a tool to
+        call) is explained and read again, never spent as the model's turn.
+        """
         while True:
             if self.interactive:
                 self.out.write("> ")
                 self.out.flush()
-            line = self.stdin.readline()
-            if not line:
+            try:
+                line = self.read_line()
+            except _NotText as exc:
+                self.say(
+                    f"That line is not valid {exc} text (nothing was sent); check the "
+                    "terminal's encoding and type it again."
+                )
+                continue
+            if line is None:
+                if self.interactive:  # end the prompt's line: Ctrl-D printed nothing
+                    self.say()
                 return None
-            line = line.rstrip("\r\n")
             if not self.interactive:
                 self.say(f"> {line}")
             command = line.strip()
+            if not command:
+                self.say("(An empty line: nothing was sent. Type the model's turn, or /help.)")
+                continue
             if command in ("/quit", "/exit"):
                 return None
             if command == "/help":
                 self.say(HELP)
                 continue
-            if command.startswith("/tool"):
-                message = self._tool_message(command[len("/tool") :].strip())
+            word, *rest = command.split(None, 1)
+            if word == "/tool":
+                message = self._tool_message(rest[0] if rest else "")
                 if message is None:
                     continue
                 return message
@@ -133,6 +189,12 @@ class PlaySession:
     def _tool_message(self, rest: str) -> ChatMessage | None:
         if self.env.message_type != "chat":
             self.say("This environment uses text completions; it has no tool calls.")
+            return None
+        if not self.tools():  # a call would only be spent as an invalid turn
+            self.say(
+                f"{self.env.env_id or 'This environment'} has no tools; type your turn as "
+                "text, in the format its instructions ask for."
+            )
             return None
         name, _, arguments = rest.partition(" ")
         if not name:
@@ -154,8 +216,9 @@ class PlaySession:
     # ---------------------------------------------------------------- loop
 
     async def start(self) -> State:
+        """The episode's new State (`init_state`); `setup` then prepares it."""
         env, row = self.env, self.row
-        state = await env.init_state(
+        return await env.init_state(
             row["prompt"],
             await env.init_completion(),
             row.get("answer", ""),
@@ -163,13 +226,18 @@ class PlaySession:
             dict(row.get("info") or {}),
             row.get("example_id", 0),
         )
-        prepared = await maybe_await(env.setup_state, state)
+
+    async def setup(self, state: State) -> State:
+        """`setup_state`, run inside the episode's try: what it acquires before failing
+        or being interrupted (a sandbox lease, say) is released by `cleanup_state`."""
+        prepared = await maybe_await(self.env.setup_state, state)
         return prepared if prepared is not None else state
 
     def run(self, runner: asyncio.Runner) -> int:
         env = self.env
         state = runner.run(self.start())
         try:
+            state = runner.run(self.setup(state))
             self.show_messages(state["prompt"])
             self.show_tools()
             self.say(f"({HELP})")
@@ -198,11 +266,25 @@ class PlaySession:
         finally:
             runner.run(_cleanup(env, state))
         self.say(f"Episode over ({stop}) after {state.get('turn', 0)} turn(s).")
-        self.say(f"reward  {score.reward:.3f}")
+        self.say(f"reward  {_score_text(score.reward)}")
         width = max((len(k) for k in score.metrics), default=0)
         for name, value in score.metrics.items():
-            self.say(f"  {name.ljust(width)}  {value:.3f}")
+            self.say(f"  {name.ljust(width)}  {_score_text(value)}")
         return 0
+
+
+def _score_text(value: float) -> str:
+    """Three decimals; `n/a` for NaN (a reward function that failed, as the log says),
+    the way `vfgym eval`'s summary shows it."""
+    return f"{value:.3f}" if math.isfinite(value) else "n/a"
+
+
+def _encoding_name(encoding: str) -> str:
+    """`utf_8` or `UTF8` as people write it: UTF-8."""
+    try:
+        return codecs.lookup(encoding).name.upper()
+    except LookupError:
+        return encoding
 
 
 async def _cleanup(env: MultiTurnEnv, state: State) -> None:
