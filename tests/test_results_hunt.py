@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 from cli_runs import no_configured_model, run  # noqa: F401 (the fixture is autouse)
 
 from vfgym.client import RetryPolicy
@@ -287,3 +288,19 @@ async def test_a_results_path_that_is_a_file_is_named_as_such(model_server, tmp_
         else:
             raise AssertionError("a run wrote results into a file's place")
     assert target.read_text() == "notes\n" and server.requests == []
+
+
+@pytest.mark.parametrize(
+    "damaged",
+    ['{"index": 1, "reward": ' + "9" * 5000 + "}", "[" * 100_000 + "]" * 100_000],
+    ids=["an integer past the digit limit", "nesting past the recursion limit"],
+)
+def test_a_line_the_json_parser_refuses_in_any_way_costs_that_line_only(
+    tmp_path: Path, damaged: str
+) -> None:
+    from vfgym.results import load_finished
+
+    good = {"index": 0, "reward": 1.0, "example_id": 0}
+    (tmp_path / RESULTS_FILE).write_text(json.dumps(good) + "\n" + damaged + "\n")
+    assert read_results(tmp_path)[1] == [good]
+    assert list(load_finished(tmp_path)) == [0]

@@ -18,7 +18,7 @@ from typing import Any
 
 from vfgym.cli_support import EXIT_USAGE, CommandError
 from vfgym.report_assets import CSS, JS
-from vfgym.results import METADATA_FILE, RESULTS_FILE, redact_secrets
+from vfgym.results import METADATA_FILE, RESULTS_FILE, redact_secrets, result_lines
 from vfgym.summary import (
     RunSummary,
     error_text,
@@ -437,18 +437,11 @@ def _read_run(directory: Path) -> tuple[Any, list[Any], list[int]]:
     if not path.exists():
         return metadata, records, damaged
     try:
-        with path.open("rb") as handle:
-            for number, raw in enumerate(handle, 1):
-                if not raw.strip():
-                    continue
-                try:
-                    record = json.loads(raw.decode("utf-8"))
-                except (ValueError, RecursionError):
-                    record = None
-                if record is None:
-                    damaged.append(number)
-                else:
-                    records.append(record)
+        for number, record in result_lines(path):
+            if record is None:
+                damaged.append(number)
+            else:
+                records.append(record)
     except OSError as exc:
         raise CommandError(f"cannot read {path}: {exc}") from None
     return metadata, records, damaged

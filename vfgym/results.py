@@ -551,7 +551,7 @@ def load_finished(
     path = directory / RESULTS_FILE
     if not path.exists():
         return finished
-    for number, record in _result_lines(path):
+    for number, record in result_lines(path):
         if record is None:  # cut off by a kill: that rollout is run again
             continue
         if not isinstance(record, dict) or "index" not in record:
@@ -573,16 +573,18 @@ def read_results(directory: str | Path) -> tuple[dict[str, Any], list[dict[str, 
     path = directory / RESULTS_FILE
     records = []
     if path.exists():
-        records = [record for _, record in _result_lines(path) if record is not None]
+        records = [record for _, record in result_lines(path) if record is not None]
     return meta, records
 
 
-def _result_lines(path: Path) -> Iterator[tuple[int, Any]]:
-    """(line number, parsed line) for each non-blank line; None for a line that is not
-    JSON, such as the last line of a run killed mid-write.
+def result_lines(path: Path) -> Iterator[tuple[int, Any]]:
+    """(line number, parsed line) for each non-blank line; None for a line the JSON
+    parser refuses, such as the last line of a run killed mid-write.
 
     Lines are decoded one by one: a kill can cut a line inside a multi-byte
     character, and that must cost the one line, not make the whole file unreadable.
+    Any refusal counts so (not UTF-8, not JSON, an integer past Python's digit limit,
+    nesting past its recursion limit): a hand-edited line must not crash a resume.
     """
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, 1):
@@ -590,5 +592,5 @@ def _result_lines(path: Path) -> Iterator[tuple[int, Any]]:
                 continue
             try:
                 yield number, json.loads(raw.decode("utf-8"))
-            except (UnicodeDecodeError, json.JSONDecodeError):
+            except (ValueError, RecursionError):  # UnicodeDecodeError, JSONDecodeError too
                 yield number, None
