@@ -40,8 +40,10 @@ class ToolEnv(MultiTurnEnv):
     `state["tools_called"]` (names, in order; a long unknown name shortened) and
     `state["tool_call_log"]` (name, call id, outcome, duration), both empty from
     `setup_state` on. Every reply carries its call's id; a call that came without one
-    (a hand-written or replayed conversation) is given one, written into the call too,
-    so the conversation stays valid for an OpenAI-compatible server.
+    (a hand-written or replayed conversation), or with the id of an earlier call of its
+    turn (a lax server), is given one of its own, written into the call too, so each
+    reply answers exactly one call and the conversation stays valid for an
+    OpenAI-compatible server.
 
     A reply (a result or an error message) longer than `max_tool_result_chars` is
     cut, ending with a note that says so, so one runaway tool cannot fill the
@@ -77,6 +79,8 @@ class ToolEnv(MultiTurnEnv):
         self.tools: list[Callable[..., Any]] = []
         self.tool_map: dict[str, Callable[..., Any]] = {}
         self._tool_specs: dict[str, Tool] = {}
+        # Each tool's signature, to check what `prepare_tool_args` returns before a call.
+        self._signatures: dict[str, inspect.Signature] = {}
         self.error_formatter = error_formatter
         # An override written for verifiers may take no **kwargs; it gets no state then.
         self._call_tool_takes_state = any(
@@ -99,6 +103,7 @@ class ToolEnv(MultiTurnEnv):
         self.tools.append(spec.func)
         self.tool_map[spec.name] = spec.func
         self._tool_specs[spec.name] = spec
+        self._signatures[spec.name] = inspect.signature(spec.func)
         assert self.oai_tools is not None
         self.oai_tools.append(spec.schema)
 
@@ -111,6 +116,7 @@ class ToolEnv(MultiTurnEnv):
         if name not in self._tool_specs:
             raise KeyError(f"no tool named {name!r}; tools are {sorted(self._tool_specs)}")
         spec = self._tool_specs.pop(name)
+        self._signatures.pop(name, None)
         self.tools.remove(spec.func)
         self.tool_map.pop(name)
         assert self.oai_tools is not None
@@ -168,6 +174,39 @@ class ToolEnv(MultiTurnEnv):
         content = cut_text(result_text(result), self.max_tool_result_chars)
         return {"role": "tool", "content": content, "tool_call_id": tool_call_id}
 
+    def _checked_prepared(self, name: str, prepared: Any) -> dict[str, Any]:
+        """The arguments `prepare_tool_args` (`update_tool_args`) returned, refused with
+        a TypeError naming that hook when they cannot call the tool.
+
+        What the hook got wrong (no dict returned, a hidden argument left unfilled, a
+        keyword the tool does not take) is the environment's bug: the model, told
+        "missing 1 required positional argument", could do nothing about it, and the
+        developer would see only failed calls. So the error ends the rollout as an
+        error (a Gym step raises it) instead of becoming the model's tool message.
+        """
+        hook = "update_tool_args" if hasattr(self, "update_tool_args") else "prepare_tool_args"
+        where = f"{type(self).__name__}.{hook}"
+        if not isinstance(prepared, Mapping):
+            raise TypeError(
+                f"{where} must return the tool's arguments as a dict (the model's, with "
+                f"the hidden ones added), not {type(prepared).__name__}; end it with "
+                "`return tool_args`"
+            )
+        spec = self._tool_specs[name]
+        positional, keywords = spec.call_arguments(dict(prepared))
+        try:
+            self._signatures[name].bind(*positional, **keywords)
+        except TypeError as exc:
+            hidden = sorted(spec.hidden_args)
+            expected = "the model's arguments"
+            if hidden:
+                expected += f" plus the hidden ones {hidden}"
+            raise TypeError(
+                f"{where} returned arguments that cannot call {name} ({exc}); it must "
+                f"return {expected}"
+            ) from None
+        return dict(prepared)
+
     def _error_text(self, text: Any) -> Any:
         """An error message cut to the cap: an exception's text can be any length
         (a tool's own message, one problem per item of a long argument)."""
@@ -204,17 +243,22 @@ class ToolEnv(MultiTurnEnv):
         log = state.setdefault("tool_call_log", [])
         replies: list[ChatMessage] = []
         taken = {_call_id(call) for call in calls}
+        answered: set[str] = set()
         for index, call in enumerate(calls):
             started = time.perf_counter()
-            call_id = _call_id(call) or _give_id(call, index, taken)
+            call_id = _call_id(call)
+            if not call_id or call_id in answered:  # none, or an earlier call's: a new one
+                call_id = _give_id(call, index, taken)
+            answered.add(call_id)
             name = ""
             try:
                 name, args = self._parse_call(call)
                 args = self._tool_specs[name].validate(args)
                 if type(self).prepare_tool_args is not ToolEnv.prepare_tool_args:
-                    args = await maybe_await(
+                    prepared = await maybe_await(
                         self.prepare_tool_args, name, args, messages, state, **kwargs
                     )
+                    args = self._checked_prepared(name, prepared)
             except (ToolCallError, ValueError) as exc:
                 name = name or _call_name(call)
                 reply: ChatMessage = {
@@ -307,7 +351,8 @@ def cut_text(text: str, limit: int | None) -> str:
 
 
 def _give_id(call: Any, index: int, taken: set[str]) -> str:
-    """A new id for a call that has none, unique in its turn, written into the call.
+    """A new id for a call that has none (or an earlier call's), unique in its turn,
+    written into the call.
 
     The OpenAI API requires each tool reply's `tool_call_id` to be the id of a call
     in the assistant turn before it; a call without an id can only be matched once

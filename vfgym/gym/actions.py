@@ -56,7 +56,8 @@ def checked_message(action: Any) -> dict[str, Any]:
 
     Normalised: `tool_calls` becomes a list of dicts (an empty one is dropped, which
     OpenAI refuses); a call without an `id` gets a `call_...` one made from its
-    position, name and arguments (see `_call_id`), a missing `type`
+    position, name and arguments (see `_call_id`; two calls given one id are refused,
+    since their replies could not be told apart), a missing `type`
     is "function", and `arguments` given as a dict becomes the JSON string the
     protocol carries (missing: "{}").
     Other keys (`name`, `refusal`, `reasoning_content`, even `usage`) are kept:
@@ -125,7 +126,21 @@ def _checked_calls(calls: Any) -> list[dict[str, Any]]:
             f"the action's 'tool_calls' must be a list of tool calls like [{VALID_CALL}], "
             f"not {type(calls).__name__}"
         )
-    return [_checked_call(call, index) for index, call in enumerate(calls)]
+    checked = [_checked_call(call, index) for index, call in enumerate(calls)]
+    first: dict[str, int] = {}
+    for index, call in enumerate(checked):
+        earlier = first.setdefault(call["id"], index)
+        if earlier != index:
+            # A tool reply names the call it answers by its id: two calls with one id
+            # would get replies no one (model or policy) could tell apart.
+            raise ValueError(
+                _bad_call(
+                    f"tool_calls[{index}]['id'] {call['id']!r} is the id of "
+                    f"tool_calls[{earlier}] too; give each call of a turn its own id, or "
+                    "leave 'id' out and one is made"
+                )
+            )
+    return checked
 
 
 def _checked_call(call: Any, index: int) -> dict[str, Any]:
