@@ -2,17 +2,40 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from openai import AsyncOpenAI, OpenAI
 
+from vfgym._async import is_async_callable, maybe_await
+from vfgym.data import format_rows, to_rows
 from vfgym.envs.environment import Environment
+from vfgym.envs.multiturn_env import MultiTurnEnv
 from vfgym.rubrics import Rubric
-from vfgym.types import Info, Messages, ProcessedOutputs, RolloutScore, SamplingArgs, State
+from vfgym.types import (
+    ChatMessage,
+    Info,
+    Messages,
+    ModelResponse,
+    ProcessedOutputs,
+    RolloutScore,
+    SamplingArgs,
+    State,
+)
 
 if TYPE_CHECKING:
     from vfgym.processing import Tokenizer
+
+#: The columns a formatted row has; a row with all of them is kept as it is.
+_ROW_KEYS = ("prompt", "answer", "info", "task", "example_id")
+
+
+class UnknownTaskError(KeyError):
+    """A task that names no environment of the group. A KeyError, shown as its message
+    (a plain KeyError shows the repr of its text, in quotes)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
 
 
 class EnvGroupRubric(Rubric):
@@ -21,6 +44,14 @@ class EnvGroupRubric(Rubric):
     def __init__(self, env_map: Mapping[str, Environment]):
         super().__init__()
         self.env_map = dict(env_map)
+
+    def _rubric_for(self, task: str) -> Rubric:
+        env = self.env_map.get(task)
+        if env is None:
+            raise UnknownTaskError(
+                f"no environment for task {task!r}; tasks are {sorted(self.env_map)}"
+            )
+        return env.rubric
 
     def get_reward_func_names(self) -> list[str]:
         names: dict[str, None] = {}
@@ -39,19 +70,84 @@ class EnvGroupRubric(Rubric):
         example_id: int | None = None,
         **kwargs: Any,
     ) -> RolloutScore:
-        env = self.env_map.get(task)
-        if env is None:
-            raise KeyError(f"no environment for task {task!r}; tasks are {sorted(self.env_map)}")
-        return await env.rubric.score_rollout(
+        return await self._rubric_for(task).score_rollout(
             prompt, completion, answer, state, task=task, info=info, example_id=example_id, **kwargs
         )
 
+    async def score_group(self, states: list[State], **kwargs: Any) -> None:
+        """Each member's `score_group` over the rollouts of its own task.
 
-class EnvGroup(Environment):
+        A member's group hook compares the rollouts it scores (ranks them, votes), so
+        it sees its own task's, never another task's; the per-rollout columns
+        (`completions`, `answers`, ...) are cut to the same rollouts. Rollouts of a task
+        that names no member are left to `score_rollout`, which says so.
+        """
+        tasks = kwargs.get("tasks")
+        if not isinstance(tasks, list) or len(tasks) != len(states):
+            tasks = [state.get("task", "default") for state in states]
+        by_task: dict[str, list[int]] = {}
+        for i, task in enumerate(tasks):
+            by_task.setdefault(task, []).append(i)
+        for task, rows in by_task.items():
+            env = self.env_map.get(task)
+            if env is None:
+                continue
+            columns = {
+                key: [value[i] for i in rows]
+                if isinstance(value, list) and len(value) == len(states)
+                else value
+                for key, value in kwargs.items()
+            }
+            await env.rubric.score_group([states[i] for i in rows], **columns)
+
+    def can_score_sync(self) -> bool:
+        """True when every member's rubric can score without an event loop."""
+        return all(env.rubric.can_score_sync() for env in self.env_map.values())
+
+    def score_values_sync(
+        self,
+        prompt: Messages,
+        completion: Messages,
+        answer: Any,
+        state: State,
+        task: str = "default",
+        info: Info | None = None,
+        example_id: int | None = None,
+        *,
+        apply_weights: bool = True,
+        **kwargs: Any,
+    ) -> tuple[float, dict[str, float]]:
+        """The member rubric's `score_values_sync` (it raises `SyncScoringUnavailable`
+        when it needs an event loop, as `Rubric`'s does)."""
+        return self._rubric_for(task).score_values_sync(
+            prompt,
+            completion,
+            answer,
+            state,
+            task,
+            info,
+            example_id,
+            apply_weights=apply_weights,
+            **kwargs,
+        )
+
+    def score_state_sync(self, state: State) -> tuple[float, dict[str, float]]:
+        """The member rubric's `score_state_sync`: how the Gym adapter scores an
+        episode's end, in its thread when the member's reward functions are sync."""
+        return self._rubric_for(state.get("task", "default")).score_state_sync(state)
+
+
+class EnvGroup(MultiTurnEnv):
     """Routes each row to the environment named by its `task` column.
 
     The datasets of the member environments are concatenated with `task` set to
     each environment's name, and example ids renumbered so they stay unique.
+
+    A rollout is the member's own rollout. The turn-by-turn API (`setup_state`,
+    `advance`, `cleanup_state`... what the Gym adapter and `vfgym play` drive) is
+    routed by the State's `task` to the member's, so its limits (`max_turns`, token
+    budget), hooks and rubric apply in Gym as in a rollout; that needs every member
+    to be a `MultiTurnEnv`, which the adapter checks when it wraps the group.
     """
 
     def __init__(
@@ -62,6 +158,11 @@ class EnvGroup(Environment):
     ):
         if not envs:
             raise ValueError("EnvGroup needs at least one environment")
+        if "max_turns" in kwargs:
+            raise TypeError(
+                "EnvGroup takes no max_turns: each member environment keeps its own "
+                "(give it to the member, e.g. ToolEnv(..., max_turns=5))"
+            )
         names = list(env_names) if env_names is not None else [f"env_{i}" for i in range(len(envs))]
         if len(names) != len(envs):
             raise ValueError(f"{len(envs)} environments but {len(names)} env_names")
@@ -91,18 +192,60 @@ class EnvGroup(Environment):
             message_type=envs[0].message_type,
             **kwargs,
         )
+        # The Gym adapter's per-step reward, only when every member gives one: a group
+        # whose episodes reward some steps and not others would mislead training.
+        step_rewards = [getattr(env, "step_reward", None) for env in envs]
+        if all(callable(f) for f in step_rewards):
+            routed = (
+                self._step_reward_async
+                if any(is_async_callable(f) for f in step_rewards)
+                else self._step_reward_sync
+            )
+            self.step_reward: Callable[[State], Any] = routed
+
+    # ------------------------------------------------------------------ data
 
     def format_dataset(self, dataset: Any, *_: Any, **__: Any) -> list[dict[str, Any]]:
-        """Member environments already formatted their rows; keep them as they are."""
-        return list(dataset)
+        """Rows as the runner plays them: a formatted row (a member's) as it is; a row
+        with a prompt given the missing columns; a row without one (a `question`)
+        formatted by the member its `task` names, with that member's system prompt and
+        few-shot, as the member would format it."""
+        rows = dataset if isinstance(dataset, list) else to_rows(dataset)
+        out: list[dict[str, Any]] = []
+        for i, row in enumerate(rows):
+            if all(key in row for key in _ROW_KEYS):
+                out.append(row)
+                continue
+            if row.get("prompt") is not None:
+                [formatted] = format_rows([row], message_type=self.message_type)
+            else:
+                task = row.get("task")
+                env = self.env_map.get(task) if isinstance(task, str) else None
+                if env is None:
+                    why = f"its task {task!r} is none of them" if task else "it has no 'task'"
+                    raise ValueError(
+                        f"input row {i} has no 'prompt', so the environment its task names "
+                        f"must format it, and {why}: set the row's 'task' to one of this "
+                        f"group's tasks or give it a ready 'prompt'; tasks are "
+                        f"{sorted(self.env_map)}"
+                    )
+                [formatted] = env.format_dataset([row])
+                formatted["task"] = task
+            if "example_id" not in row:
+                formatted["example_id"] = i
+            out.append(formatted)
+        return out
 
     def get_env_for_task(self, task: str) -> Environment:
         try:
             return self.env_map[task]
-        except KeyError:
-            raise KeyError(
-                f"no environment for task {task!r}; tasks are {sorted(self.env_map)}"
+        except (KeyError, TypeError):
+            raise UnknownTaskError(
+                f"no environment for task {task!r}; tasks are {sorted(self.env_map)} (a "
+                "row's 'task' names the environment that plays it)"
             ) from None
+
+    # -------------------------------------------------------------- rollouts
 
     async def rollout(
         self,
@@ -134,6 +277,140 @@ class EnvGroup(Environment):
             **kwargs,
         )
 
+    async def aclose(self) -> None:
+        """Release what every member holds (a SandboxEnv's containers), each member's
+        `aclose()` in turn; one that fails does not keep the others holding theirs,
+        and the first failure is raised once all have run."""
+        failure: BaseException | None = None
+        for env in self.envs:
+            release = getattr(env, "aclose", None)
+            if not callable(release):
+                continue
+            try:
+                await maybe_await(release)
+            except Exception as exc:
+                failure = failure or exc
+        if failure is not None:
+            raise failure
+
+    # ------------------------------------------------- the turn-by-turn API
+    #
+    # Routed by the State's `task` to the member, whole: the member records the turn,
+    # answers it and checks its own limits, exactly as its own rollout does.
+
+    def get_env_for_state(self, state: Mapping[str, Any]) -> MultiTurnEnv:
+        """The member environment that plays the episode of `state` (by its task)."""
+        task = state.get("task", "default")
+        env = self.get_env_for_task(task)
+        if not isinstance(env, MultiTurnEnv):
+            raise TypeError(_not_steppable(task, env))
+        return env
+
+    @property
+    def hooks_are_sync(self) -> bool:
+        """True when every member's hooks are (see `MultiTurnEnv.hooks_are_sync`).
+
+        Raises TypeError for a member that is no `MultiTurnEnv`: it runs its own
+        rollout loop, so there are no turns to step through (its rollouts work).
+        """
+        for name, env in self.env_map.items():
+            if not isinstance(env, MultiTurnEnv):
+                raise TypeError(_not_steppable(name, env))
+        return all(env.hooks_are_sync for env in self.env_map.values())  # type: ignore[attr-defined]
+
+    async def init_completion(self) -> Messages:
+        return [] if self.message_type == "chat" else ""
+
+    async def init_state(
+        self,
+        prompt: Messages,
+        completion: Messages,
+        answer: str,
+        task: str,
+        info: Info,
+        example_id: int,
+        **kwargs: Any,
+    ) -> State:
+        """The member's initial State (its `init_completion` too, when it has one)."""
+        env = self.get_env_for_state({"task": task})
+        if not completion and type(env).init_completion is not Environment.init_completion:
+            completion = await maybe_await(env.init_completion)
+        args = (prompt, completion, answer, task, info, example_id)
+        if kwargs:
+            return await maybe_await(env.init_state, *args, **kwargs)
+        return await maybe_await(env.init_state, *args)
+
+    async def setup_state(self, state: State, **kwargs: Any) -> State:
+        return await maybe_await(self.get_env_for_state(state).setup_state, state, **kwargs)
+
+    async def cleanup_state(self, state: State, **kwargs: Any) -> None:
+        await maybe_await(self.get_env_for_state(state).cleanup_state, state, **kwargs)
+
+    async def is_completed(self, messages: Messages, state: State, **kwargs: Any) -> bool:
+        return bool(
+            await maybe_await(self.get_env_for_state(state).is_completed, messages, state, **kwargs)
+        )
+
+    async def env_response(
+        self, messages: Messages, state: State, **kwargs: Any
+    ) -> tuple[Messages, State]:
+        return await maybe_await(
+            self.get_env_for_state(state).env_response, messages, state, **kwargs
+        )
+
+    async def max_turns_reached(self, state: State) -> bool:
+        return bool(await maybe_await(self.get_env_for_state(state).max_turns_reached, state))
+
+    async def prompt_too_long(self, state: State) -> bool:
+        return bool(await maybe_await(self.get_env_for_state(state).prompt_too_long, state))
+
+    async def get_context_messages(self, state: State) -> Messages:
+        return await maybe_await(self.get_env_for_state(state).get_context_messages, state)
+
+    def record_model_turn(
+        self, state: State, message: ChatMessage | str, response: ModelResponse = None
+    ) -> None:
+        self.get_env_for_state(state).record_model_turn(state, message, response)
+
+    async def check_stop(
+        self, state: State, *, natural_only: bool = False, **kwargs: Any
+    ) -> str | None:
+        return await self.get_env_for_state(state).check_stop(
+            state, natural_only=natural_only, **kwargs
+        )
+
+    def check_stop_sync(
+        self, state: State, *, natural_only: bool = False, **kwargs: Any
+    ) -> str | None:
+        return self.get_env_for_state(state).check_stop_sync(
+            state, natural_only=natural_only, **kwargs
+        )
+
+    async def advance(self, state: State, **kwargs: Any) -> tuple[Messages, str | None]:
+        return await self.get_env_for_state(state).advance(state, **kwargs)
+
+    def advance_sync(self, state: State, **kwargs: Any) -> tuple[Messages, str | None]:
+        return self.get_env_for_state(state).advance_sync(state, **kwargs)
+
+    def text_turn_sync(self, state: State, text: str) -> tuple[Messages, str | None]:
+        return self.get_env_for_state(state).text_turn_sync(state, text)
+
+    def finish(self, state: State, stop_reason: str) -> None:
+        self.get_env_for_state(state).finish(state, stop_reason)
+
+    def render_state(self, state: State) -> str:
+        """The member's board (its `render_state`), or "" when it shows none."""
+        render = getattr(self.get_env_for_state(state), "render_state", None)
+        return str(render(state) or "") if callable(render) else ""
+
+    def _step_reward_sync(self, state: State) -> Any:
+        return self.get_env_for_state(state).step_reward(state)  # type: ignore[attr-defined]
+
+    async def _step_reward_async(self, state: State) -> Any:
+        return await maybe_await(self.get_env_for_state(state).step_reward, state)  # type: ignore[attr-defined]
+
+    # -------------------------------------------------------------- training
+
     def process_env_results(
         self,
         prompts: list[Messages],
@@ -164,6 +441,15 @@ class EnvGroup(Environment):
             message_type=self.message_type,
             oai_tools=tools,
         )
+
+
+def _not_steppable(task: str, env: Environment) -> str:
+    """Why the group cannot step an episode of `task`, and what works instead."""
+    return (
+        f"EnvGroup member {task!r} is a {type(env).__name__}, not a MultiTurnEnv: it runs its "
+        "own rollout loop, so it has no turns to step through one at a time (Gym, vfgym play); "
+        "generate/evaluate run it, or put only MultiTurnEnv members in a group to step"
+    )
 
 
 def _tagged(names: list[str], datasets: list[list[dict[str, Any]] | None]) -> list[dict[str, Any]]:
