@@ -378,3 +378,21 @@ async def test_tool_call_records_exist_from_setup_on() -> None:
         state = await env.setup_state(new_state(QUESTION, [], "5", "default", {}, 0))
         assert state["tools_called"] == [] and state["tool_call_log"] == []
     assert state["counted"] is True
+
+
+@pytest.mark.parametrize("kind", ["generator", "async generator"])
+def test_a_generator_tool_is_refused_when_added(kind: str) -> None:
+    """Its call returns a generator object, which the model would get as its result."""
+
+    def squares(n: int):  # type: ignore[no-untyped-def]
+        """The first n squares."""
+        yield from (i * i for i in range(n))
+
+    async def asquares(n: int):  # type: ignore[no-untyped-def]
+        """The first n squares."""
+        for i in range(n):
+            yield i * i
+
+    tool = squares if kind == "generator" else asquares
+    with pytest.raises(TypeError, match=r"generator function.*return the value"):
+        ToolEnv(tools=[tool], dataset=[{"question": "q", "answer": "a"}])

@@ -262,6 +262,12 @@ class Tool:
         hidden = frozenset(hidden_args)
         name = tool_name(func)
         described = _described(func)
+        if inspect.isgeneratorfunction(described) or inspect.isasyncgenfunction(described):
+            # Its call returns a generator, which the model would be sent as its text.
+            raise TypeError(
+                f"tool {name!r} is a generator function: a tool's result is what it "
+                "returns, so return the value (a list, say) instead of yielding it"
+            )
         summary, arg_docs = _docstring(func, described)
         signature = inspect.signature(func)
         unknown = hidden - set(signature.parameters)
