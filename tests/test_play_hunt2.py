@@ -143,3 +143,19 @@ def test_a_reward_function_that_failed_is_shown_as_not_available() -> None:
     rows = [line.split() for line in text.splitlines()]
     assert ["judge", "n/a"] in rows and ["win", "1.000"] in rows
     assert "nan" not in text
+
+
+def test_a_group_member_with_tools_offers_them_and_runs_a_tool_call() -> None:
+    """`vfgym play` on an EnvGroup plays the member the row names, its tools included."""
+    from vfgym.envs import EnvGroup, ToolEnv
+
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a + b
+
+    member = ToolEnv(tools=[add], dataset=[{"question": "What is 2 + 3?", "answer": "5"}])
+    group = EnvGroup([member], env_names=["calc"])
+    code, out = run_session(group, io.StringIO('/tool add {"a": 2, "b": 3}\n/quit\n'))
+    assert code == 0
+    assert "[tools]" in out and "has no tools" not in out
+    assert "[tool result" in out and "5" in out.split("[tool result", 1)[1]

@@ -31,6 +31,7 @@ from vfgym.cli_support import (
     check_docker,
     describe_environment,
 )
+from vfgym.envs.env_group import EnvGroup
 from vfgym.envs.multiturn_env import MultiTurnEnv
 from vfgym.types import ChatMessage, State
 
@@ -100,9 +101,13 @@ class PlaySession:
             self.say(board)
 
     def tools(self) -> list[Any]:
-        """The tools offered to the model in this episode (the row's own, else the env's)."""
+        """The tools offered to the model in this episode: the row's own, else those of
+        the environment that plays it (an EnvGroup's member, named by the row's task)."""
         info = self.row.get("info") or {}
-        return list(info.get("oai_tools") or self.env.oai_tools or [])
+        env: Any = self.env
+        if isinstance(env, EnvGroup):
+            env = env.get_env_for_task(self.row.get("task", "default"))
+        return list(info.get("oai_tools") or env.oai_tools or [])
 
     def show_tools(self) -> None:
         tools = self.tools()
