@@ -96,7 +96,8 @@ LEGEND = """modes (steps per second counts every sub-env's step):
   gymnasium-async8  vfgym's envs in Gymnasium's AsyncVectorEnv (vectorization_mode="async"):
                     one process per env, a pipe round trip per step
 autoreset: vfgym and Gymnasium NEXT_STEP (the step after an episode's end resets it);
-GEM SAME_STEP (the ending step also resets)"""
+GEM SAME_STEP (the ending step also resets), and so vfgym too when it plays GEM's
+version (vf@gem), so that every step counted there plays a move"""
 PEERS = {"gem": "gem-llm", "textarena": "textarena"}
 #: Each peer's version of a game, as settings of vfgym's loader (its range and turn
 #: limit): vfgym plays that version too, in the modes the peer has, and the ratios
@@ -110,6 +111,11 @@ PEER_SETTINGS: dict[str, dict[str, dict[str, int]]] = {
 }
 #: The modes each peer has.
 PEER_MODES = {"gem": MODES, "textarena": ("single",)}
+#: How a peer's vector envs reset an ended episode, for vfgym's to do the same when it
+#: plays that peer's version: GEM resets within the ending step (SAME_STEP), so each
+#: step it counts plays a move, while vfgym's default (NEXT_STEP, Gymnasium's) spends
+#: the next step on the reset alone, a step that plays no move but counts.
+PEER_AUTORESET = {"gem": "SameStep"}
 SHORT = {"gem": "GEM", "textarena": "TA"}
 HERE = Path(__file__).resolve().parent
 WORDS = HERE.parent / "games" / "data" / "wordle_words.txt"
@@ -136,17 +142,17 @@ def bench_vfgym(seconds: float, words: list[str]) -> dict[str, float | None]:
     each peer's settings in the peer's modes ("<game>/<mode>@<peer>")."""
     results: dict[str, float | None] = {}
     for game, gym_id in GAMES.items():
-        versions = [("", {}, (*MODES, *EXTRA_MODES))] + [
-            (f"@{peer}", games[game], PEER_MODES[peer])
+        versions = [("", {}, (*MODES, *EXTRA_MODES), None)] + [
+            (f"@{peer}", games[game], PEER_MODES[peer], PEER_AUTORESET.get(peer))
             for peer, games in PEER_SETTINGS.items()
             if game in games
         ]
-        for suffix, settings, modes in versions:
+        for suffix, settings, modes, autoreset in versions:
             if game not in vgym.REGISTERED_IDS:
                 results.update({f"{game}/{mode}{suffix}": None for mode in modes})
                 continue
             for mode in modes:
-                rate = bench_vfgym_mode(gym_id, mode, settings, game, words, seconds)
+                rate = bench_vfgym_mode(gym_id, mode, settings, game, words, seconds, autoreset)
                 results[f"{game}/{mode}{suffix}"] = rate
         if game not in vgym.REGISTERED_IDS:
             print(f"vfgym {game}: not available ({vgym.SKIPPED.get(game)})", file=sys.stderr)
@@ -160,8 +166,10 @@ def bench_vfgym_mode(
     game: str,
     words: list[str],
     seconds: float,
+    autoreset: str | None = None,
 ) -> float:
-    """Steps per second of game `gym_id` made with `settings`, in `mode`."""
+    """Steps per second of game `gym_id` made with `settings`, in `mode` (a vfgym vector
+    mode with `autoreset` as its `autoreset_mode` when given)."""
     move = move_maker(game, words, random.Random(0))
     if mode == "single":
         env = gym.make(gym_id, **settings)
@@ -177,7 +185,10 @@ def bench_vfgym_mode(
             return timed(single, seconds)
         finally:
             env.close()
-    vec = gym.make_vec(gym_id, num_envs=VECTOR_ENVS, **VFGYM_VECTOR[mode], **settings)
+    options = dict(VFGYM_VECTOR[mode])
+    if autoreset is not None and "mode" in options:  # vfgym's own vector env
+        options["autoreset_mode"] = autoreset
+    vec = gym.make_vec(gym_id, num_envs=VECTOR_ENVS, **options, **settings)
     try:
         vec.reset(seed=0)
 
