@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import copy
 import json
+import numbers
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Union
 
+from vfgym.messages import check_message
 from vfgym.types import ChatMessage, Messages, MessageType
 
 if TYPE_CHECKING:
@@ -28,15 +30,7 @@ def to_rows(data: Any) -> list[dict[str, Any]]:
             raise TypeError(f"dataset row {bad} is {type(data[bad]).__name__}, expected a dict")
         return [dict(row) for row in data]
     if isinstance(data, Mapping):
-        columns = {k: list(v) for k, v in data.items() if v is not None}
-        lengths = {len(v) for v in columns.values()}
-        if len(lengths) > 1:
-            raise ValueError(
-                "dataset columns have different lengths: "
-                f"{ {k: len(v) for k, v in columns.items()} }"
-            )
-        n = lengths.pop() if lengths else 0
-        return [{k: v[i] for k, v in columns.items()} for i in range(n)]
+        return _column_rows(data)
     to_list = getattr(data, "to_list", None)
     if callable(to_list):  # datasets.Dataset
         return list(to_list())
@@ -46,18 +40,105 @@ def to_rows(data: Any) -> list[dict[str, Any]]:
     )
 
 
+def _column_rows(data: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The rows of a dict of columns, refusing what only looks like one.
+
+    A `DatasetDict` is a dict of splits, and one row given as a dict has a text for
+    each column: read as columns, the first became rows of whole splits and the second
+    one row per character of its text.
+    """
+    splits = sorted(k for k, v in data.items() if hasattr(v, "column_names"))
+    if splits and len(splits) == len(data):
+        first = "train" if "train" in splits else splits[0]
+        raise TypeError(
+            f"the dataset is a dict of splits {splits} (a DatasetDict); pass one split, "
+            f"such as dataset[{first!r}] (and another as eval_dataset)"
+        )
+    columns: dict[str, list[Any]] = {}
+    for key, values in data.items():
+        if values is None:
+            continue
+        if isinstance(values, str | bytes | Mapping) or not (
+            hasattr(values, "__len__") and hasattr(values, "__iter__")
+        ):
+            raise TypeError(
+                f"dataset column {key!r} is one {type(values).__name__}, not a list: a dict of "
+                "columns gives each column one value per row, as in {'question': ['q1', "
+                "'q2'], 'answer': ['a1', 'a2']}; to give rows, pass a list of rows, as in "
+                "[{'question': 'q1', 'answer': 'a1'}]"
+            )
+        columns[key] = list(values)
+    lengths = {len(v) for v in columns.values()}
+    if len(lengths) > 1:
+        raise ValueError(
+            "dataset columns have different lengths: "
+            f"{ {k: len(v) for k, v in columns.items()} }; give each column one value per row"
+        )
+    n = lengths.pop() if lengths else 0
+    return [{k: v[i] for k, v in columns.items()} for i in range(n)]
+
+
 def build_prompt(
     question: str,
     system_prompt: str | None = None,
     few_shot: Iterable[ChatMessage] | None = None,
 ) -> list[ChatMessage]:
-    """The chat prompt for one question: system prompt, few-shot turns, the question."""
+    """The chat prompt for one question: system prompt, few-shot turns, the question.
+
+    The system prompt and the few-shot turns are checked first, so a bad one is
+    refused here, saying what to give, rather than sent to the server.
+    """
+    _check_system_prompt(system_prompt)
+    return _built_prompt(question, system_prompt, _few_shot_messages(few_shot))
+
+
+def _built_prompt(
+    question: str, system_prompt: str | None, few_shot: list[ChatMessage]
+) -> list[ChatMessage]:
+    """`build_prompt` with its parts already checked: `format_rows` checks them once
+    for the whole dataset, not once per row."""
     messages: list[ChatMessage] = []
     if system_prompt:
         messages.append({"role": "system", "content": system_prompt})
-    if few_shot:
-        messages.extend(dict(m) for m in few_shot)  # type: ignore[misc]
+    messages.extend(dict(m) for m in few_shot)  # type: ignore[misc]
     messages.append({"role": "user", "content": question})
+    return messages
+
+
+def _check_system_prompt(system_prompt: Any) -> None:
+    """A system prompt is text; anything else would be sent as the message's content."""
+    if system_prompt is not None and not isinstance(system_prompt, str):
+        raise TypeError(
+            f"system_prompt must be text (a str), not {type(system_prompt).__name__}; for "
+            "several messages before each question, use few_shot"
+        )
+
+
+def _few_shot_messages(few_shot: Any) -> list[ChatMessage]:
+    """The few-shot turns as checked chat messages (without Arrow's None padding, as a
+    `datasets.Dataset` of them gives), or a TypeError/ValueError saying what to give.
+
+    A text or one message dict would otherwise be read one character or key at a time.
+    """
+    if not few_shot:
+        return []
+    example = "[{'role': 'user', 'content': 'What is 1+1?'}, {'role': 'assistant', 'content': '2'}]"
+    if isinstance(few_shot, str | bytes):
+        raise TypeError(
+            f"few_shot is a {type(few_shot).__name__}; give a list of chat messages: {example}"
+        )
+    if isinstance(few_shot, Mapping):
+        raise TypeError(f"few_shot is one message dict; wrap it in a list: {example}")
+    messages = []
+    for i, message in enumerate(few_shot):
+        where = f"few_shot item {i}"
+        if not isinstance(message, Mapping):
+            shown = repr(message) if isinstance(message, str) else f"a {type(message).__name__}"
+            raise TypeError(
+                f"{where} is {shown}, expected a chat message dict; few_shot is a list of "
+                f"messages: {example}"
+            )
+        messages.append(_unpadded(message, where))
     return messages
 
 
@@ -88,23 +169,55 @@ def fresh_copy(value: Any) -> Any:
 
 
 def _message(message: Any, row: int, item: int) -> ChatMessage:
-    """A dataset prompt's chat message as a dict of its own, without the `None` keys
-    Arrow pads every message with (a `datasets.Dataset` gives each message every key
-    any message has): a real server refuses `"name": null`, a chat template renders it.
-    `content` is kept even when None (an assistant turn that only calls tools)."""
+    """A dataset prompt's chat message as a dict of its own, checked (see
+    `vfgym.messages.check_message`) and without Arrow's None padding (see `_unpadded`)."""
     if not isinstance(message, Mapping):
         raise TypeError(
             f"dataset row {row}: 'prompt' item {item} is {type(message).__name__}, expected a "
             "chat message dict such as {'role': 'user', 'content': '...'} (or give the "
             "prompt as one text)"
         )
-    return {k: v for k, v in message.items() if v is not None or k == "content"}  # type: ignore[return-value]
+    return _unpadded(message, f"dataset row {row}: 'prompt' item {item}")
 
 
-def _with_system_prompt(prompt: list[ChatMessage], system_prompt: str | None) -> list[ChatMessage]:
+def _unpadded(message: Mapping[str, Any], where: str) -> ChatMessage:
+    """`message` as a dict of its own without the `None` keys Arrow pads every message
+    and every content part with (a `datasets.Dataset` gives each one every key any of
+    them has): a real server refuses `"name": null` or a text part's `"image_url": null`,
+    a chat template renders them. `content` is kept even when None (an assistant turn
+    that only calls tools); an empty `tool_calls` (no calls, which OpenAI refuses) is
+    dropped. Then checked, naming `where` in the error."""
+    out = {k: v for k, v in message.items() if v is not None or k == "content"}
+    if isinstance(out.get("tool_calls"), list | tuple) and not out["tool_calls"]:
+        del out["tool_calls"]
+    content = out.get("content")
+    if isinstance(content, list):
+        out["content"] = [
+            {k: v for k, v in part.items() if v is not None} if isinstance(part, Mapping) else part
+            for part in content
+        ]
+    check_message(out, where)
+    return out  # type: ignore[return-value]
+
+
+def _with_system_and_few_shot(
+    prompt: list[ChatMessage], system_prompt: str | None, few_shot: list[ChatMessage]
+) -> list[ChatMessage]:
+    """A ready chat prompt with the environment's system prompt (unless it has a system
+    message of its own) and few-shot turns (after its leading system messages, unless
+    it already has them there), so that it gets them as a question's prompt does, once:
+    formatting a formatted row again adds nothing."""
     if system_prompt and not (prompt and prompt[0].get("role") == "system"):
-        return [{"role": "system", "content": system_prompt}, *prompt]
-    return list(prompt)
+        prompt = [{"role": "system", "content": system_prompt}, *prompt]
+    else:
+        prompt = list(prompt)
+    if few_shot:
+        at = 0
+        while at < len(prompt) and prompt[at].get("role") in ("system", "developer"):
+            at += 1
+        if prompt[at : at + len(few_shot)] != few_shot:
+            prompt[at:at] = [dict(m) for m in few_shot]  # type: ignore[misc]
+    return prompt
 
 
 def _parse_info(info: Any) -> dict[str, Any]:
@@ -120,6 +233,125 @@ def _parse_info(info: Any) -> dict[str, Any]:
     return dict(info)
 
 
+def _row_info(info: Any, row: int) -> dict[str, Any]:
+    """Row `row`'s `info` as a dict, or an error that names the row and says what to give."""
+    try:
+        return _parse_info(info)
+    except (TypeError, ValueError) as exc:
+        given = f"a {type(info).__name__}"
+        if isinstance(info, str):
+            not_json = " (not JSON)" if isinstance(exc, ValueError) else ""
+            given = f"the text {info[:80]!r}{not_json}"
+        raise type(exc)(
+            f"dataset row {row}: 'info' must be a dict or the JSON text of one (such as "
+            f"'{{\"level\": 2}}'), not {given}"
+        ) from None
+
+
+def _question(row: dict[str, Any], index: int) -> str:
+    """Row `index`'s question as text: numbers are written out; a list or a dict (chat
+    messages given under the wrong name) would be sent as its Python repr."""
+    if "question" not in row:
+        raise ValueError(
+            f"dataset row {index} has neither 'prompt' nor 'question' (its columns: {sorted(row)})"
+        )
+    question = row["question"]
+    if question is None:
+        raise ValueError(
+            f"dataset row {index} has no question (its 'question' is None); give each "
+            "row a question, or a ready 'prompt'"
+        )
+    if isinstance(question, str):
+        return question
+    if isinstance(question, numbers.Number):
+        return str(question)
+    raise TypeError(
+        f"dataset row {index}: 'question' is a {type(question).__name__}; a question is the "
+        "user's text (a str). Chat messages go in a column named 'prompt' instead"
+    )
+
+
+def _chat_prompt(
+    prompt: Any,
+    index: int,
+    system_prompt: str | None,
+    few_shot: list[ChatMessage],
+) -> list[ChatMessage]:
+    """Row `index`'s ready chat prompt (text, or a list of messages), checked, with the
+    environment's system prompt and few-shot turns. Any sequence of messages is taken
+    (a list column read through pandas is a numpy array)."""
+    if isinstance(prompt, str):
+        return _built_prompt(prompt, system_prompt, few_shot)
+    if isinstance(prompt, Mapping):
+        raise TypeError(
+            f"dataset row {index}: 'prompt' is one message dict; wrap it in a list, as in "
+            "[{'role': 'user', 'content': '...'}] (or give the prompt as one text)"
+        )
+    if isinstance(prompt, bytes) or not (
+        hasattr(prompt, "__len__") and hasattr(prompt, "__iter__")
+    ):
+        raise TypeError(
+            f"dataset row {index}: 'prompt' is of type {type(prompt).__name__}; give a list of "
+            "chat messages such as [{'role': 'user', 'content': '...'}], or the prompt as "
+            "one text"
+        )
+    if len(prompt) == 0:
+        raise ValueError(
+            f"dataset row {index}: 'prompt' has no messages; give at least the user's turn, "
+            "as in [{'role': 'user', 'content': '...'}], or a 'question'"
+        )
+    messages = [_message(m, index, j) for j, m in enumerate(prompt)]
+    return _with_system_and_few_shot(messages, system_prompt, few_shot)
+
+
+def _answer(answer: Any) -> str:
+    """The answer as the text reward functions compare: a dict or a list as JSON (which
+    `json.loads` reads back; its Python repr would not be), anything else as `str`."""
+    if answer is None:
+        return ""
+    if isinstance(answer, str):
+        return answer
+    if isinstance(answer, Mapping | list | tuple):
+        try:
+            return json.dumps(answer, ensure_ascii=False)
+        except (TypeError, ValueError):  # not JSON data (numpy values, objects)
+            return str(answer)
+    return str(answer)
+
+
+def _task(task: Any, index: int) -> str:
+    """The row's task name: "default" when it has none; a number (a task id) as its
+    text, so a task 0 is not read as none."""
+    if task is None or task == "":
+        return "default"
+    if isinstance(task, str):
+        return task
+    if isinstance(task, numbers.Number):
+        return str(task)
+    raise TypeError(
+        f"dataset row {index}: 'task' is a {type(task).__name__}; a task is a name (a str) "
+        "such as 'math', or leave it out for 'default'"
+    )
+
+
+def _check_example_ids(rows: list[dict[str, Any]]) -> None:
+    """Refuse a dataset that gives some rows an `example_id` and not others.
+
+    A row without one is numbered by its position, which can be the id another row
+    was given (results and summaries would then merge two examples); Arrow gives such
+    a row None.
+    """
+    given = next((i for i, row in enumerate(rows) if row.get("example_id") is not None), None)
+    if given is None:
+        return
+    missing = next((i for i, row in enumerate(rows) if row.get("example_id") is None), None)
+    if missing is not None:
+        raise ValueError(
+            f"dataset row {given} has an example_id and row {missing} has none; give every "
+            "row an example_id, or none (rows are then numbered by their position)"
+        )
+
+
 def format_rows(
     rows: list[dict[str, Any]],
     *,
@@ -130,41 +362,34 @@ def format_rows(
     """Give every row `prompt`, `answer`, `info`, `task` and `example_id`.
 
     A row brings either a ready `prompt` or a `question` to wrap in the chat
-    format; other columns are kept as they are.
+    format; other columns are kept as they are. Every row is checked here, so a bad
+    one is refused when the environment is built, naming the row, rather than by the
+    model server on every rollout of it.
     """
+    _check_system_prompt(system_prompt)
+    shots = _few_shot_messages(few_shot)
+    _check_example_ids(rows)
+    chat = message_type == "chat"
     formatted = []
     for i, row in enumerate(rows):
         out = dict(row)
         prompt: Messages | None = out.get("prompt")
         if prompt is None:
-            if "question" not in out:
-                raise ValueError(
-                    f"dataset row {i} has neither 'prompt' nor 'question' "
-                    f"(its columns: {sorted(out)})"
-                )
-            if out["question"] is None:
-                raise ValueError(
-                    f"dataset row {i} has no question (its 'question' is None); give each "
-                    "row a question, or a ready 'prompt'"
-                )
-            question = str(out["question"])
-            prompt = (
-                build_prompt(question, system_prompt, few_shot)
-                if message_type == "chat"
-                else question
-            )
-        elif message_type == "chat":
-            if isinstance(prompt, str):
-                prompt = build_prompt(prompt, system_prompt, few_shot)
-            else:
-                messages = [_message(m, i, j) for j, m in enumerate(prompt)]
-                prompt = _with_system_prompt(messages, system_prompt)
+            question = _question(out, i)
+            prompt = _built_prompt(question, system_prompt, shots) if chat else question
+        elif chat:
+            prompt = _chat_prompt(prompt, i, system_prompt, shots)
         elif not isinstance(prompt, str):
-            raise ValueError(f"dataset row {i}: message_type='completion' needs a text prompt")
+            raise ValueError(
+                f"dataset row {i}: message_type='completion' needs a text prompt, not a "
+                f"{type(prompt).__name__}; give the prompt as one str, or use "
+                "message_type='chat' for chat messages"
+            )
         out["prompt"] = prompt
-        out["answer"] = "" if out.get("answer") is None else str(out["answer"])
-        out["info"] = _parse_info(out.get("info"))
-        out["task"] = out.get("task") or "default"
-        out.setdefault("example_id", i)
+        out["answer"] = _answer(out.get("answer"))
+        out["info"] = _row_info(out.get("info"), i)
+        out["task"] = _task(out.get("task"), i)
+        if out.get("example_id") is None:
+            out["example_id"] = i
         formatted.append(out)
     return formatted

@@ -139,17 +139,33 @@ class Environment(ABC):
             few_shot=self.few_shot if few_shot is None else few_shot,
         )
 
-    def get_dataset(self, n: int = -1, seed: int | None = None) -> list[dict[str, Any]]:
-        """The training rows (the first `n`, shuffled first when `seed` is given)."""
+    def get_dataset(self, n: int | None = -1, seed: int | None = None) -> list[dict[str, Any]]:
+        """The training rows (the first `n`, shuffled first when `seed` is given).
+
+        The list is the caller's own, so shuffling or trimming it leaves the
+        environment's dataset as it was; an empty dataset is refused here, where its
+        rows are wanted, rather than evaluated as a run of no rollouts.
+        """
         if self.dataset is None:
             raise ValueError(f"{type(self).__name__} has no training dataset; use eval_dataset")
+        if not self.dataset:
+            raise ValueError(_no_rows(self, "dataset"))
         return _take(self.dataset, n, seed)
 
-    def get_eval_dataset(self, n: int = -1, seed: int | None = None) -> list[dict[str, Any]]:
-        """The evaluation rows, falling back to the training rows when there are none."""
-        rows = self.eval_dataset if self.eval_dataset is not None else self.dataset
-        assert rows is not None
-        return _take(rows, n, seed)
+    def get_eval_dataset(self, n: int | None = -1, seed: int | None = None) -> list[dict[str, Any]]:
+        """The evaluation rows, falling back to the training rows when there is no
+        eval_dataset (None). An empty eval_dataset is refused, not read as none: it
+        would otherwise evaluate nothing, or the training rows in its place."""
+        if self.eval_dataset is not None:
+            if not self.eval_dataset:
+                raise ValueError(
+                    _no_rows(self, "eval_dataset")
+                    + ", or eval_dataset=None to evaluate on the training rows"
+                )
+            return _take(self.eval_dataset, n, seed)
+        if not self.dataset:
+            raise ValueError(_no_rows(self, "dataset"))
+        return _take(self.dataset, n, seed)
 
     def get_reward_funcs(self) -> list[Callable[..., Any]]:
         return self.rubric.get_reward_funcs()
@@ -645,11 +661,39 @@ def _renamed(row: dict[str, Any], index: int, question_key: str, answer_key: str
     return out
 
 
-def _take(rows: list[dict[str, Any]], n: int, seed: int | None) -> list[dict[str, Any]]:
+def _no_rows(env: Environment, name: str) -> str:
+    """The error for an environment whose `name` ("dataset", "eval_dataset") is empty."""
+    return (
+        f"{type(env).__name__}'s {name} has no rows; give it at least one row (a dict with a "
+        "'question' or a 'prompt')"
+    )
+
+
+def _row_count(n: Any) -> int | None:
+    """`n` rows as an int, or None for all of them (None or a negative number).
+
+    A text or a fraction failed deep inside slicing, and True was read as 1.
+    """
+    if n is None:
+        return None
+    if isinstance(n, float) and n.is_integer():
+        n = int(n)
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise TypeError(
+            "the row count n must be a whole number of rows (-1 or None for all; "
+            f"num_examples when evaluating), not {n!r}"
+        )
+    return None if n < 0 else n
+
+
+def _take(rows: list[dict[str, Any]], n: Any, seed: int | None) -> list[dict[str, Any]]:
+    """The first `n` of `rows` (shuffled by `seed` first) as a new list."""
+    count = _row_count(n)
     if seed is not None:
         rows = list(rows)
         random.Random(seed).shuffle(rows)
-    return rows if n is None or n < 0 else rows[:n]
+        return rows if count is None else rows[:count]
+    return list(rows) if count is None else rows[:count]
 
 
 # verifiers-era tuning knobs that vfgym's scheduler has no use for: scoring runs
