@@ -26,6 +26,12 @@ _CLOSED_WHILE_STARTING = (
     "the pool was closed while a sandbox was being started for this acquire; "
     "create a new SandboxPool"
 )
+_CLOSED_WHILE_POOL_STARTS = "the pool was closed while it started; create a new SandboxPool"
+_OTHER_LOOP = (
+    "this SandboxPool was started on another event loop and cannot be used from this one "
+    "(each asyncio.run() makes a new loop): create one pool per event loop, or run all of "
+    "its work on one loop. close() from here still removes its containers."
+)
 
 
 class SandboxPool:
@@ -75,6 +81,11 @@ class SandboxPool:
         self._tasks: set[asyncio.Task[None]] = set()
         self._started = False
         self._closed = False
+        # The loop the pool was started on: its streams and locks work only there.
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._warmed = asyncio.Event()  # set once the first start() is over
+        self._start_error: BaseException | None = None
+        self._closing: asyncio.Future[None] | None = None
         self.last_error: BaseException | None = None
 
     # ------------------------------------------------------------------ lifecycle
@@ -92,61 +103,113 @@ class SandboxPool:
         await self.close()
 
     async def start(self) -> None:
-        """Connect, clear orphans, check the image and warm up `size` sandboxes."""
+        """Connect, clear orphans, check the image and warm up `size` sandboxes.
+
+        A second start() made meanwhile returns once the first is over (or raises
+        why it failed), so its acquire finds the pool warm. A close() made meanwhile
+        wins: start() then removes what it made and raises SandboxClosedError.
+        """
         if self._closed:
             raise SandboxClosedError("this pool was closed; create a new SandboxPool")
+        self._check_loop()
         if self._started:
+            await self._warmed.wait()
+            if self._closed:
+                raise SandboxClosedError(
+                    "this pool failed to start or was closed; create a new SandboxPool"
+                ) from self._start_error
             return
         self._started = True
+        self._loop = asyncio.get_running_loop()
         try:
-            self._client = await asyncio.to_thread(make_client, self.config.docker_host)
+            client = await asyncio.to_thread(make_client, self.config.docker_host)
+            if self._closed:  # close() ran meanwhile and could not see this client
+                client.close()
+                raise SandboxClosedError(_CLOSED_WHILE_POOL_STARTS)
+            self._client = client
             if self._remove_orphans_on_start:
-                removed = await asyncio.to_thread(remove_orphans, self._client)
+                removed = await asyncio.to_thread(remove_orphans, client)
                 if removed:
                     logger.info("removed %d orphaned sandbox containers", len(removed))
             image = self.config.image or default_image()
-            if not await asyncio.to_thread(image_exists, self._client, image):
+            if not await asyncio.to_thread(image_exists, client, image):
                 raise SandboxImageError(
                     f"sandbox image {image!r} is not on this Docker Engine; build it with "
                     "`python -m vfgym.sandbox build` (or set SandboxConfig.image)"
                 )
+            if self._closed:
+                raise SandboxClosedError(_CLOSED_WHILE_POOL_STARTS)
             # An acquire made while the image was checked may have counted (and be
             # starting) a sandbox of its own: warm up only the rest.
             missing = self.size - self._count
             self._count = self.size
-            created = await asyncio.gather(
-                *(self._create() for _ in range(missing)), return_exceptions=True
+            warmed = await asyncio.gather(
+                *(self._warm_one() for _ in range(missing)), return_exceptions=True
             )
-            errors = [item for item in created if isinstance(item, BaseException)]
-            for item in created:
-                if isinstance(item, DockerSandbox):
-                    self._idle.append(item)
+            errors = [item for item in warmed if isinstance(item, BaseException)]
             if errors:
-                self._count -= len(errors)
                 raise errors[0]
-        except BaseException:
+        except BaseException as exc:
+            self._start_error = exc
             await self.close()
             raise
+        finally:
+            self._warmed.set()
+
+    async def _warm_one(self) -> None:
+        """Start one sandbox of the warm-up and put it in the pool at once: an acquire
+        waiting meanwhile is woken for it, and close() finds it even if start() is
+        cancelled before the rest are up."""
+        try:
+            sandbox = await self._create(_CLOSED_WHILE_POOL_STARTS)
+        except BaseException:
+            await self._forget_one()
+            raise
+        await self._add_idle(sandbox)
 
     async def close(self) -> None:
-        """Destroy every sandbox of the pool, idle or leased. Safe to call twice."""
-        if self._closed:
+        """Destroy every sandbox of the pool, idle or leased, and wake every waiting
+        acquirer with SandboxClosedError. Safe to call twice, and from several tasks:
+        each returns once the pool is gone.
+
+        The work runs in a task of its own, so a cancelled close() (a timeout, Ctrl-C)
+        still finishes it in the background, and a later close() waits for it. From
+        another event loop than the pool's, the containers are removed directly.
+        """
+        if self._loop is not None and self._loop is not asyncio.get_running_loop():
+            if self._closing is None or not self._closing.done():
+                await asyncio.to_thread(self.destroy_now)
             return
-        self._closed = True
-        for task in list(self._tasks):
-            task.cancel()
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
-        doomed = [*self._idle, *self._leased]
-        self._idle.clear()
-        self._leased.clear()
-        await asyncio.gather(*(sandbox.close() for sandbox in doomed), return_exceptions=True)
-        async with self._changed:
-            self._changed.notify_all()
-        if self._client is not None:
-            await self._remove_strays(self._client)
-            with contextlib.suppress(Exception):
-                self._client.close()
+        if self._closing is None:
+            self._closed = True
+            self._closing = asyncio.ensure_future(self._close())
+        await asyncio.shield(self._closing)
+
+    async def _close(self) -> None:
+        """close()'s work; each step runs even if an earlier one was cut short."""
+        try:
+            for task in list(self._tasks):
+                task.cancel()
+            if self._tasks:
+                await asyncio.gather(*self._tasks, return_exceptions=True)
+        finally:
+            # Leased sandboxes include those being wiped on release: closing one makes
+            # its wipe fail, and the release then gives it up.
+            doomed = [*self._idle, *self._leased]
+            self._idle.clear()
+            self._leased.clear()
+            try:
+                await asyncio.gather(
+                    *(sandbox.close() for sandbox in doomed), return_exceptions=True
+                )
+            finally:
+                try:
+                    await self._notify(everyone=True)
+                finally:
+                    if self._client is not None:
+                        await self._remove_strays(self._client)
+                        with contextlib.suppress(Exception):
+                            self._client.close()
 
     async def _remove_strays(self, client: docker.DockerClient) -> None:
         """Remove every container with this pool's label that it no longer tracks.
@@ -182,7 +245,17 @@ class SandboxPool:
             client.close()
         self._idle.clear()
         self._leased.clear()
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            # Acquirers waiting on the pool's loop (running in another thread, or
+            # later) must hear that it closed rather than wait for ever.
+            with contextlib.suppress(RuntimeError):  # the loop closed just now
+                loop.call_soon_threadsafe(self._wake_all_soon)
         return removed
+
+    def _wake_all_soon(self) -> None:
+        """On the pool's loop: wake every waiting acquirer (they then see it closed)."""
+        self._track(asyncio.ensure_future(self._notify(everyone=True)))
 
     @property
     def idle(self) -> int:
@@ -193,7 +266,14 @@ class SandboxPool:
 
     @contextlib.asynccontextmanager
     async def acquire(self) -> AsyncIterator[DockerSandbox]:
-        """Lend a warm sandbox for the duration of the `async with` block."""
+        """Lend a warm sandbox for the duration of the `async with` block.
+
+        The sandbox works only inside the block: once it is given back, calls
+        through it raise SandboxClosedError (the pool keeps the container, wiped,
+        for the next user).
+        """
+        if not self._closed:
+            self._check_loop()
         sandbox = await self._take()
         self._leased.add(sandbox)
         try:
@@ -238,33 +318,41 @@ class SandboxPool:
                     self._changed.notify()
                     raise
         try:
-            sandbox = await self._create()
-        except BaseException as exc:
+            return await self._create(_CLOSED_WHILE_STARTING)
+        except BaseException:
             await self._forget_one()
-            if self._closed and isinstance(exc, Exception):  # close() removed it mid-start
-                raise SandboxClosedError(_CLOSED_WHILE_STARTING) from exc
             raise
-        if self._closed:  # started after close() swept the pool: never hand it out
-            await sandbox.close()
-            raise SandboxClosedError(_CLOSED_WHILE_STARTING)
-        return sandbox
 
     async def _release(self, sandbox: DockerSandbox) -> None:
+        """Take a sandbox back: wipe it and keep it, or destroy and replace it.
+
+        The user's handle is retired first (`hand_over`), so a reference kept after
+        the lease never reaches the next user. Until the wipe is over the pool's new
+        handle counts as leased, so a close() meanwhile closes it too.
+        """
         self._leased.discard(sandbox)
-        healthy = sandbox.alive and not sandbox.container_exited
-        if not self._closed and healthy and sandbox.uses < self.config.max_uses:
-            try:
-                await sandbox.reset()
-            except SandboxError as exc:
-                logger.warning("sandbox %s failed its wipe: %s", sandbox.container_id, exc)
-            else:
-                if not self._closed:
-                    self._idle.append(sandbox)
-                    async with self._changed:
-                        self._changed.notify()
-                    return
-        await sandbox.close()
-        await self._forget_one()
+        sandbox = sandbox.hand_over()
+        self._leased.add(sandbox)
+        try:
+            healthy = sandbox.alive and not sandbox.container_exited
+            if not self._closed and healthy and sandbox.uses < self.config.max_uses:
+                try:
+                    await sandbox.reset()
+                except SandboxError as exc:
+                    if not self._closed:  # a close() meanwhile fails the wipe on purpose
+                        logger.warning("sandbox %s failed its wipe: %s", sandbox.container_id, exc)
+                else:
+                    if not self._closed:
+                        self._leased.discard(sandbox)
+                        await self._add_idle(sandbox)
+                        return
+        finally:
+            self._leased.discard(sandbox)
+            if sandbox not in self._idle:  # given up: cut short (cancelled) or unusable
+                try:
+                    await sandbox.close()
+                finally:
+                    await self._forget_one()
         if not self._closed:
             self._track(asyncio.ensure_future(self._refill()))
 
@@ -273,25 +361,68 @@ class SandboxPool:
     def _require_open(self) -> None:
         if self._closed:
             raise SandboxClosedError("this pool is closed; create a new SandboxPool")
+        self._check_loop()
         if not self._started:
             raise SandboxClosedError(
                 "this pool was not started; use `async with SandboxPool(...)` or await start()"
             )
 
+    def _check_loop(self) -> None:
+        """Refuse use from a loop other than the pool's: its attach streams, locks and
+        background tasks belong to that loop, and would fail deep in asyncio here."""
+        if self._loop is not None and self._loop is not asyncio.get_running_loop():
+            raise SandboxError(_OTHER_LOOP)
+
     def _track(self, task: asyncio.Future[None]) -> None:
         self._tasks.add(task)  # type: ignore[arg-type]
         task.add_done_callback(self._tasks.discard)  # type: ignore[arg-type]
 
-    async def _create(self) -> DockerSandbox:
+    async def _create(self, closed_message: str) -> DockerSandbox:
+        """Start a sandbox for the pool; if the pool closes meanwhile, remove it and
+        raise SandboxClosedError with `closed_message` (not the start's own error,
+        which close() removing its container causes)."""
         async with self._start_gate:
+            if self._closed:
+                raise SandboxClosedError(closed_message)
             sandbox = DockerSandbox(self.config, client=self._client, pool_id=self.pool_id)
-            await sandbox.start()
-            return sandbox
+            try:
+                await sandbox.start()
+            except Exception as exc:
+                if self._closed:  # close() removed its container mid-start
+                    raise SandboxClosedError(closed_message) from exc
+                raise
+        if self._closed:  # started after close() swept the pool: never keep it
+            await sandbox.close()
+            raise SandboxClosedError(closed_message)
+        return sandbox
+
+    async def _add_idle(self, sandbox: DockerSandbox) -> None:
+        """Put a ready sandbox in the pool and wake one waiting acquirer for it."""
+        self._idle.append(sandbox)
+        await self._notify()
 
     async def _forget_one(self) -> None:
-        async with self._changed:
-            self._count -= 1
-            self._changed.notify()
+        """Give up one sandbox's slot, so that a waiting acquirer may start another.
+
+        The count drops at once: a second cancellation arriving while the wake-up
+        waits for the lock must not lose the slot (a pool of one would then make
+        every later acquire wait for ever).
+        """
+        self._count -= 1
+        await self._notify()
+
+    async def _notify(self, everyone: bool = False) -> None:
+        """Wake one waiting acquirer (or all). If the caller is cancelled while it
+        waits for the lock, the wake-up is still delivered, in the background."""
+        try:
+            async with self._changed:
+                if everyone:
+                    self._changed.notify_all()
+                else:
+                    self._changed.notify()
+        except asyncio.CancelledError:
+            self._track(asyncio.ensure_future(self._notify(everyone)))
+            raise
 
     async def _refill(self) -> None:
         """Replace a destroyed sandbox so the pool stays warm."""
@@ -300,19 +431,14 @@ class SandboxPool:
                 return
             self._count += 1
         try:
-            sandbox = await self._create()
+            sandbox = await self._create(_CLOSED_WHILE_STARTING)
         except BaseException as exc:
-            self.last_error = exc
             await self._forget_one()
-            if not isinstance(exc, asyncio.CancelledError):
+            if isinstance(exc, Exception) and not isinstance(exc, SandboxClosedError):
+                self.last_error = exc
                 logger.warning("could not replace a sandbox: %s", exc)
             return
-        if self._closed:
-            await sandbox.close()
-            return
-        self._idle.append(sandbox)
-        async with self._changed:
-            self._changed.notify()
+        await self._add_idle(sandbox)
 
 
 def _remove_pool_containers(client: docker.DockerClient, pool_id: str) -> int:

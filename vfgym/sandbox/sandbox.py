@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import copy
 import logging
 import threading
 import time
@@ -43,6 +44,16 @@ CONTROL_TIMEOUT_S = 30.0
 # How long closing waits for a removal that Docker already has under way.
 REMOVAL_WAIT_S = 30.0
 
+LEASE_ENDED = (
+    "this sandbox's lease has ended (it went back to its pool for the next user); use a "
+    "pooled sandbox only inside `async with pool.acquire() as sandbox:` and acquire again "
+    "for more work"
+)
+CLOSED_DURING_CALL = (
+    "the sandbox was closed while the call ran (its pool was closed, or close() was "
+    "called); acquire a sandbox from an open pool to go on"
+)
+
 
 def _max_frame(config: SandboxConfig) -> int:
     """The largest reply the host accepts: capped output (JSON may escape each byte
@@ -77,6 +88,7 @@ class DockerSandbox:
         self.runner_info: dict[str, Any] = {}
         self.uses = 0
         self._closed = False
+        self._retired = False  # a pool's lease on it ended: see hand_over()
         self._lost: str | None = None
 
     # ------------------------------------------------------------------ lifecycle
@@ -181,6 +193,21 @@ class DockerSandbox:
             self.container_id = handoff.abandon()
             raise
 
+    def hand_over(self) -> DockerSandbox:
+        """A new handle on this warm container; this handle stops working for good.
+
+        A pool calls it when a lease ends, so a reference its user kept (a background
+        task, a stored object) cannot run code in the sandbox the next user gets:
+        calls through it raise SandboxClosedError, and closing it removes nothing.
+        A call already running finishes first (calls are serialised), and the pool's
+        wipe comes after it.
+        """
+        successor = copy.copy(self)
+        self._channel = None
+        self._closed = True
+        self._retired = True
+        return successor
+
     async def close(self) -> None:
         """Stop and remove the container. Safe to call more than once."""
         if self._closed:
@@ -202,6 +229,8 @@ class DockerSandbox:
     # ------------------------------------------------------------------ calls
 
     def _require_channel(self) -> RunnerChannel:
+        if self._retired:
+            raise SandboxClosedError(LEASE_ENDED)
         if self._closed:
             raise SandboxClosedError("this sandbox was closed; acquire or create a new one")
         if self._channel is None:
@@ -221,6 +250,10 @@ class DockerSandbox:
         try:
             return await channel.request(message, timeout)
         except SandboxLostError as exc:
+            if self._closed and not self._retired:
+                # Its owner closed it under the call: say so, and not that the code
+                # crashed it (a `sandbox_lost` result tells a model it did).
+                raise SandboxClosedError(CLOSED_DURING_CALL) from exc
             self._lost = str(exc)
             raise
 
