@@ -233,8 +233,10 @@ def _parse_info(info: Any) -> dict[str, Any]:
     return dict(info)
 
 
-def _row_info(info: Any, row: int) -> dict[str, Any]:
-    """Row `row`'s `info` as a dict, or an error that names the row and says what to give."""
+def row_info(info: Any, where: str) -> dict[str, Any]:
+    """A row's `info` as a dict, or an error that names the row (`where`, such as
+    "dataset row 3") and says what to give: dataset rows and generate's inputs with
+    ready prompts are read alike."""
     try:
         return _parse_info(info)
     except (TypeError, ValueError) as exc:
@@ -243,7 +245,7 @@ def _row_info(info: Any, row: int) -> dict[str, Any]:
             not_json = " (not JSON)" if isinstance(exc, ValueError) else ""
             given = f"the text {info[:80]!r}{not_json}"
         raise type(exc)(
-            f"dataset row {row}: 'info' must be a dict or the JSON text of one (such as "
+            f"{where}: 'info' must be a dict or the JSON text of one (such as "
             f"'{{\"level\": 2}}'), not {given}"
         ) from None
 
@@ -387,7 +389,7 @@ def format_rows(
             )
         out["prompt"] = prompt
         out["answer"] = _answer(out.get("answer"))
-        out["info"] = _row_info(out.get("info"), i)
+        out["info"] = row_info(out.get("info"), f"dataset row {i}")
         out["task"] = _task(out.get("task"), i)
         if out.get("example_id") is None:
             out["example_id"] = i

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from openai import AsyncOpenAI, DefaultAsyncHttpxClient, OpenAI
 
-from vfgym.data import _parse_info, to_rows
+from vfgym.data import row_info, to_rows
 from vfgym.envs.environment import errored_state
 from vfgym.errors import ResultCallbackError, error_record
 from vfgym.gcpolicy import AUTO_FREEZE_ROLLOUTS, frozen_gc
@@ -65,31 +65,11 @@ def normalize_inputs(env: Environment, inputs: Any) -> list[dict[str, Any]]:
     for i, row in enumerate(rows):
         row = dict(row)
         row.setdefault("answer", "")
-        row["info"] = _row_info(row.get("info"), i)
+        row["info"] = row_info(row.get("info"), f"input row {i}")
         row["task"] = row.get("task") or "default"
         row.setdefault("example_id", i)
         out.append(row)
     return out
-
-
-def _row_info(info: Any, index: int) -> dict[str, Any]:
-    """Row `index`'s `info` as a dict, read as `format_dataset` reads it.
-
-    Hugging Face datasets often store `info` as JSON text, so a row with a ready
-    prompt must accept that too; anything else is refused here, naming the row,
-    rather than as a puzzling error from inside a rollout.
-    """
-    try:
-        return _parse_info(info)
-    except (TypeError, ValueError) as exc:
-        given = f"a {type(info).__name__}"
-        if isinstance(info, str):
-            not_json = " (not JSON)" if isinstance(exc, ValueError) else ""
-            given = f"the text {info[:80]!r}{not_json}"
-        raise type(exc)(
-            f"input row {index}: 'info' must be a dict or the JSON text of an object "
-            f"(such as '{{\"target\": 3}}'), not {given}"
-        ) from exc
 
 
 def _check_rollouts_per_example(rollouts_per_example: Any) -> int:
