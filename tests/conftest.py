@@ -7,6 +7,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
+from aiohttp import web
+from loopback_http import Answer, ScriptedServer, serve_posts
 
 from vfgym.client import RetryPolicy
 from vfgym.server import ModelServer
@@ -52,3 +54,21 @@ async def model_server() -> AsyncIterator[StartServer]:
 def fast_retry() -> RetryPolicy:
     """Retries with millisecond backoff: real retry behaviour without slow tests."""
     return RetryPolicy(max_retries=4, initial_delay=0.01, max_delay=0.05, jitter=0.0)
+
+
+@pytest.fixture
+async def scripted() -> AsyncIterator[Callable[..., Awaitable[ScriptedServer]]]:
+    """A factory: `server = await scripted(answer, ...)`, stopped after the test."""
+    runners: list[web.AppRunner] = []
+
+    async def start(*answers: Answer) -> ScriptedServer:
+        server = ScriptedServer(list(answers))
+        runner, server.port = await serve_posts(server.handle, "/v1/chat/completions")
+        runners.append(runner)
+        return server
+
+    try:
+        yield start
+    finally:
+        for runner in runners:
+            await runner.cleanup()

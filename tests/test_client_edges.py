@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from types import SimpleNamespace
@@ -15,9 +14,7 @@ from typing import Any
 
 import openai
 import pytest
-from aiohttp import web
-from loopback_http import serve_posts
-from openai import AsyncOpenAI, OpenAI
+from loopback_http import Answer
 
 from vfgym.client import RetryPolicy, _retry_after, request_model_response
 from vfgym.envs import SingleTurnEnv
@@ -43,56 +40,6 @@ def chat_body(text: str = "hi") -> dict[str, Any]:
         ],
         "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
     }
-
-
-Answer = tuple[int, Any, dict[str, str]]
-
-
-class ScriptedServer:
-    """Answers each chat request with the next scripted answer; the last one repeats."""
-
-    def __init__(self, answers: list[Answer]) -> None:
-        self.answers = answers
-        self.times: list[float] = []
-        self.bodies: list[dict[str, Any]] = []
-        self.port = 0
-        self.delay = 0.0
-
-    async def handle(self, request: web.Request) -> web.Response:
-        self.bodies.append(await request.json())
-        self.times.append(time.monotonic())
-        await asyncio.sleep(self.delay)
-        status, body, headers = self.answers[min(len(self.times), len(self.answers)) - 1]
-        text = body if isinstance(body, str) else json.dumps(body)
-        return web.Response(
-            status=status, text=text, content_type="application/json", headers=headers
-        )
-
-    def client(self) -> AsyncOpenAI:
-        return AsyncOpenAI(
-            base_url=f"http://127.0.0.1:{self.port}/v1", api_key="test", max_retries=0
-        )
-
-    def sync_client(self) -> OpenAI:
-        return OpenAI(base_url=f"http://127.0.0.1:{self.port}/v1", api_key="test", max_retries=0)
-
-
-@pytest.fixture
-async def scripted() -> AsyncIterator[Callable[..., Awaitable[ScriptedServer]]]:
-    """A factory: `server = await scripted(answer, ...)`, stopped after the test."""
-    runners: list[web.AppRunner] = []
-
-    async def start(*answers: Answer) -> ScriptedServer:
-        server = ScriptedServer(list(answers))
-        runner, server.port = await serve_posts(server.handle, "/v1/chat/completions")
-        runners.append(runner)
-        return server
-
-    try:
-        yield start
-    finally:
-        for runner in runners:
-            await runner.cleanup()
 
 
 FAST = RetryPolicy(max_retries=2, initial_delay=0.001, max_delay=0.01, jitter=0.0)

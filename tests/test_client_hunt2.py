@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
-from aiohttp import web
-from loopback_http import serve_posts
-from openai import AsyncOpenAI
 
 from vfgym.client import RetryPolicy, request_model_response
 from vfgym.envs import SingleTurnEnv
@@ -33,46 +28,6 @@ def chat_body(message: dict[str, Any] | None) -> dict[str, Any]:
 
 
 OK = (200, chat_body({"role": "assistant", "content": "fine"}), {})
-Answer = tuple[int, Any, dict[str, str]]
-
-
-class Scripted:
-    """Answers each POST with the next scripted answer; the last one repeats."""
-
-    def __init__(self, answers: list[Answer]) -> None:
-        self.answers = answers
-        self.hits = 0
-        self.port = 0
-
-    async def handle(self, request: web.Request) -> web.Response:
-        await request.read()
-        self.hits += 1
-        status, body, headers = self.answers[min(self.hits, len(self.answers)) - 1]
-        return web.Response(
-            status=status, text=json.dumps(body), content_type="application/json", headers=headers
-        )
-
-    def client(self) -> AsyncOpenAI:
-        return AsyncOpenAI(
-            base_url=f"http://127.0.0.1:{self.port}/v1", api_key="test", max_retries=0
-        )
-
-
-@pytest.fixture
-async def scripted() -> AsyncIterator[Callable[..., Awaitable[Scripted]]]:
-    runners: list[web.AppRunner] = []
-
-    async def start(*answers: Answer) -> Scripted:
-        server = Scripted(list(answers))
-        runner, server.port = await serve_posts(server.handle, "/v1/chat/completions")
-        runners.append(runner)
-        return server
-
-    try:
-        yield start
-    finally:
-        for runner in runners:
-            await runner.cleanup()
 
 
 async def test_a_429_that_says_do_not_retry_is_not_retried(scripted) -> None:
@@ -82,7 +37,7 @@ async def test_a_429_that_says_do_not_retry_is_not_retried(scripted) -> None:
     server = await scripted((429, quota, {"x-should-retry": "false"}), OK)
     with pytest.raises(ModelCallError) as caught:
         await request_model_response(server.client(), "m", HELLO, retry=FAST)
-    assert server.hits == 1
+    assert len(server.times) == 1
     assert "exceeded your current quota" in str(caught.value)
     assert "not overloaded" not in str(caught.value)  # not blamed on a struggling server
 
@@ -102,14 +57,14 @@ async def test_vllms_decoder_prompt_overflow_ends_the_rollout_as_truncated(scrip
     assert state["stop_reason"] == "context_length"
     assert state["is_truncated"] is True
     assert out.reward == [1.0]  # scored, not errored
-    assert server.hits == 1
+    assert len(server.times) == 1
 
 
 async def test_a_choice_without_a_message_is_retried_as_a_malformed_answer(scripted) -> None:
     server = await scripted((200, chat_body(None), {}), OK)
     response = await request_model_response(server.client(), "m", HELLO, retry=FAST)
     assert response.choices[0].message.content == "fine"
-    assert server.hits == 2
+    assert len(server.times) == 2
 
 
 async def test_a_server_that_keeps_sending_choices_without_a_message_errors_the_rollout(
@@ -126,4 +81,4 @@ async def test_a_server_that_keeps_sending_choices_without_a_message_errors_the_
     assert error["type"] == "ModelCallError"
     assert "no message" in error["message"]
     assert math.isnan(out.reward[0])
-    assert server.hits == FAST.max_retries + 1
+    assert len(server.times) == FAST.max_retries + 1
