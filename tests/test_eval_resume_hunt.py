@@ -8,94 +8,16 @@ Both run the real command against vfgym's own built-in model server, which
 from __future__ import annotations
 
 import json
-import os
 import shlex
-import signal
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from cli_runs import no_configured_model, run  # noqa: F401  (an autouse fixture)
+from held_import import interrupt_while_importing, vfgym_command
 
 EASY = '{"difficulty": "easy"}'
-
-# Runs first thing in the child (as its sitecustomize). When the command imports
-# the module named in VFGYM_TEST_HOLD_IMPORT from inside its event loop (the
-# built-in server's module, imported as the run starts it, before any result is
-# written), the hook touches the marker and waits for the go file. The test sends
-# SIGINT before it writes the go file, so the interrupt is taken at that point
-# every time. It polls rather than sleeping once: the run's asyncio.Runner turns
-# SIGINT into a cancellation of the run, which only lands at the run's next
-# await, so a long sleep would simply go on after the signal.
-HOOK = """
-import importlib.abc, os, signal, sys, time
-
-signal.signal(signal.SIGINT, signal.default_int_handler)
-
-
-class _HoldImport(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name != os.environ["VFGYM_TEST_HOLD_IMPORT"]:
-            return None
-        asyncio = sys.modules.get("asyncio")
-        if asyncio is None or asyncio._get_running_loop() is None:
-            return None  # not the import inside the run: let it be
-        sys.meta_path.remove(self)
-        open(os.environ["VFGYM_TEST_HOLD_MARKER"], "w").close()
-        while not os.path.exists(os.environ["VFGYM_TEST_HOLD_GO"]):
-            time.sleep(0.01)
-        return None
-
-
-sys.meta_path.insert(0, _HoldImport())
-"""
-
-
-def vfgym_command() -> list[str]:
-    """The installed console script when there is one, else `python -m vfgym`."""
-    script = Path(sys.executable).with_name("vfgym")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "vfgym"]
-
-
-def interrupt_while_importing(
-    tmp_path: Path, args: list[str], module: str
-) -> subprocess.CompletedProcess[str]:
-    """Run `vfgym ARGS` in `tmp_path`, press Ctrl-C while the run imports `module`, and wait."""
-    hook_dir = tmp_path / "hook"
-    hook_dir.mkdir()
-    (hook_dir / "sitecustomize.py").write_text(HOOK)
-    marker, go = tmp_path / "holding", tmp_path / "go"
-    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL")}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(hook_dir), env.get("PYTHONPATH")]))
-    env.update(
-        VFGYM_TEST_HOLD_IMPORT=module,
-        VFGYM_TEST_HOLD_MARKER=str(marker),
-        VFGYM_TEST_HOLD_GO=str(go),
-    )
-    process = subprocess.Popen(
-        [*vfgym_command(), *args],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        deadline = time.monotonic() + 120
-        while not marker.exists() and process.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert marker.exists(), f"the run never imported {module}"
-        process.send_signal(signal.SIGINT)
-        go.touch()
-        out, err = process.communicate(timeout=60)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
-    return subprocess.CompletedProcess(process.args, process.returncode, out, err)
 
 
 def suggested_command(err: str) -> list[str]:
@@ -111,7 +33,13 @@ def test_ctrl_c_before_anything_is_written_prints_a_command_that_works(
     """Ctrl-C while the built-in server starts leaves no results and no metadata; the
     command printed then must be one the user can run, not a `--resume` it refuses."""
     args = ["eval", "guess-the-number", "-a", EASY, "-n", "2", "-r", "1", "-o", "run"]
-    result = interrupt_while_importing(tmp_path, args, "vfgym.server")
+    result = interrupt_while_importing(
+        tmp_path,
+        [*vfgym_command(), *args],
+        "vfgym.server",
+        in_loop=True,
+        drop_env=("OPENAI_API_KEY", "OPENAI_BASE_URL"),
+    )
     assert result.returncode == 130, result.stderr
     assert "Traceback" not in result.stderr, result.stderr
     assert "built-in server at" not in result.stderr  # it was stopped before serving
