@@ -57,21 +57,6 @@ def test_a_trailing_bare_boxed_falls_back_to_the_last_complete_box() -> None:
     assert extract_boxed_answer("\\boxed 3 and then \\boxed ") == "3"
 
 
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        ("so \\boxed{42}.", "42"),
-        ("\\boxed{\\frac{1}{2}}", "\\frac{1}{2}"),
-        ("\\boxed{1} then \\boxed{{a}{b}}", "{a}{b}"),
-        ("\\boxed{3} and an unfinished \\boxed{4", "3"),
-        ("\\boxed{\\}} rest", "\\}"),
-        ("\\boxed{a b}", "a b"),
-    ],
-)
-def test_braced_boxes_read_as_before(text: str, expected: str) -> None:
-    assert extract_boxed_answer(text) == expected
-
-
 # -- ToolRubric: calls that name no tool --------------------------------------------------
 
 NONE_TOOL = {"type": "function", "function": {"name": "None", "parameters": {}}}

@@ -310,6 +310,8 @@ def test_maybe_think_parser_strips_a_think_block_if_present() -> None:
         ("\\boxed{\\frac{1}{2}}", "\\frac{1}{2}"),
         ("\\boxed{1} then \\boxed{{a}{b}}", "{a}{b}"),
         ("\\boxed{3} and an unfinished \\boxed{4", "3"),
+        ("\\boxed{\\}} rest", "\\}"),
+        ("\\boxed{a b}", "a b"),
         ("no box here", "no box here"),
         ("", ""),
     ],
