@@ -9,27 +9,19 @@ routing of rollouts and metrics) is not repeated here.
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 import gymnasium as gym
 import pytest
 from gym_test_envs import AsyncGuessEnv, CalculatorEnv, GuessEnv
 from scripted_models import scripted
+from test_tool_env_calls import call
 
 import vfgym.gym as vgym
 from vfgym.envs import EnvGroup, MultiTurnEnv, SingleTurnEnv, StatefulToolEnv, ToolEnv
 from vfgym.envs.environment import Environment
 from vfgym.rubrics import Rubric
 from vfgym.types import Messages, State
-
-
-def call(name: str, arguments: Any, call_id: str | None = None) -> dict[str, Any]:
-    raw = arguments if isinstance(arguments, str) else json.dumps(arguments)
-    out: dict[str, Any] = {"type": "function", "function": {"name": name, "arguments": raw}}
-    if call_id is not None:
-        out["id"] = call_id
-    return out
 
 
 def turn(*calls: dict[str, Any], content: str = "") -> dict[str, Any]:
