@@ -1,22 +1,32 @@
-"""Batching the sub-envs' infos the way Gymnasium's vector envs do, at a fraction of the cost.
+"""Batching the sub-envs' infos the way Gymnasium's vector envs do, each column when first read.
 
-Gymnasium's `VectorEnv._add_info` folds one sub-env's info at a time into the batch:
-every key becomes an array over the sub-envs (numbers as a numeric array of the first
-value's type, dicts recursively as nested batches, anything else as an object array)
-next to a boolean mask `_key` saying which sub-envs have it. It does so with a new
-numpy array per key *per sub-env* (the mask's default is built on every call), which
-for a game costs more than the game's move. `batch_infos` builds the same dict —
-same keys in the same order, same dtypes, values and masks — from all the infos at
-once, with one array per key. Unusual batches (a key beginning with "_", which could
-collide with a mask; dicts and non-dicts under one key) are folded by Gymnasium's own
-code, so even their quirks (and errors) stay the same; so is any batch the fast path
-fails on.
+Gymnasium's vector envs return one info dict for the batch: every key becomes an array over
+the sub-envs (numbers as a numeric array of the first value's type, dicts recursively as
+nested batches, anything else as an object array) next to a boolean mask `_key` saying which
+sub-envs have it. `VectorEnv._add_info` builds it one sub-env at a time. For a text game
+that costs more than the game's move: the last step of an episode alone carries some thirty
+arrays (its State, messages, reward and each metric, each with a mask), and a training loop
+reads a few of them, if any.
+
+`batch_infos` returns a `BatchedInfo`: a dict with exactly the keys Gymnasium's fold gives,
+in its order, whose values are built when first read — by indexing, `get`, `values`,
+`items`, unpacking into another dict, `==`, `repr`, copying or pickling — and are then equal
+to the fold's (same dtypes, values and masks; nested batches are `BatchedInfo`s too). A loop
+pays for the columns it reads; reading them all costs what building them at once did. The
+sub-envs' infos it reads from are new dicts each step, which nothing changes afterwards.
+
+Unusual batches are folded by Gymnasium's own code, so even their quirks (and errors) stay
+the same: at once when a key could collide with a mask (a key that is not a string, or
+begins with "_"); when first read when a column is one the fast path does not build (dicts
+and non-dicts under one key, or values numpy will not convert as Gymnasium's assignments
+would).
 """
 
 from __future__ import annotations
 
+import copy
 import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from itertools import chain, repeat
 from operator import itemgetter
 from typing import Any
@@ -30,48 +40,13 @@ _NUMBER_TYPES = (int, float, bool)
 #: `map(isinstance, values, _DICTS)`: which values are dicts (as `_add_info` asks).
 _DICTS = repeat(dict)
 
+#: The value of a key whose column is not built yet.
+_PENDING: Any = object()
 
-def batch_infos(infos: Sequence[Mapping[str, Any] | None], num_envs: int) -> dict[str, Any]:
-    """The batched info of `infos[i]` for each sub-env i (None: that sub-env has none).
+#: What `_column` returns for a column only Gymnasium's fold builds faithfully.
+_FOLD: Any = object()
 
-    Equal to folding them in order with `VectorEnv._add_info`.
-    """
-    try:
-        batched = _batch(infos, num_envs)
-    except Exception:  # a value _add_info may convert differently, or fail on its own way
-        batched = None
-    if batched is None:
-        return _folded(infos, num_envs)
-    return batched
-
-
-def _batch(infos: Sequence[Mapping[str, Any] | None], n: int) -> dict[str, Any] | None:
-    """The fast path; None when the batch needs `_add_info`'s own handling."""
-    gaps = None in infos  # sub-envs without an info (a partial reset, a nested batch)
-    first = infos[0] if infos else None
-    # Every info as long as the first, and (checked as the values are read) holding its
-    # keys: all have the same keys, in the first one's order. The usual step, told
-    # apart without working out the layout.
-    if not gaps and first and sum(map(len, infos)) == len(first) * n:  # type: ignore[arg-type]
-        columns = _shared_layout(tuple(first), n)  # type: ignore[arg-type]
-        if columns is None:
-            return None
-        batched = _columns(infos, n, columns)
-        if batched is not _MISSING:
-            return batched  # type: ignore[return-value]
-    if gaps:
-        signature = tuple([tuple(info) if info else () for info in infos])
-    else:
-        signature = tuple(map(tuple, infos))  # each info's keys, in order
-    columns = _layout(signature, n)
-    if columns is None:
-        return None
-    return _columns(infos, n, columns)  # type: ignore[return-value]
-
-
-#: What `_columns` returns when an info lacks a key it was told every info has.
-_MISSING = object()
-
+Infos = Sequence[Mapping[str, Any] | None]
 
 #: One column of a batch: its key, its mask's key, the sub-envs that have it (None: all;
 #: an int: that one alone), the (read-only) mask of those, which the batch gets a copy
@@ -79,74 +54,226 @@ _MISSING = object()
 Column = tuple[str, str, tuple[int, ...] | int | None, np.ndarray, Callable[[Any], Any]]
 
 
-def _columns(
-    infos: Sequence[Mapping[str, Any] | None], n: int, columns: Sequence[Column]
-) -> dict[str, Any] | object | None:
-    """The batch of `columns` (from `_layout` or `_shared_layout`, so plain keys)."""
-    out: dict[str, Any] = {}
-    for key, mask_key, where, mask, get in columns:
-        if type(where) is int:  # one sub-env has the key: the usual end of an episode
-            array = _one(infos[where][key], where, n, key)  # type: ignore[index]
-            if array is None:
-                return None
-            out[key] = array
-            out[mask_key] = mask.copy()
-            continue
-        if where is None:  # every sub-env has the key (the usual case)
-            try:
-                values = list(map(get, infos))
-            except KeyError:
-                return _MISSING
+class _Layout:
+    """A batch's columns, and what a `BatchedInfo` over them starts from: every key (the
+    columns' and their masks', in Gymnasium's order) pending, and each key's column."""
+
+    __slots__ = ("columns", "pending", "sources")
+
+    def __init__(self, columns: Sequence[Column]) -> None:
+        self.columns = tuple(columns)
+        self.pending: dict[str, Any] = {}
+        #: key -> (its column, whether the key is the column's mask)
+        self.sources: dict[str, tuple[Column, bool]] = {}
+        for column in self.columns:
+            key, mask_key = column[0], column[1]
+            self.pending[key] = self.pending[mask_key] = _PENDING
+            self.sources[key] = (column, False)
+            self.sources[mask_key] = (column, True)
+
+
+def batch_infos(infos: Infos, num_envs: int) -> dict[str, Any]:
+    """The batched info of `infos[i]` for each sub-env i (None: that sub-env has none).
+
+    Equal to folding them in order with `VectorEnv._add_info`, each value built when
+    first read (see the module docstring).
+    """
+    infos = tuple(infos)
+    if None in infos:  # sub-envs without an info (a partial reset, a nested batch)
+        signature = tuple([tuple(info) if info else () for info in infos])
+    else:
+        signature = tuple(map(tuple, infos))  # each info's keys, in order
+    layout = _layout(signature, num_envs)
+    if layout is None:
+        return _folded(infos, num_envs)
+    if not layout.columns:
+        return {}
+    return BatchedInfo._over(infos, num_envs, layout)
+
+
+class BatchedInfo(dict[str, Any]):
+    """A vector env's batched info (see `batch_infos`): a dict whose values are built
+    from the sub-envs' infos when first read. Setting and deleting keys work as on any
+    dict; `copy()`, `copy.copy` and pickling give a plain dict with every value built."""
+
+    __slots__ = ("_infos", "_num_envs", "_sources")
+
+    _infos: tuple[Mapping[str, Any] | None, ...]
+    _num_envs: int
+    _sources: dict[str, tuple[Column, bool]]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        """A batch with every value given, as `dict(...)` takes them (for code that
+        makes an empty one with `type(batch)()`); vector envs make theirs pending."""
+        super().__init__(*args, **kwargs)
+        self._infos = ()
+        self._num_envs = 0
+        self._sources = {}
+
+    @classmethod
+    def _over(cls, infos: tuple[Any, ...], num_envs: int, layout: _Layout) -> BatchedInfo:
+        batch = dict.__new__(cls)
+        dict.update(batch, layout.pending)
+        batch._infos = infos
+        batch._num_envs = num_envs
+        batch._sources = layout.sources
+        return batch
+
+    # Reading one value builds it.
+
+    def __getitem__(self, key: str) -> Any:
+        value = dict.__getitem__(self, key)
+        if value is _PENDING:
+            value = self._build(key)
+        return value
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self[key] if key in self else default
+
+    def setdefault(self, key: str, default: Any = None) -> Any:
+        if key in self:
+            return self[key]
+        dict.__setitem__(self, key, default)
+        return default
+
+    def pop(self, key: str, *default: Any) -> Any:
+        if key in self:
+            value = self[key]
+            dict.__delitem__(self, key)
+            return value
+        return dict.pop(self, key, *default)
+
+    # Reading them all builds them all.
+
+    def __iter__(self) -> Iterator[str]:
+        # Overridden (to the same keys) so that `dict(batch)`, `{**batch}`, `f(**batch)`
+        # and `d.update(batch)` read the values through `__getitem__`, not the storage.
+        return dict.__iter__(self)
+
+    def values(self) -> Any:
+        self._build_all()
+        return dict.values(self)
+
+    def items(self) -> Any:
+        self._build_all()
+        return dict.items(self)
+
+    def popitem(self) -> tuple[str, Any]:
+        self._build_all()
+        return dict.popitem(self)
+
+    def copy(self) -> dict[str, Any]:
+        self._build_all()
+        return dict(dict.items(self))
+
+    def __copy__(self) -> dict[str, Any]:
+        return self.copy()
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> dict[str, Any]:
+        return copy.deepcopy(self.copy(), memo)
+
+    def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
+        return dict, (self.copy(),)
+
+    def __eq__(self, other: object) -> bool:
+        self._build_all()
+        if isinstance(other, BatchedInfo):
+            other._build_all()
+        return dict.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
+
+    def __or__(self, other: Any) -> Any:
+        self._build_all()
+        return dict.__or__(self.copy(), other)
+
+    def __ror__(self, other: Any) -> Any:
+        self._build_all()
+        return dict.__or__(other, self.copy()) if isinstance(other, dict) else NotImplemented
+
+    def __repr__(self) -> str:
+        self._build_all()
+        return dict.__repr__(self)
+
+    @classmethod
+    def fromkeys(cls, keys: Any, value: Any = None) -> dict[str, Any]:  # type: ignore[override]
+        return dict.fromkeys(keys, value)
+
+    # Building.
+
+    def _build(self, key: str) -> Any:
+        column, is_mask = self._sources[key]
+        if is_mask:
+            value = column[3].copy()  # (a copy costs a fraction of np.zeros)
         else:
-            values = [infos[i][key] for i in where]  # type: ignore[index]
-        kind = type(values[0])
-        if key == "final_obs":
-            array: Any = _objects(where, values, n)
-        elif any(map(isinstance, values, _DICTS)):  # (all in C: the cheapest check)
-            if not all(map(isinstance, values, _DICTS)):
-                return None  # dicts and non-dicts under one key: _add_info's own quirks
-            if where is None:
-                nested: list[Any] = values
-            else:
-                nested = [None] * n
-                for i, value in zip(where, values, strict=False):  # (equal lengths)
-                    nested[i] = value
-            array = _batch(nested, n)
-            if array is None:
-                return None
-        elif kind in _NUMBER_TYPES or issubclass(kind, np.number):
-            # An array of the first value's type, the others converted to it as
-            # _add_info's assignments convert them. (numpy calls take positional
-            # arguments: parsing keywords costs more than the call here.)
-            if where is None:
-                array = np.array(values, kind)
-            else:
-                array = np.zeros(n, kind)
-                for i, value in zip(where, values, strict=False):  # (equal lengths)
-                    array[i] = value
-        elif isinstance(values[0], np.ndarray):
-            array = np.zeros((n, *values[0].shape), values[0].dtype)
-            for i, value in zip(range(n) if where is None else where, values, strict=False):
-                array[i] = value
-        else:  # objects, each kept as it is
-            array = _objects(where, values, n)
-        out[key] = array
-        out[mask_key] = mask.copy()  # (a copy costs a fraction of np.ones)
-    return out
+            try:
+                value = _column(self._infos, self._num_envs, column)
+            except Exception:  # a value _add_info converts its own way, or fails on
+                value = _FOLD
+            if value is _FOLD:
+                self._fold()
+                return dict.__getitem__(self, key)
+        dict.__setitem__(self, key, value)
+        return value
+
+    def _build_all(self) -> None:
+        for key in list(dict.keys(self)):
+            if dict.get(self, key) is _PENDING:
+                self.__getitem__(key)
+
+    def _fold(self) -> None:
+        """Replace every value with Gymnasium's own fold of the batch (which raises as
+        Gymnasium does, leaving the batch as it was); keys set by the caller stay."""
+        folded = _folded(self._infos, self._num_envs)
+        own = {k: v for k, v in dict.items(self) if k not in self._sources}
+        dict.clear(self)
+        dict.update(self, folded)
+        dict.update(self, own)
+        self._sources = {}
+
+
+def _column(infos: Infos, n: int, column: Column) -> Any:
+    """The array (or nested batch) of one column, or `_FOLD`."""
+    key, _, where, _, get = column
+    if type(where) is int:  # one sub-env has the key: the usual end of an episode
+        return _one(infos[where][key], where, n, key)  # type: ignore[index]
+    if where is None:  # every sub-env has the key (the usual case)
+        values = list(map(get, infos))
+    else:
+        values = [infos[i][key] for i in where]  # type: ignore[index]
+    kind = type(values[0])
+    if key == "final_obs":
+        return _objects(where, values, n)
+    if any(map(isinstance, values, _DICTS)):  # (all in C: the cheapest check)
+        if not all(map(isinstance, values, _DICTS)):
+            return _FOLD  # dicts and non-dicts under one key: _add_info's own quirks
+        return batch_infos(values if where is None else _spread(where, values, n), n)
+    if kind in _NUMBER_TYPES or issubclass(kind, np.number):
+        # An array of the first value's type, the others converted to it as
+        # _add_info's assignments convert them. (numpy calls take positional
+        # arguments: parsing keywords costs more than the call here.)
+        if where is None:
+            return np.array(values, kind)
+        array = np.zeros(n, kind)
+    elif isinstance(values[0], np.ndarray):
+        array = np.zeros((n, *values[0].shape), values[0].dtype)
+    else:  # objects, each kept as it is
+        return _objects(where, values, n)
+    for i, value in zip(range(n) if where is None else where, values, strict=False):
+        array[i] = value
+    return array
 
 
 def _one(value: Any, i: int, n: int, key: str) -> Any:
-    """The column of a key only sub-env i has: `_columns`' cases for a single value,
+    """The column of a key only sub-env i has: `_column`'s cases for a single value,
     without the lists and checks that several values need."""
     kind = type(value)
     if key == "final_obs":
         array = np.empty(n, object)
     elif isinstance(value, dict):
-        nested: list[Any] = [None] * n
-        nested[i] = value
-        keys = tuple(value)
-        columns = _layout_of_one(keys, i, n) if keys else None
-        return None if columns is None else _columns(nested, n, columns)
+        return batch_infos(_spread((i,), (value,), n), n)
     elif kind in _NUMBER_TYPES or issubclass(kind, np.number):
         array = np.zeros(n, kind)
     elif isinstance(value, np.ndarray):
@@ -157,10 +284,12 @@ def _one(value: Any, i: int, n: int, key: str) -> Any:
     return array
 
 
-@functools.lru_cache(maxsize=1024)
-def _layout_of_one(keys: tuple[Any, ...], i: int, n: int) -> tuple[Column, ...] | None:
-    """The columns of a (nested) batch where sub-env i alone has an info, with `keys`."""
-    return _layout(tuple(keys if j == i else () for j in range(n)), n)
+def _spread(where: Sequence[int], values: Sequence[Any], n: int) -> list[Any]:
+    """n slots, `values[k]` at `where[k]` and None elsewhere."""
+    spread: list[Any] = [None] * n
+    for i, value in zip(where, values, strict=False):  # (equal lengths)
+        spread[i] = value
+    return spread
 
 
 def _plain_key(key: Any) -> bool:
@@ -169,18 +298,8 @@ def _plain_key(key: Any) -> bool:
     return type(key) is str and not key.startswith("_")
 
 
-@functools.lru_cache(maxsize=256)
-def _shared_layout(keys: tuple[Any, ...], n: int) -> tuple[Column, ...] | None:
-    """The columns of a batch whose infos all have `keys`, in that order; None when a
-    key is not plain (`_add_info` then decides)."""
-    if not all(map(_plain_key, keys)):
-        return None
-    every = _all_true(n)
-    return tuple((key, "_" + key, None, every, itemgetter(key)) for key in keys)
-
-
-@functools.lru_cache(maxsize=256)
-def _layout(signature: tuple[tuple[Any, ...], ...], n: int) -> tuple[Column, ...] | None:
+@functools.lru_cache(maxsize=1024)
+def _layout(signature: tuple[tuple[Any, ...], ...], n: int) -> _Layout | None:
     """The batch's keys in the order `_add_info` adds them (first appearance, sub-env by
     sub-env), each with the sub-envs that have it (None: all n) and their mask; None
     when a key is not a plain string or starts with "_" (it could collide with a mask).
@@ -196,7 +315,7 @@ def _layout(signature: tuple[tuple[Any, ...], ...], n: int) -> tuple[Column, ...
         mask.flags.writeable = False
         column_where = None if len(where) == n else where[0] if len(where) == 1 else where
         columns.append((key, "_" + key, column_where, mask, itemgetter(key)))
-    return tuple(columns)
+    return _Layout(columns)
 
 
 def _objects(where: tuple[int, ...] | None, values: list[Any], n: int) -> np.ndarray:
@@ -209,14 +328,6 @@ def _objects(where: tuple[int, ...] | None, values: list[Any], n: int) -> np.nda
     return array
 
 
-@functools.lru_cache(maxsize=64)
-def _all_true(n: int) -> np.ndarray:
-    """A read-only mask of n Trues to copy; never handed out."""
-    mask = np.ones(n, dtype=np.bool_)
-    mask.flags.writeable = False
-    return mask
-
-
 class _Folder(VectorEnv):
     """Just enough of a vector env to run Gymnasium's `_add_info` on."""
 
@@ -224,7 +335,7 @@ class _Folder(VectorEnv):
         self.num_envs = num_envs
 
 
-def _folded(infos: Sequence[Mapping[str, Any] | None], n: int) -> dict[str, Any]:
+def _folded(infos: Infos, n: int) -> dict[str, Any]:
     folder = _Folder(n)
     batched: dict[str, Any] = {}
     for i, info in enumerate(infos):
@@ -233,4 +344,4 @@ def _folded(infos: Sequence[Mapping[str, Any] | None], n: int) -> dict[str, Any]
     return batched
 
 
-__all__ = ["batch_infos"]
+__all__ = ["BatchedInfo", "batch_infos"]
