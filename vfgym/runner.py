@@ -23,6 +23,7 @@ from vfgym.data import row_info, to_rows
 from vfgym.envs.environment import errored_state
 from vfgym.errors import ResultCallbackError, error_record
 from vfgym.gcpolicy import AUTO_FREEZE_ROLLOUTS, frozen_gc
+from vfgym.messages import check_message
 from vfgym.results import RESULTS_FILE, ResultsWriter, inputs_digest, make_record
 from vfgym.types import GenerateInputs, GenerateOutputs, SamplingArgs, State
 
@@ -53,16 +54,19 @@ def _callback_error(
 def normalize_inputs(env: Environment, inputs: Any) -> list[dict[str, Any]]:
     """One row per rollout, with prompt, answer, info, task and example_id.
 
-    Rows without a prompt go through `env.format_dataset`; rows with one keep it as
-    given, but their `info` is read the same way (a dict, or the JSON text of one).
+    Rows without a prompt (or with a None one, as Arrow pads a question row of a
+    dataset that mixes both) go through `env.format_dataset`; rows with one keep it
+    as given, but it is checked as a dataset's is (see `_check_given_prompt`) and
+    their `info` is read the same way (a dict, or the JSON text of one).
     """
     if isinstance(inputs, GenerateInputs):
         inputs = inputs.model_dump(exclude_none=True)
     rows = to_rows(inputs)
-    if any("prompt" not in row for row in rows):
+    if any(row.get("prompt") is None for row in rows):
         return env.format_dataset(rows)
     out = []
     for i, row in enumerate(rows):
+        _check_given_prompt(row["prompt"], f"input row {i}", env.message_type)
         row = dict(row)
         row.setdefault("answer", "")
         row["info"] = row_info(row.get("info"), f"input row {i}")
@@ -70,6 +74,42 @@ def normalize_inputs(env: Environment, inputs: Any) -> list[dict[str, Any]]:
         row.setdefault("example_id", i)
         out.append(row)
     return out
+
+
+def _check_given_prompt(prompt: Any, where: str, message_type: str) -> None:
+    """Refuse a ready prompt the model server would refuse, naming `where` (its row).
+
+    A dataset's prompts are checked when the environment is built; a prompt given to
+    `generate` is kept as given, so it is checked here, before any rollout starts.
+    Otherwise every rollout of the row would fail at the server (a 400 that names
+    neither the row nor the message) or be rendered by a chat template as something
+    else. Each message is checked with `vfgym.messages.check_message`.
+    """
+    if isinstance(prompt, str):
+        return
+    if message_type != "chat":
+        raise ValueError(
+            f"{where}: message_type='completion' needs a text prompt, not a "
+            f"{type(prompt).__name__}; give the prompt as one str, or use message_type='chat' "
+            "for chat messages"
+        )
+    if isinstance(prompt, Mapping):
+        raise TypeError(
+            f"{where}: 'prompt' is one message dict; wrap it in a list, as in "
+            "[{'role': 'user', 'content': '...'}] (or give the prompt as one text)"
+        )
+    if not isinstance(prompt, list | tuple):
+        raise TypeError(
+            f"{where}: 'prompt' is of type {type(prompt).__name__}; give a list of chat "
+            "messages such as [{'role': 'user', 'content': '...'}], or the prompt as one text"
+        )
+    for j, message in enumerate(prompt):
+        if not isinstance(message, Mapping):
+            raise TypeError(
+                f"{where}: 'prompt' item {j} is {type(message).__name__}, expected a chat "
+                "message dict such as {'role': 'user', 'content': '...'}"
+            )
+        check_message(message, f"{where}: 'prompt' item {j}")
 
 
 def _check_rollouts_per_example(rollouts_per_example: Any) -> int:
