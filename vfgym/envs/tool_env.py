@@ -54,7 +54,10 @@ class ToolEnv(MultiTurnEnv):
     no fault of the model's (its sandbox's Docker Engine went away, say), so the
     error ends the rollout as an error (`state["error"]`, stop reason "error") the
     way a failed model server does, instead of being fed to the model as its failed
-    call.
+    call. So does any exception (a ValueError too) from the environment's own
+    `prepare_tool_args` hook (a StatefulToolEnv's `update_tool_args`): the model's
+    arguments are checked before the hook runs, so what the hook raises is never the
+    model's to fix.
     """
 
     #: Exceptions a tool may raise that are the environment's failure, not the model's.
@@ -174,6 +177,25 @@ class ToolEnv(MultiTurnEnv):
         content = cut_text(result_text(result), self.max_tool_result_chars)
         return {"role": "tool", "content": content, "tool_call_id": tool_call_id}
 
+    async def _prepared_args(
+        self,
+        name: str,
+        args: dict[str, Any],
+        messages: Messages,
+        state: State,
+        kwargs: dict[str, Any],
+    ) -> dict[str, Any]:
+        """The model's checked arguments with what `prepare_tool_args` (a
+        StatefulToolEnv's `update_tool_args`) adds.
+
+        Nothing the hook raises is caught: the hook is the environment's own code, so
+        its failure (a ValueError included) ends the rollout as the environment's error
+        rather than being shown to the model as if its call had failed. The model's
+        own mistakes were refused before the hook runs.
+        """
+        prepared = await maybe_await(self.prepare_tool_args, name, args, messages, state, **kwargs)
+        return self._checked_prepared(name, prepared)
+
     def _checked_prepared(self, name: str, prepared: Any) -> dict[str, Any]:
         """The arguments `prepare_tool_args` (`update_tool_args`) returned, refused with
         a TypeError naming that hook when they cannot call the tool.
@@ -254,11 +276,6 @@ class ToolEnv(MultiTurnEnv):
             try:
                 name, args = self._parse_call(call)
                 args = self._tool_specs[name].validate(args)
-                if type(self).prepare_tool_args is not ToolEnv.prepare_tool_args:
-                    prepared = await maybe_await(
-                        self.prepare_tool_args, name, args, messages, state, **kwargs
-                    )
-                    args = self._checked_prepared(name, prepared)
             except (ToolCallError, ValueError) as exc:
                 name = name or _call_name(call)
                 reply: ChatMessage = {
@@ -268,6 +285,9 @@ class ToolEnv(MultiTurnEnv):
                 }
                 ok = False
             else:
+                if type(self).prepare_tool_args is not ToolEnv.prepare_tool_args:
+                    # Outside the `try`s: whatever the hook raises is the environment's.
+                    args = await self._prepared_args(name, args, messages, state, kwargs)
                 try:
                     extra = {"state": state} if self._call_tool_takes_state else {}
                     reply = await self.call_tool(name, args, call_id, **extra)
