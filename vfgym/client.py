@@ -147,6 +147,16 @@ def _prompt_tokens(text: str) -> int | None:
     return int(next(size for size in prompt.groups() if size is not None))
 
 
+def cut_by_length(response: Any) -> bool:
+    """True when the server stopped the reply at its token limit (finish_reason
+    "length": `max_tokens`, or the context window): the text ends mid-answer, which a
+    trainer must be able to tell apart from a reply the model ended itself."""
+    choices = getattr(response, "choices", None)
+    if not choices:
+        return False
+    return getattr(choices[0], "finish_reason", None) == "length"
+
+
 def _max_tokens_key(sampling_args: dict[str, Any] | None) -> str | None:
     for key in ("max_completion_tokens", "max_tokens"):
         if (sampling_args or {}).get(key) is not None:

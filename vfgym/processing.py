@@ -503,7 +503,8 @@ def process_env_results(
     `completion_mask` is 1 on tokens the model generated and, unless
     `mask_env_responses`, on environment tokens too. Sequences longer than
     `max_seq_len` lose the end of their completion and count as truncated; so do
-    rollouts that ended truncated (turn limit, token budget, context). Truncated
+    rollouts that ended truncated (turn limit, token budget, context, or a last
+    model reply the server cut at its token limit: stop reason "length"). Truncated
     rollouts can have their mask (`mask_truncated_completions`) or reward
     (`zero_truncated_completions`) zeroed. A rollout that errored contributes no
     training signal: mask all 0, reward 0.0.

@@ -9,7 +9,7 @@ from typing import Any
 from openai import AsyncOpenAI, OpenAI
 
 from vfgym._async import call_inline, is_async_callable, maybe_await, settle_inline
-from vfgym.client import ModelCaller
+from vfgym.client import ModelCaller, cut_by_length
 from vfgym.data import build_prompt, fresh_copy
 from vfgym.envs.environment import Environment, fill_state_defaults, new_state
 from vfgym.errors import ContextLengthExceeded, error_record
@@ -18,9 +18,10 @@ from vfgym.processing import response_field
 from vfgym.types import ChatMessage, Info, Messages, ModelResponse, SamplingArgs, State
 
 #: Why an episode ended. "completed" is a natural end (Gymnasium's `terminated`);
-#: the others cut it short (`truncated`), except "error", which is neither.
-STOP_REASONS = ("completed", "max_turns", "token_budget", "context_length", "error")
-TRUNCATING = frozenset({"max_turns", "token_budget", "context_length"})
+#: the others cut it short (`truncated`), except "error", which is neither. "length"
+#: is an episode whose last model reply the server cut at its token limit.
+STOP_REASONS = ("completed", "max_turns", "token_budget", "context_length", "length", "error")
+TRUNCATING = frozenset({"max_turns", "token_budget", "context_length", "length"})
 
 
 class MultiTurnEnv(Environment):
@@ -368,6 +369,21 @@ class MultiTurnEnv(Environment):
             "End it with `return messages, state`."
         )
 
+    def _final_stop(self, state: State, stop: str, last_response: ModelResponse) -> str:
+        """The stop reason `stop`, with a natural end whose last model reply was cut
+        at the server's token limit told as truncation: that reply ends mid-answer,
+        and a trainer masking truncated completions must see it. A turn limit or
+        context overflow already truncates; when the token budget lowered that turn's
+        max tokens, the budget is why it was cut. Cut turns before the last one do not
+        end the episode (the environment answers them as any other turn).
+        """
+        if stop != "completed" or last_response is None or not cut_by_length(last_response):
+            return stop
+        budget = self.rollout_token_budget
+        if budget is not None and state["completion_tokens"] >= budget:
+            return "token_budget"
+        return "length"
+
     def finish(self, state: State, stop_reason: str) -> None:
         """Mark how the episode ended."""
         state["stop_reason"] = stop_reason
@@ -476,6 +492,7 @@ class MultiTurnEnv(Environment):
             default_context = self._default_context
             chat = self.message_type == "chat"
             budgeted = self.rollout_token_budget is not None
+            response: ModelResponse = None
             while stop is None:
                 if default_context:
                     context = state["prompt"] + state["completion"]
@@ -511,7 +528,7 @@ class MultiTurnEnv(Environment):
                     for item in reply:
                         if not isinstance(item, dict):
                             raise self._bad_message(item)
-            self.finish(state, stop)
+            self.finish(state, self._final_stop(state, stop, response))
         except Exception as exc:  # the batch goes on; the rollout is reported as errored
             state["error"] = error_record(exc)
             self.finish(state, "error")
