@@ -9,7 +9,9 @@ Wordle-v0")`, which imports it for you).
 
 Keyword arguments of `gym.make` go to the environment's loader, except the
 adapter's own (`observation_mode`, `per_step_reward`, `render_mode`, `dataset`,
-`max_text_length`, `count_tokens`), which go to `GymEnv`.
+`max_text_length`, `count_tokens`), which go to `GymEnv`. A SandboxEnv made here,
+alone or as a member of an `EnvGroup`, gets a pool of one sandbox (one episode at a
+time needs no more) unless `gym.make` is given a `pool_size`.
 
 Every id also has a `vector_entry_point`, so `gym.make_vec(id, num_envs=8)` gives a
 `GymVectorEnv` (Gymnasium uses a spec's vector entry point unless
@@ -24,13 +26,15 @@ import functools
 import importlib.util
 import logging
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, get_args
 
 import gymnasium as gym
 from gymnasium.envs.registration import EnvSpec, get_env_id, parse_env_id
 from gymnasium.vector import AutoresetMode
 
+from vfgym.envs.env_group import EnvGroup
+from vfgym.envs.environment import Environment
 from vfgym.envs.multiturn_env import MultiTurnEnv
 from vfgym.gym.env import GymEnv, ObservationMode
 from vfgym.gym.spaces import DEFAULT_MAX_TEXT_LENGTH
@@ -117,10 +121,8 @@ def make_env(
             f"{environment!r} built a {type(env).__name__}, not a vfgym MultiTurnEnv; "
             "a Gym environment needs a turn loop to step through"
         )
-    if isinstance(env, SandboxEnv) and "pool_size" not in env_args:
-        # A Gym env plays one episode at a time: one sandbox, not the pool a batch of
-        # rollouts shares (a vector env of n sub-envs then runs n, not 4n).
-        env.pool_size = 1
+    if "pool_size" not in env_args:
+        _one_sandbox_each(env)
     return GymEnv(
         env,
         observation_mode=observation_mode,
@@ -131,6 +133,28 @@ def make_env(
         count_tokens=count_tokens,
         owns_environment=True,
     )
+
+
+def _one_sandbox_each(env: MultiTurnEnv) -> None:
+    """Give every SandboxEnv in `env` (itself, or a member of an EnvGroup, nested or
+    not) a pool of one sandbox.
+
+    A Gym env plays one episode at a time, so it uses one sandbox, not the pool a batch
+    of rollouts shares (a vector env of n sub-envs then runs n, not 4n). The pool is
+    made on the first episode, so setting its size here is in time. Called only when
+    `gym.make` was given no `pool_size`: one it was given is the loader's to pass on.
+    """
+    for sandbox_env in _sandbox_envs(env):
+        sandbox_env.pool_size = 1
+
+
+def _sandbox_envs(env: Environment) -> Iterator[SandboxEnv]:
+    """`env` if it is a SandboxEnv, and every SandboxEnv among a group's members."""
+    if isinstance(env, SandboxEnv):
+        yield env
+    elif isinstance(env, EnvGroup):
+        for member in env.envs:
+            yield from _sandbox_envs(member)
 
 
 # gym.make reads `metadata` from the entry point to check `render_mode` up front.
