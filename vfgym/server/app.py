@@ -1,7 +1,7 @@
 """The aiohttp application: OpenAI-compatible routes over a policy and a tokenizer.
 
 Routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models,
-POST /tokenize, POST /detokenize (vLLM style) and GET /health. Generation
+GET /v1/models/{id}, POST /tokenize, POST /detokenize (vLLM style) and GET /health. Generation
 requests are recorded and may be hit by an injected fault (see `faults`). Every
 error, an unknown route included, is answered in the OpenAI error shape.
 
@@ -35,6 +35,7 @@ import itertools
 import json
 import math
 import os
+import re
 import threading
 import time
 from dataclasses import dataclass
@@ -67,6 +68,7 @@ from vfgym.server.protocol import (
     finish_text,
     finish_turn,
     interleave,
+    model_not_found,
     reply_text,
 )
 
@@ -668,19 +670,33 @@ class ServerCore:
         return choice
 
     def models(self) -> dict[str, Any]:
+        """GET /v1/models: every listed model name."""
+        return {"object": "list", "data": [self._model_card(name) for name in self.router.models]}
+
+    def model(self, name: str) -> dict[str, Any]:
+        """GET /v1/models/{name}: the model object, as in the list, or OpenAI's 404.
+
+        A single policy answers chats for any model name, so any name is served
+        here too: a client that checks its configured model before a run must not
+        fail where its chats would work.
+        """
+        try:
+            self.router.check(name)
+        except UnknownModelError as exc:
+            raise model_not_found(
+                f"{exc} Retrieve one of those names (GET /v1/models lists them)."
+            ) from None
+        return self._model_card(name)
+
+    def _model_card(self, name: str) -> dict[str, Any]:
+        """A model object as OpenAI lists it, plus vLLM's `root` and `max_model_len`."""
         return {
-            "object": "list",
-            "data": [
-                {
-                    "id": name,
-                    "object": "model",
-                    "created": self.created,
-                    "owned_by": "vfgym",
-                    "root": name,
-                    "max_model_len": self.max_model_len,
-                }
-                for name in self.router.models
-            ],
+            "id": name,
+            "object": "model",
+            "created": self.created,
+            "owned_by": "vfgym",
+            "root": name,
+            "max_model_len": self.max_model_len,
         }
 
     def tokenize(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -830,6 +846,12 @@ def build_app(core: ServerCore) -> web.Application:
     async def models(request: web.Request) -> web.StreamResponse:
         return json_response(core.writer, core.models())
 
+    async def model(request: web.Request) -> web.StreamResponse:
+        try:
+            return json_response(core.writer, core.model(request.match_info["model"]))
+        except HTTPFailure as exc:
+            return _error(core, exc)
+
     async def tokenize(request: web.Request) -> web.StreamResponse:
         try:
             return json_response(core.writer, core.tokenize(await _read_body(request)))
@@ -849,6 +871,8 @@ def build_app(core: ServerCore) -> web.Application:
         ("POST", "/v1/chat/completions"): chat_completions,
         ("POST", "/v1/completions"): completions,
         ("GET", "/v1/models"): models,
+        # ids may hold "/" (Hugging Face names), sent as is or as %2F
+        ("GET", "/v1/models/{model:.+}"): model,
         ("POST", "/tokenize"): tokenize,
         ("POST", "/detokenize"): detokenize,
         ("GET", "/health"): health,
@@ -868,13 +892,21 @@ def build_app(core: ServerCore) -> web.Application:
     return app
 
 
+#: A route's placeholder with its pattern, shown to a client as the bare "{name}".
+_ROUTE_PATTERN = re.compile(r"\{(\w+):[^}]*\}")
+
+
+def _shown_path(route: str) -> str:
+    return _ROUTE_PATTERN.sub(r"{\1}", route)
+
+
 def _unknown_route(method: str, path: str, routes: list[tuple[str, str]]) -> HTTPFailure:
     """The OpenAI-shaped 404/405 for a request no route serves, saying which routes exist.
 
     aiohttp's own answer is a plain-text "404: Not Found", which the openai client
     shows as is; the likeliest cause, a base URL without "/v1", deserves a hint.
     """
-    served = ", ".join(f"{m} {p}" for m, p in routes)
+    served = ", ".join(f"{m} {_shown_path(p)}" for m, p in routes)
     methods = [m for m, p in routes if p == path]
     if methods:
         return HTTPFailure(

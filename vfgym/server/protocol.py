@@ -73,6 +73,7 @@ class HTTPFailure(Exception):
         err_type: str | None = None,
         param: str | None = None,
         headers: dict[str, str] | None = None,
+        code: str | int | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -80,6 +81,7 @@ class HTTPFailure(Exception):
         self.err_type = err_type or _ERROR_TYPES.get(status, "APIError")
         self.param = param
         self.headers = headers
+        self.code = status if code is None else code
 
     def body(self) -> dict[str, Any]:
         """The JSON body: `{"error": {message, type, param, code}}` as OpenAI sends it."""
@@ -88,7 +90,7 @@ class HTTPFailure(Exception):
                 "message": self.message,
                 "type": self.err_type,
                 "param": self.param,
-                "code": self.status,
+                "code": self.code,
             }
         }
 
@@ -107,6 +109,17 @@ _ERROR_TYPES = {
 def bad_request(message: str, param: str | None = None) -> HTTPFailure:
     """A 400 for input the client can fix; the message says what to change."""
     return HTTPFailure(400, message, param=param)
+
+
+def model_not_found(message: str) -> HTTPFailure:
+    """The 404 OpenAI answers for a model id it does not serve (GET /v1/models/{id}).
+
+    Type and code are OpenAI's own, so code that tells a missing model apart from
+    other errors by them works here as against OpenAI.
+    """
+    return HTTPFailure(
+        404, message, err_type="invalid_request_error", param="model", code="model_not_found"
+    )
 
 
 def context_overflow(max_model_len: int, prompt_tokens: int, completion_tokens: int, *, chat: bool):
