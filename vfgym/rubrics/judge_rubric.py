@@ -18,6 +18,12 @@ each asked. The API key and headers are left out, so that no credential is writt
 to results.jsonl; clients that differ only there count as one judge. The whole
 structure is plain JSON, so a State read back from results.jsonl still answers
 from its cache.
+
+Asks about one rollout in flight at the same time that are identical (same judge
+key, same filled prompt) share one request, whichever rubric they come from: several
+rubrics judging one rollout get one verdict, as they would from the cache. Other
+rollouts ask for themselves, even with the same answer, so that a sampling judge
+(temperature above 0) gives each rollout its own sample.
 """
 
 from __future__ import annotations
@@ -101,10 +107,6 @@ class JudgeRubric(Rubric):
         self.judge_model = judge_model
         self.judge_prompt = judge_prompt
         self.judge_sampling_args = dict(judge_sampling_args or {})
-        # Requests in flight, by (id(state), judge key, filled prompt): concurrent
-        # reward functions asking this judge one question about one rollout wait for
-        # a single request.
-        self._inflight: dict[tuple[int, str, str], asyncio.Future[str]] = {}
         self.class_objects.update(
             judge=self.judge,
             judge_model=self.judge_model,
@@ -204,6 +206,8 @@ class JudgeRubric(Rubric):
         reused only for the same filled prompt put to the same judge (`judge_key`);
         a failed call caches nothing, so a later call asks again. With `state` None (a
         reward function without one) there is nowhere to cache: the judge is asked.
+        Identical asks about one rollout in flight at once, from any rubric, share one
+        request.
         """
         response = self.parser.parse_answer(completion)
         filled = self.judge_prompt.format(
@@ -220,28 +224,58 @@ class JudgeRubric(Rubric):
         answers = cache.get(judge_key)
         if isinstance(answers, dict) and filled in answers:
             return answers[filled]
-        key = (id(state), judge_key, filled)
-        pending = self._inflight.get(key)
-        if pending is not None and pending.get_loop() is asyncio.get_running_loop():
-            return await asyncio.shield(pending)
-        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        self._inflight[key] = future
+        text = await self._ask_shared((asyncio.get_running_loop(), id(state), judge_key, filled))
+        _remember(cache, judge_key, filled, text)
+        return text
+
+    async def _ask_shared(self, key: _InflightKey) -> str:
+        """Ask, or await the identical ask about the same rollout already in flight.
+
+        Several rubrics (or reward functions) may put the same question about one
+        rollout to the same judge at once: one request serves them all, as the cache
+        would once it is answered. A shared failure is every waiter's failure (the
+        same request would fail again). A cancelled ask is only its caller's: its
+        waiters ask again, one of them sending the request and the others awaiting it.
+        """
+        while True:
+            pending = _INFLIGHT.get(key)
+            if pending is None or pending.done():
+                return await self._ask_first(key)
+            # asyncio.wait neither raises the request's outcome nor passes this
+            # task's own cancellation on to the shared request.
+            await asyncio.wait([pending])
+            if not pending.cancelled():
+                return pending.result()
+
+    async def _ask_first(self, key: _InflightKey) -> str:
+        """Send the request, published in `_INFLIGHT` for identical asks to await."""
+        future: asyncio.Future[str] = key[0].create_future()
+        _INFLIGHT[key] = future
         try:
-            text = await self._ask(filled)
-        except asyncio.CancelledError:
-            future.cancel()
-            raise
+            text = await self._ask(key[3])
         except Exception as exc:
             future.set_exception(exc)
             future.exception()  # retrieved here, so an unshared failure is not reported twice
             raise
         else:
             future.set_result(text)
-            _remember(cache, judge_key, filled, text)
             return text
         finally:
-            if self._inflight.get(key) is future:
-                del self._inflight[key]
+            if not future.done():  # cancelled (or interrupted): the waiters ask again
+                future.cancel()
+            if _INFLIGHT.get(key) is future:
+                del _INFLIGHT[key]
+
+
+#: (event loop, id of the rollout's State, judge key, filled prompt): what makes two
+#: judge asks identical. (The State outlives the entry: its asker holds it.)
+_InflightKey = tuple[asyncio.AbstractEventLoop, int, str, str]
+
+#: Judge requests in flight, shared by every JudgeRubric, so that identical asks about
+#: one rollout from several rubrics at once send one request. Keyed by the event loop
+#: too, as a future can only be awaited on its own loop. An entry lives while its
+#: request does, so the table is empty whenever no judge is being asked.
+_INFLIGHT: dict[_InflightKey, asyncio.Future[str]] = {}
 
 
 def _remember(cache: dict[str, Any], judge_key: str, filled: str, text: str) -> None:
