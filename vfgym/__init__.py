@@ -79,6 +79,7 @@ _EXPORTS: dict[str, str] = {
     ),
     "ServerTokenizer": "vfgym.processing",
     "process_env_results": "vfgym.processing",
+    "UnexpectedArgumentError": "vfgym.registry",
     "UnknownEnvironmentError": "vfgym.registry",
     "list_environments": "vfgym.registry",
     "load_environment": "vfgym.registry",
@@ -146,7 +147,12 @@ if TYPE_CHECKING:  # what type checkers and editors see: the same names, eagerly
         extract_hash_answer,
     )
     from vfgym.processing import ServerTokenizer, process_env_results
-    from vfgym.registry import UnknownEnvironmentError, list_environments, load_environment
+    from vfgym.registry import (
+        UnexpectedArgumentError,
+        UnknownEnvironmentError,
+        list_environments,
+        load_environment,
+    )
     from vfgym.rubrics import JudgeRubric, Rubric, RubricGroup, ToolRubric
     from vfgym.sandbox import (
         DockerSandbox,

@@ -26,6 +26,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from vfgym.loader_args import checked_env_args
+from vfgym.loader_errors import UnexpectedArgumentError, by_name, call_loader, closest_names
 
 if TYPE_CHECKING:
     from vfgym.envs.environment import Environment
@@ -161,7 +162,7 @@ def load_environment(env_id: str, **env_args: Any) -> Environment:
         signature = None
     if signature is not None:
         _check_names(env_id, signature, env_args)
-    env = loader(**checked_env_args(loader, env_id, env_args))
+    env = call_loader(env_id, loader, signature, checked_env_args(loader, env_id, env_args))
     if not isinstance(env, Environment):
         where = getattr(loader, "__module__", None)
         name = f"{where}.{loader.__qualname__}" if where else repr(loader)
@@ -183,8 +184,8 @@ def _check_names(env_id: str, signature: inspect.Signature, env_args: dict[str, 
     even then. `*args` is no name a keyword can have.
     """
     parameters = signature.parameters.values()
-    by_name = [p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
-    takes = ", ".join(by_name) or "none"
+    named = by_name(parameters)
+    takes = ", ".join(named) or "none"
     positional = sorted(set(env_args) & {p.name for p in parameters if p.kind is p.POSITIONAL_ONLY})
     if positional:
         raise TypeError(
@@ -194,21 +195,17 @@ def _check_names(env_id: str, signature: inspect.Signature, env_args: dict[str, 
         )
     if any(p.kind is p.VAR_KEYWORD for p in parameters):
         return
-    unknown = sorted(set(env_args) - set(by_name))
+    unknown = sorted(set(env_args) - set(named))
     if unknown:
-        close = {
-            name: difflib.get_close_matches(name, by_name, n=1, cutoff=0.6) for name in unknown
-        }
-        hints = [f"{name!r}: did you mean {found[0]!r}?" for name, found in close.items() if found]
-        raise TypeError(
-            f"environment {env_id!r} does not take argument(s) {unknown}; it takes: {takes}"
-            + (f" ({'; '.join(hints)})" if hints else "")
+        raise UnexpectedArgumentError(
+            env_id, unknown, f"it takes: {takes}", closest_names(unknown, named)
         )
 
 
 __all__ = [
     "ENTRY_POINT_GROUP",
     "EnvironmentInfo",
+    "UnexpectedArgumentError",
     "UnknownEnvironmentError",
     "camel_case",
     "describe",

@@ -1,0 +1,172 @@
+"""Why an environment refused an argument name, in terms of the loader that took it.
+
+A loader that takes `**kwargs` passes names it does not know on to what it builds,
+whose constructor alone can refuse them, with a TypeError that lists neither the
+loader's parameters nor, often, its own. `call_loader` turns such a refusal into an
+`UnexpectedArgumentError` that names both and the closest accepted name.
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import re
+import traceback
+from collections.abc import Iterable
+from types import FrameType
+from typing import Any
+
+
+class UnexpectedArgumentError(TypeError):
+    """Argument names an environment does not take: the loader's, or, for a loader that
+    passes `**kwargs` on, those of what it passes them to.
+
+    The parts of the message are kept apart so that a caller which knows where the
+    arguments came from (`vfgym eval -a`) can say so; `str()` says it for Python callers.
+    """
+
+    def __init__(
+        self, env_id: str, names: Iterable[str], accepted: str, suggestions: dict[str, str]
+    ) -> None:
+        self.env_id = env_id
+        self.names = sorted(names)
+        #: Which parameters are taken, as a clause: "it takes: a, b".
+        self.accepted = accepted
+        #: The closest accepted name for each unknown one that has one, in `names`' order.
+        self.suggestions = {name: suggestions[name] for name in self.names if name in suggestions}
+        hints = [f"{name!r}: did you mean {close!r}?" for name, close in self.suggestions.items()]
+        super().__init__(
+            f"environment {env_id!r} does not take argument(s) {self.names}; {accepted}"
+            + (f" ({'; '.join(hints)})" if hints else "")
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Picklable (a worker process may raise it), rebuilt from its parts."""
+        return type(self), (self.env_id, self.names, self.accepted, self.suggestions)
+
+
+def by_name(parameters: Iterable[inspect.Parameter]) -> list[str]:
+    return [p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+
+
+def closest_names(unknown: Iterable[str], accepted: list[str]) -> dict[str, str]:
+    close = {name: difflib.get_close_matches(name, accepted, n=1, cutoff=0.6) for name in unknown}
+    return {name: found[0] for name, found in close.items() if found}
+
+
+def call_loader(
+    env_id: str, loader: Any, signature: inspect.Signature | None, args: dict[str, Any]
+) -> Any:
+    """`loader(**args)`, with a name it passed on through `**kwargs` and that was refused
+    further in turned into an `UnexpectedArgumentError` naming what each one takes.
+
+    Only the constructor can tell such a name is wrong, and its TypeError says neither
+    which parameters the loader itself has nor, often, which ones it has.
+    """
+    if signature is None:  # nothing to tell about the loader: its error as it is
+        return loader(**args)
+    named = by_name(signature.parameters.values())
+    passed_on = [name for name in args if name not in named]
+    try:
+        return loader(**args)
+    except TypeError as exc:
+        refused = _refused_names(exc, passed_on)
+        if not refused:
+            raise
+        raise _passed_on_error(env_id, loader, named, refused, _refuser(exc)) from exc
+
+
+def _refused_names(exc: TypeError, passed_on: list[str]) -> list[str]:
+    """The names passed on through `**kwargs` that `exc` says were unexpected."""
+    text = str(exc)
+    if "unexpected keyword argument" not in text:
+        return []
+    return [name for name in passed_on if repr(name) in text]
+
+
+def _passed_on_error(
+    env_id: str, loader: Any, named: list[str], refused: list[str], target: Any
+) -> UnexpectedArgumentError:
+    where = getattr(loader, "__module__", None)
+    loader_name = f"{where}.{loader.__qualname__}" if where else repr(loader)
+    target_params = _parameters_of(target) if target is not None else None
+    if target_params is None:
+        onward = "what it builds, whose parameters could not be read"
+    else:
+        onward = f"{_display_name(target)}, which takes: {', '.join(target_params) or 'none'}"
+    accepted = (
+        f"its loader {loader_name} takes: {', '.join(named) or 'none'}, "
+        f"and passes other arguments on to {onward}"
+    )
+    return UnexpectedArgumentError(
+        env_id, refused, accepted, closest_names(refused, named + (target_params or []))
+    )
+
+
+#: Python's own words for a call given a keyword it has no parameter for.
+_PYTHON_REFUSAL = re.compile(r"^([\w.<>]+)\(\) got an unexpected keyword argument ")
+
+
+def _refuser(exc: TypeError) -> Any:
+    """The class or function that refused the argument, or None if it cannot be told.
+
+    Python's own message names the callable, looked up where the call was made; a
+    constructor that checks its keywords itself (an `Environment`'s does) raised from
+    inside its `__init__`, whose `self` tells the class being built.
+    """
+    frames = [frame for frame, _ in traceback.walk_tb(exc.__traceback__)]
+    if not frames:
+        return None
+    match = _PYTHON_REFUSAL.match(str(exc))
+    if match:
+        return _resolve(match.group(1), frames[-1])
+    for frame in reversed(frames):
+        if frame.f_code.co_name == "__init__" and "self" in frame.f_locals:
+            return type(frame.f_locals["self"])
+    return None
+
+
+def _resolve(qualname: str, frame: FrameType) -> Any:
+    """The callable `qualname` names, as seen from `frame`: `Board.__init__` is the class
+    Board; a name inside a function (`f.<locals>.Board`) is looked up in its locals."""
+    parts = qualname.split(".")
+    if "<locals>" in parts:
+        parts = parts[len(parts) - parts[::-1].index("<locals>") :]
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    if not parts:
+        return None
+    found = frame.f_locals.get(parts[0], frame.f_globals.get(parts[0]))
+    for part in parts[1:]:
+        found = getattr(found, part, None)
+    return found if callable(found) else None
+
+
+def _parameters_of(target: Any) -> list[str] | None:
+    """The names `target` takes by keyword; for a class, its `__init__`'s and, while
+    each passes `**kwargs` on, its bases'. None when no signature can be read."""
+    if not isinstance(target, type):
+        try:
+            return by_name(inspect.signature(target).parameters.values())
+        except (TypeError, ValueError):
+            return None
+    names: list[str] = []
+    for cls in target.__mro__[:-1]:  # object's __init__ takes nothing
+        init = cls.__dict__.get("__init__")
+        if init is None:
+            continue
+        try:
+            parameters = list(inspect.signature(init).parameters.values())[1:]  # self
+        except (TypeError, ValueError):
+            return names or None
+        names += [name for name in by_name(parameters) if name not in names]
+        if not any(p.kind is p.VAR_KEYWORD for p in parameters):
+            break
+    return names
+
+
+def _display_name(target: Any) -> str:
+    return getattr(target, "__name__", None) or repr(target)
+
+
+__all__ = ["UnexpectedArgumentError", "by_name", "call_loader", "closest_names"]
