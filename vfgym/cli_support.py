@@ -6,16 +6,34 @@ subcommand can stop with a clear sentence instead of a traceback.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
+import threading
+from collections.abc import Coroutine, Iterator
 from importlib import resources
-from typing import Any
+from types import FrameType
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from vfgym.registry import EnvironmentInfo, UnknownEnvironmentError, describe, load_environment
+from vfgym.registry import (
+    EnvironmentInfo,
+    UnexpectedArgumentError,
+    UnknownEnvironmentError,
+    describe,
+    load_environment,
+)
 
-#: Exit codes: 1 the run failed, 2 the command line was wrong, 130 interrupted (Ctrl-C).
+if TYPE_CHECKING:  # asyncio is imported by the commands that run a loop, not by the parser
+    import asyncio
+
+#: Exit codes: 1 the run failed, 2 the command line was wrong, 130 interrupted (Ctrl-C, or
+#: its task cancelled), 143 terminated (SIGTERM: 128 + 15, what a shell reports for it).
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 128 + signal.SIGTERM
+
+T = TypeVar("T")
 
 
 class CommandError(Exception):
@@ -79,12 +97,92 @@ def build_environment(env_id: str, env_args: dict[str, Any]) -> Any:
         return load_environment(env_id, **env_args)
     except UnknownEnvironmentError as exc:
         raise CommandError(str(exc), EXIT_USAGE) from None
-    except (TypeError, ValueError) as exc:
+    except UnexpectedArgumentError as exc:
         raise CommandError(
-            f"environment {env_id!r} refused its arguments (-a/--env-args {json.dumps(env_args)}):"
-            f" {exc}",
-            EXIT_USAGE,
+            f"{_refused(env_id, env_args)}: {_unexpected_a_arguments(exc)}", EXIT_USAGE
         ) from None
+    except (TypeError, ValueError) as exc:
+        raise CommandError(f"{_refused(env_id, env_args)}: {exc}", EXIT_USAGE) from None
+
+
+def _refused(env_id: str, env_args: dict[str, Any]) -> str:
+    return f"environment {env_id!r} refused its arguments (-a/--env-args {json.dumps(env_args)})"
+
+
+def _unexpected_a_arguments(exc: UnexpectedArgumentError) -> str:
+    """Which `-a` names are unknown, what is taken instead, and the likely intended name:
+    said in terms of `-a`, where the names were typed."""
+    names = ", ".join(repr(name) for name in exc.names)
+    head = (
+        f"-a argument {names} is not a parameter it takes"
+        if len(exc.names) == 1
+        else f"-a arguments {names} are not parameters it takes"
+    )
+    guesses = [f"{close!r}" for close in exc.suggestions.values()]
+    if len(exc.names) > 1:
+        guesses = [f"{close!r} for {name!r}" for name, close in exc.suggestions.items()]
+    hint = f" Did you mean {', '.join(guesses)}?" if guesses else ""
+    return f"{head}; {exc.accepted}.{hint} Correct the name in -a, or leave it out."
+
+
+class SigtermCancels:
+    """SIGTERM, while `installed()`, cancels the task that `run()` runs in.
+
+    Left to its default, SIGTERM (`kill`, a container or job scheduler stopping the
+    process) ends the process on the spot: the results file is left marked as running
+    and nothing says how to continue. Cancelling the task instead unwinds the run as
+    asyncio.Runner does for Ctrl-C, so the results are closed as interrupted and the
+    command can say how to resume. The handler is installed only for the run, from the
+    main thread, and the previous one put back; a second SIGTERM gets that previous one
+    at once (by default: the process ends), for a run that does not unwind.
+    """
+
+    def __init__(self) -> None:
+        self.received = False
+        self._task: asyncio.Task[Any] | None = None
+        self._previous: Any = None
+
+    async def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Await `coro` in a task SIGTERM can cancel: start `asyncio.Runner.run` with it."""
+        import asyncio
+
+        if self.received:  # SIGTERM came while the event loop was starting
+            coro.close()
+            raise asyncio.CancelledError
+        self._task = asyncio.current_task()
+        try:
+            return await coro
+        finally:
+            self._task = None
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[SigtermCancels]:
+        """The handler, in place for the `with` block only.
+
+        Nothing is installed off the main thread (Python allows signal handlers only
+        there), nor over a SIGTERM that is ignored on purpose or handled outside Python.
+        """
+        if threading.current_thread() is not threading.main_thread():
+            yield self
+            return
+        previous = signal.getsignal(signal.SIGTERM)
+        if previous is None or previous == signal.SIG_IGN:
+            yield self
+            return
+        self._previous = previous
+        signal.signal(signal.SIGTERM, self._on_sigterm)
+        try:
+            yield self
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+
+    def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
+        self.received = True
+        signal.signal(signal.SIGTERM, self._previous)
+        task = self._task
+        if task is not None and not task.done():
+            task.cancel()
+            task.get_loop().call_soon_threadsafe(lambda: None)  # wake a loop waiting on I/O
 
 
 def setup_script_hint() -> str:
@@ -124,8 +222,10 @@ def check_docker(env_id: str) -> None:
 __all__ = [
     "EXIT_FAILED",
     "EXIT_INTERRUPTED",
+    "EXIT_TERMINATED",
     "EXIT_USAGE",
     "CommandError",
+    "SigtermCancels",
     "build_environment",
     "check_docker",
     "describe_environment",

@@ -29,8 +29,10 @@ from vfgym._async import boxed
 from vfgym.cli_support import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
+    EXIT_TERMINATED,
     EXIT_USAGE,
     CommandError,
+    SigtermCancels,
     build_environment,
     check_docker,
     describe_environment,
@@ -547,30 +549,25 @@ def run_eval(
     if resume:
         check_resumable(env, options, endpoint, directory)
     again = resume_command(options, endpoint, directory)
+    sigterm = SigtermCancels()
     try:
-        with _quiet_rollout_warnings(options.verbose), asyncio.Runner() as runner:
+        with (
+            sigterm.installed(),
+            _quiet_rollout_warnings(options.verbose),
+            asyncio.Runner() as runner,
+        ):
             why = _why_embedded(options, environ)
             # boxed: the outputs are not needed here, and their repr would be (see Box)
-            runner.run(
-                boxed(_evaluate(env, options, endpoint, policies, directory, resume, err, why))
-            )
+            evaluation = _evaluate(env, options, endpoint, policies, directory, resume, err, why)
+            runner.run(sigterm.run(boxed(evaluation)))
     except KeyboardInterrupt:
-        if not resume and not _holds_results(directory):
-            # Stopped before its first result (while the server started, say): there is
-            # nothing to resume, and `--resume DIR` would be refused for that.
-            print(
-                f"\nInterrupted before any rollout finished; nothing is kept in {directory}. "
-                f"Start the run again with:\n  {restart_command(options, endpoint, directory)}",
-                file=err,
-            )
-            return EXIT_INTERRUPTED
-        kept = len(load_finished(directory)) if (directory / RESULTS_FILE).exists() else 0
-        print(
-            f"\nInterrupted. {kept} finished rollout(s) are kept in {directory}; "
-            f"continue with:\n  {again}",
-            file=err,
-        )
-        return EXIT_INTERRUPTED
+        return _stopped("Interrupted", EXIT_INTERRUPTED, options, endpoint, directory, resume, err)
+    except asyncio.CancelledError:  # SIGTERM, or the task cancelled by other code
+        if sigterm.received:
+            how, code = "Terminated (SIGTERM)", EXIT_TERMINATED
+        else:
+            how, code = "Cancelled", EXIT_INTERRUPTED
+        return _stopped(how, code, options, endpoint, directory, resume, err)
     except (FileExistsError, ResultsBusy) as exc:
         raise CommandError(str(exc), EXIT_USAGE) from None
     except ResumeMismatch as exc:  # the inputs changed since the run started (data, version)
@@ -585,6 +582,35 @@ def run_eval(
         print(_errors_message(records, endpoint, directory, again), file=err)
         return EXIT_FAILED
     return 0
+
+
+def _stopped(
+    how: str,
+    code: int,
+    options: EvalOptions,
+    endpoint: Endpoint,
+    directory: Path,
+    resume: bool,
+    err: IO[str],
+) -> int:
+    """Say what a run stopped before its end kept, and the command that goes on from
+    there; `code` is returned. Ctrl-C, SIGTERM and a cancelled task all end here."""
+    if not resume and not _holds_results(directory):
+        # Stopped before its first result (while the server started, say): there is
+        # nothing to resume, and `--resume DIR` would be refused for that.
+        print(
+            f"\n{how} before any rollout finished; nothing is kept in {directory}. "
+            f"Start the run again with:\n  {restart_command(options, endpoint, directory)}",
+            file=err,
+        )
+        return code
+    kept = len(load_finished(directory)) if (directory / RESULTS_FILE).exists() else 0
+    print(
+        f"\n{how}. {kept} finished rollout(s) are kept in {directory}; "
+        f"continue with:\n  {resume_command(options, endpoint, directory)}",
+        file=err,
+    )
+    return code
 
 
 def _errors_message(
