@@ -68,6 +68,17 @@ class LogprobCountError(ValueError):
     """A response's logprobs do not pair one to one with its token ids."""
 
 
+class ServerTokenizerError(RuntimeError):
+    """The server's `/tokenize` endpoint could not be reached or did not answer with ids."""
+
+
+#: What to do when the server cannot tokenize, said by every `ServerTokenizerError`.
+_LOCAL_TOKENIZER = (
+    "vLLM and vfgym's server answer /tokenize (OpenAI's API does not); otherwise pass "
+    "the model's Hugging Face tokenizer as processing_class instead"
+)
+
+
 class ServerTokenizer:
     """Tokenize with the model server's own `/tokenize` endpoint (vLLM, vfgym's server).
 
@@ -96,16 +107,26 @@ class ServerTokenizer:
         self.close()
 
     def _tokenize(self, body: dict[str, Any]) -> list[int]:
+        url = f"{self.root}/tokenize"
         data = json.dumps({"model": self.model, **body}).encode()
-        request = urllib.request.Request(
-            f"{self.root}/tokenize", data=data, headers=self._headers, method="POST"
-        )
+        request = urllib.request.Request(url, data=data, headers=self._headers, method="POST")
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                return list(json.loads(response.read())["tokens"])
+                raw = response.read()
         except urllib.error.HTTPError as exc:
             detail = exc.read()[:200].decode("utf-8", "replace")
-            raise RuntimeError(f"{self.root}/tokenize answered HTTP {exc.code}: {detail}") from None
+            missing = " (the server has no such endpoint)" if exc.code in (404, 405) else ""
+            raise ServerTokenizerError(
+                f"{url} answered HTTP {exc.code}{missing}: {detail}; {_LOCAL_TOKENIZER}"
+            ) from None
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise ServerTokenizerError(
+                f"could not reach {url} ({reason}); check that the model server is running "
+                f"there and answers within {self.timeout:g} s (ServerTokenizer(timeout=...)); "
+                f"{_LOCAL_TOKENIZER}"
+            ) from None
+        return _token_list(url, raw)
 
     def apply_chat_template(
         self,
@@ -131,6 +152,19 @@ class ServerTokenizer:
         return self._tokenize({"prompt": text, "add_special_tokens": add_special_tokens})
 
 
+def _token_list(url: str, raw: bytes) -> list[int]:
+    """The ids of a `/tokenize` answer (`{"tokens": [...], ...}`, as vLLM sends)."""
+    try:
+        tokens = json.loads(raw)["tokens"]
+        return [int(t) for t in tokens]
+    except (ValueError, TypeError, KeyError):
+        detail = raw[:200].decode("utf-8", "replace")
+        raise ServerTokenizerError(
+            f"{url} answered with no token ids (a 'tokens' list of integers was expected): "
+            f"{detail}; {_LOCAL_TOKENIZER}"
+        ) from None
+
+
 def response_field(obj: Any, key: str) -> Any:
     """A field of a server response (or one of its parts) that the openai client's
     models may not declare, such as vLLM's `token_ids`: an attribute, an extra field,
@@ -144,39 +178,67 @@ def response_field(obj: Any, key: str) -> Any:
     return value
 
 
-def _id_from_token(token: str) -> int:
-    if not token.startswith("token_id:"):
-        raise MissingTokenIdsError("logprob tokens are text, not ids")
+#: How to ask a server for the ids of what it generates, said whenever they are missing.
+_ASK_FOR_IDS = (
+    "ask the server for them with sampling_args={'extra_body': {'return_token_ids': True}} "
+    "(vLLM >= 0.10.2), or {'logprobs': True, 'extra_body': {'return_tokens_as_token_ids': "
+    "True}}"
+)
+
+
+def _id_from_token(token: Any) -> int:
+    if not isinstance(token, str) or not token.startswith("token_id:"):
+        raise MissingTokenIdsError(
+            f"a model response carries logprobs whose tokens are text ({token!r}), not ids, "
+            f"and no token ids; {_ASK_FOR_IDS}"
+        )
     return int(token[len("token_id:") :])
+
+
+def _first_choice(response: Any) -> Any:
+    """The first choice of a response: an openai object, or the plain dict a State
+    read back from results.jsonl holds in its place."""
+    choices = response_field(response, "choices")
+    if not choices:
+        raise MissingTokenIdsError(
+            f"a model response has no choices, so no token ids: {response!r:.120}"
+        )
+    return choices[0]
+
+
+def _logprob_values(logprobs: Any) -> tuple[list[float] | None, list[Any] | None]:
+    """(logprobs, tokens) of a choice's `logprobs`, chat or legacy completions,
+    or (None, None) when it has neither."""
+    content = response_field(logprobs, "content")
+    if content is not None:  # chat
+        values = [float(response_field(item, "logprob")) for item in content]
+        return values, [response_field(item, "token") for item in content]
+    tokens = response_field(logprobs, "tokens")
+    if tokens is not None:  # legacy completions
+        raw = response_field(logprobs, "token_logprobs") or []
+        return [float(v) if v is not None else 0.0 for v in raw], list(tokens)
+    return None, None
 
 
 def response_tokens(response: Any) -> tuple[list[int], list[float]]:
     """The generated token ids and their logprobs, as the server returned them.
 
     Reads vLLM's `choices[0].token_ids` (with `return_token_ids`) or the ids in
-    `choices[0].logprobs` (with `return_tokens_as_token_ids`). Logprobs are 0.0
-    when the server sent none; a count that does not match the ids is an error.
+    `choices[0].logprobs` (with `return_tokens_as_token_ids`), from the openai
+    client's objects or from their plain-dict form (a State read back from
+    results.jsonl). Logprobs are 0.0 when the server sent none; a count that does
+    not match the ids is an error.
     """
-    choice = response.choices[0]
-    logprobs = getattr(choice, "logprobs", None)
+    choice = _first_choice(response)
     ids = response_field(choice, "token_ids")
     values: list[float] | None = None
+    logprobs = response_field(choice, "logprobs")
     if logprobs is not None:
-        content = getattr(logprobs, "content", None)
-        if content is not None:  # chat
-            values = [float(item.logprob) for item in content]
-            if ids is None:
-                ids = [_id_from_token(item.token) for item in content]
-        elif getattr(logprobs, "tokens", None) is not None:  # legacy completions
-            values = [float(v) if v is not None else 0.0 for v in logprobs.token_logprobs]
-            if ids is None:
-                ids = [_id_from_token(t) for t in logprobs.tokens]
+        values, tokens = _logprob_values(logprobs)
+        if ids is None and tokens is not None:
+            ids = [_id_from_token(t) for t in tokens]
     if ids is None:
-        raise MissingTokenIdsError(
-            "a model response carries no token ids; ask the server for them with "
-            "sampling_args={'extra_body': {'return_token_ids': True}} (vLLM >= 0.10.2), "
-            "or {'logprobs': True, 'extra_body': {'return_tokens_as_token_ids': True}}"
-        )
+        raise MissingTokenIdsError(f"a model response carries no token ids; {_ASK_FOR_IDS}")
     ids = [int(i) for i in ids]
     if values is None:
         return ids, [0.0] * len(ids)
@@ -189,6 +251,11 @@ def response_tokens(response: Any) -> tuple[list[int], list[float]]:
             "leave logprobs out of the sampling args to train without them"
         )
     return ids, values
+
+
+def _response_text(response: Any) -> str:
+    """The text a completions response generated."""
+    return response_field(_first_choice(response), "text") or ""
 
 
 def _chat_ids(tokenizer: Tokenizer, messages: list[Any], tools: Any, generation: bool) -> list[int]:
@@ -377,7 +444,9 @@ def _process_chat(
             if response is None:
                 raise MissingTokenIdsError(
                     f"completion turn {i} is an assistant message with no server response in "
-                    "state['responses'] (was it written by hand?); its token ids are unknown"
+                    "state['responses'], so its token ids are unknown: it was written by hand "
+                    "(a Gym action), or the State was read back from results.jsonl, which keeps "
+                    "the responses only of a run given state_columns=['responses']"
                 )
             if i > 0 and completion[i - 1].get("role") == "assistant":
                 # No environment turn in between (env_response returned no
@@ -414,7 +483,8 @@ def _process_text(
             f"the completion has {len(starts)} model turn(s) (state['responses_start_idx']) "
             f"but state['responses'] holds {len(responses)} server response(s); turns "
             "written by hand (e.g. Gym actions) have no token ids: generate the rollout "
-            "against a server to train on it"
+            "against a server to train on it. A State read back from results.jsonl has "
+            "both only from a run given state_columns=['responses', 'responses_start_idx']"
         )
     # Text the environment opened the completion with (`init_completion`) was
     # part of the first request's prompt, which the server tokenized as one
@@ -436,7 +506,7 @@ def _process_text(
         ids += generated
         mask += [1] * len(generated)
         logprobs += values
-        position = start + len(response.choices[0].text or "")
+        position = start + len(_response_text(response))
     if position < len(completion):
         env_ids = list(tokenizer.encode(completion[position:], add_special_tokens=False))
         ids += env_ids
@@ -452,6 +522,40 @@ def _rollout_tools(state: State, default: Any) -> Any:
     info = state.get("info")
     own = info.get("oai_tools") if isinstance(info, dict) else None
     return own or default
+
+
+def _check_message_type(prompt: Any, completion: Any, message_type: MessageType) -> None:
+    """Refuse a rollout of the other message type: chat messages read as text (or text
+    as messages) would be tokenized as something no server was ever sent."""
+    texts = [isinstance(part, str) for part in (prompt, completion)]
+    if message_type == "chat" and any(texts):
+        raise TypeError(
+            "the rollout's prompt or completion is text (completion-mode outputs), but "
+            "message_type='chat'; pass message_type='completion', or call the environment's "
+            "own process_env_results, which passes its message_type"
+        )
+    if message_type != "chat" and not all(texts):
+        raise TypeError(
+            f"the rollout's prompt or completion is a list of messages (chat outputs), but "
+            f"message_type={message_type!r}; pass message_type='chat', or call the "
+            "environment's own process_env_results, which passes its message_type"
+        )
+
+
+def _tools_by_rollout(oai_tools: Any, n: int) -> list[Any]:
+    """The tool list of each of `n` rollouts: `oai_tools` is one list for all (of tool
+    dicts) or one per rollout (lists or None); the two never look alike, as a tool is
+    never a list. A per-rollout form of another length would pair tools with the
+    wrong rollouts, or render a list of lists as the tools."""
+    items = list(oai_tools or [])
+    if not items or not all(t is None or isinstance(t, list) for t in items):
+        return [oai_tools] * n
+    if len(items) != n:
+        raise ValueError(
+            f"oai_tools holds {len(items)} tool lists but there are {n} rollouts; pass one "
+            "tool list (or None) per rollout, or a single list of tools for all of them"
+        )
+    return items
 
 
 def _tokenize_rollout(
@@ -470,6 +574,7 @@ def _tokenize_rollout(
     anyway, so it becomes an empty completion instead of failing the batch.
     """
     try:
+        _check_message_type(prompt, completion, message_type)
         if message_type == "chat":
             return _process_chat(tokenizer, list(prompt), list(completion), state, tools, mask_env)
         return _process_text(tokenizer, str(prompt), str(completion), state, mask_env)
@@ -480,9 +585,25 @@ def _tokenize_rollout(
     try:
         if message_type == "chat":
             return _chat_ids(tokenizer, list(prompt), tools, True), [], [], []
-        return list(tokenizer.encode(str(prompt), add_special_tokens=True)), [], [], []
+        if isinstance(prompt, str):
+            return list(tokenizer.encode(prompt, add_special_tokens=True)), [], [], []
     except Exception:
-        return [], [], [], []
+        pass
+    return [], [], [], []
+
+
+def _reward(value: Any, k: int) -> float:
+    """Rollout `k`'s reward as a float; None (how results.jsonl writes a NaN or
+    infinite reward) is NaN, a reward that carries no training signal."""
+    if value is None:
+        return math.nan
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"rewards[{k}] is {value!r}, not a number; pass the rubric's rewards "
+            "(GenerateOutputs.reward), one float per rollout"
+        ) from None
 
 
 def process_env_results(
@@ -506,8 +627,9 @@ def process_env_results(
     rollouts that ended truncated (turn limit, token budget, context, or a last
     model reply the server cut at its token limit: stop reason "length"). Truncated
     rollouts can have their mask (`mask_truncated_completions`) or reward
-    (`zero_truncated_completions`) zeroed. A rollout that errored contributes no
-    training signal: mask all 0, reward 0.0.
+    (`zero_truncated_completions`) zeroed. A rollout that errored, or whose reward
+    is not a finite number (NaN, infinity, or None as results.jsonl writes those),
+    contributes no training signal: mask all 0, reward 0.0.
 
     `oai_tools` is the tool list of every rollout, or one list per rollout.
     """
@@ -517,12 +639,7 @@ def process_env_results(
             f"prompts, completions, states and rewards must have one entry per rollout; got "
             f"{n}, {len(completions)}, {len(states)}, {len(rewards)}"
         )
-    per_rollout_tools = (
-        oai_tools is not None
-        and len(oai_tools) == n
-        and n > 0
-        and all(t is None or isinstance(t, list) for t in oai_tools)
-    )
+    tools_by_rollout = _tools_by_rollout(oai_tools, n)
     out: dict[str, list[Any]] = {
         k: []
         for k in (
@@ -537,7 +654,7 @@ def process_env_results(
     }
     for k in range(n):
         state = states[k]
-        tools = _rollout_tools(state, oai_tools[k] if per_rollout_tools else oai_tools)  # type: ignore[index]
+        tools = _rollout_tools(state, tools_by_rollout[k])
         p_ids, c_ids, c_mask, c_lps = _tokenize_rollout(
             processing_class,
             prompts[k],
@@ -553,8 +670,8 @@ def process_env_results(
             keep = max(0, max_seq_len - len(p_ids))
             p_ids = p_ids[:max_seq_len]
             c_ids, c_mask, c_lps = c_ids[:keep], c_mask[:keep], c_lps[:keep]
-        reward = float(rewards[k])
-        if state.get("error") or math.isnan(reward):
+        reward = _reward(rewards[k], k)
+        if state.get("error") or not math.isfinite(reward):
             c_mask = [0] * len(c_ids)
             reward = 0.0
         if truncated and mask_truncated_completions:
@@ -575,6 +692,7 @@ __all__ = [
     "LogprobCountError",
     "MissingTokenIdsError",
     "ServerTokenizer",
+    "ServerTokenizerError",
     "TemplateAlignmentError",
     "Tokenizer",
     "process_env_results",
