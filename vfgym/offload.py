@@ -29,6 +29,19 @@ do not overturn it.
 A StopIteration escaping user code (a `next()` without a default) is raised as
 a RuntimeError naming the function: asyncio cannot carry a StopIteration from a
 worker thread to the awaiting task, which would wait forever.
+
+Time limits (`call_limited`): an async callable past its limit is cancelled. A sync
+one cannot be stopped, so under a limit it always runs in a worker thread (never
+inline: there no limit could fire) and, past the limit, is abandoned: its thread runs
+on until the function returns, and what it returns or raises then is discarded.
+Those calls run in a pool of the Offloader's own, never in the event loop's default
+executor, which the rest of the process (DNS look-ups, `asyncio.to_thread`) relies
+on. An abandoned thread stops counting as one of the pool's `limited_workers`, so a
+replacement serves the next call; at most `max_abandoned` of them may run at once,
+and past that a limited sync call is refused (AbandonedThreadsError) rather than
+started, so a function that never returns costs a bounded number of threads.
+A limit counts from the moment the call starts running: time spent waiting for a
+free worker is not charged to it.
 """
 
 from __future__ import annotations
@@ -43,6 +56,13 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Literal, TypeVar
 
 from vfgym._async import called_safely, is_async_callable, stop_iteration_error
+from vfgym.limited_pool import (
+    LIMITED_WORKERS,
+    MAX_ABANDONED,
+    AbandonedThreadsError,
+    Job,
+    LimitedPool,
+)
 
 T = TypeVar("T")
 OffloadMode = Literal["auto", "always", "never"]
@@ -51,6 +71,14 @@ logger = logging.getLogger(__name__)
 _UNKNOWN, _INLINE, _THREAD = 0, 1, 2
 #: Slow calls in a row that settle a function in the thread.
 STRIKES = 2
+
+
+class CallTimeoutError(TimeoutError):
+    """A call did not finish within its time limit and was cancelled or abandoned."""
+
+    def __init__(self, limit: float) -> None:
+        super().__init__(f"the call did not finish within {limit:g} s")
+        self.limit = limit
 
 
 def function_key(func: Callable[..., Any]) -> Any:
@@ -67,17 +95,32 @@ class Offloader:
         *,
         inline_below: float = 0.0005,
         offload_above: float = 0.002,
+        limited_workers: int = LIMITED_WORKERS,
+        max_abandoned: int = MAX_ABANDONED,
     ) -> None:
         if mode not in ("auto", "always", "never"):
             raise ValueError(f"offload mode must be 'auto', 'always' or 'never', not {mode!r}")
         if not 0 < inline_below <= offload_above:
             raise ValueError("need 0 < inline_below <= offload_above (seconds)")
+        for name, count in (("limited_workers", limited_workers), ("max_abandoned", max_abandoned)):
+            if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+                raise ValueError(
+                    f"{name} must be a whole number of threads, at least 1; got {count!r}"
+                )
+        self.limited_workers = limited_workers
+        self.max_abandoned = max_abandoned
+        self._limited: LimitedPool | None = None  # made on the first limited sync call
         self.mode: OffloadMode = mode
         self.inline_below = inline_below
         self.offload_above = offload_above
         self._verdicts: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
         self._strong: dict[Any, int] = {}  # for callables that cannot be weakly referenced
         self._strikes: dict[Any, int] = {}  # slow calls in a row so far, by key
+
+    @property
+    def abandoned_calls(self) -> int:
+        """Calls given up at their time limit whose threads still run."""
+        return 0 if self._limited is None else self._limited.abandoned
 
     def verdict(self, func: Callable[..., Any]) -> str:
         """ "inline", "thread" or "unknown": how the next sync call of `func` runs."""
@@ -153,6 +196,45 @@ class Offloader:
                 self._strike(key)
         return await _settle(result)
 
+    async def call_limited(
+        self,
+        limit: float | None,
+        func: Callable[..., T | Awaitable[T]],
+        /,
+        *args: Any,
+        **kwargs: Any,
+    ) -> T:
+        """`call`, given up after `limit` seconds (None: no limit) with CallTimeoutError.
+
+        An async callable is cancelled at the limit; a sync one runs in this
+        Offloader's limited pool and is abandoned there (see the module). A
+        TimeoutError the callable raises itself passes through as it is.
+        """
+        if limit is None:
+            return await self.call(func, *args, **kwargs)
+        if is_async_callable(func):
+            return await _within(limit, func(*args, **kwargs))  # type: ignore[arg-type]
+        return await self._in_limited_pool(limit, func, args, kwargs)
+
+    async def _in_limited_pool(
+        self, limit: float, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        """`func` in a limited worker; an awaitable it returns is awaited within the
+        same limit. However this ends (a result, the limit, the caller cancelled),
+        the job is left finished, abandoned or never started."""
+        if self._limited is None:
+            self._limited = LimitedPool(self.limited_workers, self.max_abandoned)
+        pool = self._limited
+        ctx = contextvars.copy_context()
+        job = Job(functools.partial(ctx.run, called_safely, func, args, kwargs), func)
+        pool.submit(job)
+        try:
+            if job.queued:
+                await job.started  # no worker was free: the limit starts when one is
+            return await _within(limit, _settled_job(job))
+        finally:
+            pool.abandon(job)  # a no-op for a finished job
+
     def _strike(self, key: Any) -> bool:
         """Count a slow call of `key`'s function; True when that settles it in the thread."""
         strikes = self._strikes.get(key, 0) + 1
@@ -184,4 +266,31 @@ async def _in_thread(
     return await loop.run_in_executor(None, functools.partial(ctx.run, _timed, func, args, kwargs))
 
 
-__all__ = ["OffloadMode", "Offloader", "function_key"]
+async def _within(limit: float, awaitable: Awaitable[T]) -> T:
+    """`await awaitable`, cancelled after `limit` seconds with CallTimeoutError.
+
+    `asyncio.timeout`, not `wait_for`: Python 3.11's `wait_for` can lose a
+    cancellation of its caller that coincides with the inner call finishing.
+    """
+    timer = asyncio.timeout(limit)
+    try:
+        async with timer:
+            return await awaitable
+    except TimeoutError:
+        if timer.expired():
+            raise CallTimeoutError(limit) from None
+        raise  # the callable's own TimeoutError (a socket's, say)
+
+
+async def _settled_job(job: Job) -> Any:
+    return await _settle(await job.done)
+
+
+__all__ = [
+    "AbandonedThreadsError",
+    "CallTimeoutError",
+    "LimitedPool",
+    "OffloadMode",
+    "Offloader",
+    "function_key",
+]

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import inspect
 import json
+import math
 import time
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from typing import Any
 
 from vfgym._async import maybe_await, never_suspends
 from vfgym.envs.multiturn_env import MultiTurnEnv
-from vfgym.offload import Offloader, OffloadMode
+from vfgym.offload import AbandonedThreadsError, CallTimeoutError, Offloader, OffloadMode
 from vfgym.tools import Tool, check_tool_name, clip, json_kind, quote, tool_name
 from vfgym.types import ChatMessage, Messages, State
 
@@ -29,6 +30,24 @@ def default_error_formatter(exc: Exception) -> str:
 
 class ToolCallError(Exception):
     """A tool call the environment could not make (bad JSON, unknown tool, bad arguments)."""
+
+
+class ToolTimeoutError(TimeoutError):
+    """A tool call that did not finish within its time limit (`tool_timeout`).
+
+    Its message is what the model reads (through `error_formatter`): which tool, which
+    limit, and that the call is over, so the model neither waits for a result nor
+    takes a half-done action for a done one.
+    """
+
+    def __init__(self, tool: str, limit: float) -> None:
+        super().__init__(
+            f"tool {tool} did not finish within {limit:g} s, its time limit, so the call was "
+            "stopped and nothing it returns later is used; call it again with less to do, "
+            "or go on without it"
+        )
+        self.tool = tool
+        self.limit = limit
 
 
 class ToolEnv(MultiTurnEnv):
@@ -58,6 +77,10 @@ class ToolEnv(MultiTurnEnv):
     `prepare_tool_args` hook (a StatefulToolEnv's `update_tool_args`): the model's
     arguments are checked before the hook runs, so what the hook raises is never the
     model's to fix.
+
+    A call that runs past its time limit (`tool_timeout`, `tool_timeouts`) is a
+    failed call too: the model reads "tool X did not finish within N s" and the
+    rollout goes on. See `__init__` for what happens to the call itself.
     """
 
     #: Exceptions a tool may raise that are the environment's failure, not the model's.
@@ -71,13 +94,48 @@ class ToolEnv(MultiTurnEnv):
         error_formatter: Callable[[Exception], str] = default_error_formatter,
         offload_sync: OffloadMode = "auto",
         max_tool_result_chars: int | None = DEFAULT_MAX_TOOL_RESULT_CHARS,
+        tool_timeout: float | None = None,
+        tool_timeouts: Mapping[str, float | None] | None = None,
         **kwargs: Any,
     ):
         """`offload_sync` says where sync tools run (see `vfgym.offload`): "auto"
         inline while they stay quick and in a worker thread once calls turn slow,
         "always" in a thread, "never" inline. `max_tool_result_chars` caps each tool
-        reply the model reads (None: no cap); a longer one is cut with a note."""
+        reply the model reads (None: no cap); a longer one is cut with a note.
+
+        `tool_timeout` is each tool call's time limit in seconds (a positive, finite
+        number), so that one tool that blocks for ever cannot hang its rollout and, with
+        it, the end of a whole `generate`/`evaluate` batch. `tool_timeouts` maps tool
+        names to their own limits, overriding it (None there: that tool has none).
+        Past its limit an async tool is cancelled; a sync tool cannot be stopped, so its
+        worker thread is abandoned and what it returns later is discarded. A sync tool
+        under a limit always runs in a worker thread of the offloader's own pool
+        (whatever `offload_sync` says: inline, no limit could fire), never in the event
+        loop's default executor, and an abandoned thread is replaced there, so stuck
+        calls never starve later ones; at most `vfgym.offload.MAX_ABANDONED` (32)
+        abandoned threads may run at once, and past that a limited sync call is not
+        started but answered with an error. The limit counts from when the call starts
+        running (not while it waits for a free worker) and covers the tool function
+        only, not `prepare_tool_args`.
+
+        The default is None, no limit, as before: a limit moves every call of a quick
+        sync tool from inline (about a microsecond) to a thread (about 50 µs), and a
+        right limit depends on the tool (a web search, a compile), so it is set by the
+        author who knows it. An async tool must not block the event loop itself
+        (`time.sleep`): no limit can interrupt that.
+
+        Tools with time limits of their own, as a `SandboxEnv`'s `python` and `bash`
+        have (`SandboxConfig.timeout`, 10 s, after which the sandbox kills the code and
+        the model reads a timed-out result; the host gives the sandbox 10 s more to
+        answer): set `tool_timeout` above those, as a backstop, or exempt them with
+        `tool_timeouts={"python": None, "bash": None}`. A lower limit cuts the call on
+        the host instead: the cancelled call leaves its sandbox unusable, so it is
+        replaced before the next call and the model is told its earlier state is gone.
+        """
         self.max_tool_result_chars = check_result_cap(max_tool_result_chars)
+        self.tool_timeout = check_time_limit(tool_timeout)
+        self.tool_timeouts = check_time_limits(tool_timeouts)
+        self._limit_names_checked = not self.tool_timeouts
         self.offloader = Offloader(offload_sync)
         self.tools: list[Callable[..., Any]] = []
         self.tool_map: dict[str, Callable[..., Any]] = {}
@@ -109,6 +167,7 @@ class ToolEnv(MultiTurnEnv):
         self._signatures[spec.name] = inspect.signature(spec.func)
         assert self.oai_tools is not None
         self.oai_tools.append(spec.schema)
+        self._limit_names_checked = not self.tool_timeouts
 
     def add_tool(self, tool: Callable[..., Any]) -> None:
         """Offer another function to the model; its schema comes from its signature."""
@@ -124,12 +183,35 @@ class ToolEnv(MultiTurnEnv):
         self.tool_map.pop(name)
         assert self.oai_tools is not None
         self.oai_tools.remove(spec.schema)
+        self._limit_names_checked = not self.tool_timeouts
+
+    def tool_time_limit(self, name: str) -> float | None:
+        """The time limit of a call of tool `name` in seconds (None: none): its own
+        from `tool_timeouts`, else `tool_timeout`. For a `call_tool` override that
+        calls a tool itself: `await self.offloader.call_limited(limit, func, ...)`."""
+        limits = self.tool_timeouts
+        return limits[name] if name in limits else self.tool_timeout
+
+    def _check_limit_names(self) -> None:
+        """Refuse a `tool_timeouts` name no tool has (a typo would silently leave that
+        tool unlimited). Checked when a rollout starts, not in `__init__`: subclasses
+        (a SandboxEnv) add their tools after it."""
+        unknown = sorted(set(self.tool_timeouts) - set(self._tool_specs))
+        if unknown:
+            tools = ", ".join(sorted(self._tool_specs)) or "none"
+            raise ValueError(
+                f"tool_timeouts names {', '.join(map(quote, unknown))}, which this environment "
+                f"does not offer; its tools are: {tools}. Fix the name or remove the entry"
+            )
+        self._limit_names_checked = True
 
     # ------------------------------------------------------------- hooks
 
     @never_suspends
     async def setup_state(self, state: State, **kwargs: Any) -> State:
         """Start the tool-call records empty, so they can be read from the reset on."""
+        if not self._limit_names_checked:
+            self._check_limit_names()
         state = await super().setup_state(state, **kwargs)
         state.setdefault("tools_called", [])
         state.setdefault("tool_call_log", [])
@@ -169,13 +251,35 @@ class ToolEnv(MultiTurnEnv):
         which turns it into the model's error message with `error_formatter`
         (unless it is one of `infrastructure_errors`). The result's text is cut to
         `max_tool_result_chars` here, so an override that wraps this reply (adds a
-        label, a note) keeps what it adds.
+        label, a note) keeps what it adds. The tool's time limit applies here too
+        (ToolTimeoutError past it).
         """
         spec = self._tool_specs.get(tool_name)
         positional, keywords = spec.call_arguments(tool_args) if spec else ([], tool_args)
-        result = await self.offloader.call(self.tool_map[tool_name], *positional, **keywords)
+        func = self.tool_map[tool_name]
+        limit = self.tool_time_limit(tool_name)
+        if limit is None:  # the common case, with no limit's machinery on its way
+            result = await self.offloader.call(func, *positional, **keywords)
+        else:
+            result = await self._limited_call(tool_name, limit, func, positional, keywords)
         content = cut_text(result_text(result), self.max_tool_result_chars)
         return {"role": "tool", "content": content, "tool_call_id": tool_call_id}
+
+    async def _limited_call(
+        self,
+        name: str,
+        limit: float,
+        func: Callable[..., Any],
+        positional: list[Any],
+        keywords: dict[str, Any],
+    ) -> Any:
+        """Tool `name`'s result within `limit` seconds; past it, ToolTimeoutError."""
+        try:
+            return await self.offloader.call_limited(limit, func, *positional, **keywords)
+        except CallTimeoutError as exc:
+            raise ToolTimeoutError(name, exc.limit) from None
+        except AbandonedThreadsError as exc:
+            raise AbandonedThreadsError(f"tool {name} was not run: {exc}") from None
 
     async def _prepared_args(
         self,
@@ -315,6 +419,38 @@ class ToolEnv(MultiTurnEnv):
             )
             replies.append(reply)
         return replies, state
+
+
+def check_time_limit(value: Any, name: str = "tool_timeout") -> float | None:
+    """`value` as a tool call's time limit in seconds, refused now rather than at the
+    first call: zero, a negative number or NaN would fail every call, and infinity
+    would only pretend to limit."""
+    if value is None:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ValueError(
+            f"{name} must be a positive, finite number of seconds, or None for no limit; "
+            f"got {value!r}"
+        )
+    return float(value)
+
+
+def check_time_limits(value: Any) -> dict[str, float | None]:
+    """`value` as per-tool time limits: a mapping of tool names to `check_time_limit`
+    values (None for none); {} when there are none."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        raise ValueError(
+            "tool_timeouts must map tool names to seconds (or None for no limit), such "
+            f'as {{"search": 30}}; got {clip(repr(value))}'
+        )
+    return {key: check_time_limit(limit, f"tool_timeouts[{key!r}]") for key, limit in value.items()}
 
 
 def check_result_cap(value: Any) -> int | None:
