@@ -78,6 +78,7 @@ _EXPORTS: dict[str, str] = {
         "vfgym.parsers",
     ),
     "ServerTokenizer": "vfgym.processing",
+    "ServerTokenizerError": "vfgym.processing",
     "process_env_results": "vfgym.processing",
     "UnexpectedArgumentError": "vfgym.registry",
     "UnknownEnvironmentError": "vfgym.registry",
@@ -85,6 +86,7 @@ _EXPORTS: dict[str, str] = {
     "load_environment": "vfgym.registry",
     **dict.fromkeys(("JudgeRubric", "Rubric", "RubricGroup", "ToolRubric"), "vfgym.rubrics"),
     "Tool": "vfgym.tools",
+    "ToolTimeoutError": "vfgym.envs.tool_env",
     "convert_func_to_oai_tool": "vfgym.tools",
     **dict.fromkeys(
         (
@@ -130,6 +132,7 @@ if TYPE_CHECKING:  # what type checkers and editors see: the same names, eagerly
         StatefulToolEnv,
         ToolEnv,
     )
+    from vfgym.envs.tool_env import ToolTimeoutError
     from vfgym.errors import (
         ContextLengthExceeded,
         ModelCallError,
@@ -146,7 +149,7 @@ if TYPE_CHECKING:  # what type checkers and editors see: the same names, eagerly
         extract_boxed_answer,
         extract_hash_answer,
     )
-    from vfgym.processing import ServerTokenizer, process_env_results
+    from vfgym.processing import ServerTokenizer, ServerTokenizerError, process_env_results
     from vfgym.registry import (
         UnexpectedArgumentError,
         UnknownEnvironmentError,
