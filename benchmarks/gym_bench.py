@@ -81,14 +81,22 @@ VECTOR_ENVS = 8
 VFGYM_VECTOR = {
     "sync8": {"mode": "sync"},
     "async8": {"mode": "async"},
+    "sync8-read": {"mode": "sync"},
     "gymnasium-sync8": {"vectorization_mode": "sync"},
     "gymnasium-async8": {"vectorization_mode": "async"},
 }
-EXTRA_MODES = ("gymnasium-sync8", "gymnasium-async8")
+EXTRA_MODES = ("sync8-read", "gymnasium-sync8", "gymnasium-async8")
+#: The peer's mode an extra vfgym mode is compared with.
+PEER_MODE_OF = {"sync8-read": "sync8"}
 LEGEND = """modes (steps per second counts every sub-env's step):
   single            one env: gym.make(id), gem.make(id), ta.make(id)
   sync8             8 envs stepped one after another in the caller's thread: vfgym
-                    GymVectorEnv (gym.make_vec(id, num_envs=8)); GEM make_vec(async_mode=False)
+                    GymVectorEnv (gym.make_vec(id, num_envs=8)); GEM make_vec(async_mode=False).
+                    vfgym's batched infos are built as they are read (BatchedInfo), and this
+                    loop reads none of them; GEM deep-copies every sub-env's info each step
+  sync8-read        vfgym's sync8 with every value of every step's infos read (all arrays
+                    and masks built, as Gymnasium's SyncVectorEnv builds them), compared
+                    with GEM's sync8
   async8            8 envs stepped concurrently: vfgym GymVectorEnv(mode="async") runs them
                     on one asyncio event loop (envs that never wait, every game here, step
                     inline, as in sync8); GEM make_vec(async_mode=True) on a thread pool
@@ -109,8 +117,8 @@ PEER_SETTINGS: dict[str, dict[str, dict[str, int]]] = {
     },
     "textarena": {"guess-the-number": {"low": 1, "high": 20, "max_turns": 10}},
 }
-#: The modes each peer has.
-PEER_MODES = {"gem": MODES, "textarena": ("single",)}
+#: The modes each peer has (and vfgym's extra modes compared with one of them).
+PEER_MODES = {"gem": (*MODES, "sync8-read"), "textarena": ("single",)}
 #: How a peer's vector envs reset an ended episode, for vfgym's to do the same when it
 #: plays that peer's version: GEM resets within the ending step (SAME_STEP), so each
 #: step it counts plays a move, while vfgym's default (NEXT_STEP, Gymnasium's) spends
@@ -189,16 +197,26 @@ def bench_vfgym_mode(
     if autoreset is not None and "mode" in options:  # vfgym's own vector env
         options["autoreset_mode"] = autoreset
     vec = gym.make_vec(gym_id, num_envs=VECTOR_ENVS, **options, **settings)
+    read = mode.endswith("-read")
     try:
         vec.reset(seed=0)
 
         def vector() -> int:
-            vec.step(tuple(move() for _ in range(VECTOR_ENVS)))  # autoreset: NEXT_STEP
+            infos = vec.step(tuple(move() for _ in range(VECTOR_ENVS)))[4]  # autoreset: NEXT_STEP
+            if read:
+                read_every_value(infos)
             return VECTOR_ENVS
 
         return timed(vector, seconds)
     finally:
         vec.close()
+
+
+def read_every_value(infos: dict[str, Any]) -> None:
+    """Read every value of a batched info, nested batches too: all its arrays built."""
+    for value in infos.values():
+        if isinstance(value, dict):
+            read_every_value(value)
 
 
 def adapter_overhead(seconds: float, words: list[str]) -> dict[str, dict[str, float]]:
@@ -403,7 +421,7 @@ def report(columns: dict[str, dict[str, Any]]) -> None:
             for peer in peers:
                 matched = game in PEER_SETTINGS.get(peer, {})
                 ours = vfgym.get(f"{key}@{peer}") if matched else vfgym.get(key)
-                theirs = columns[peer].get(key)
+                theirs = columns[peer].get(f"{game}/{PEER_MODE_OF.get(mode, mode)}")
                 if matched:
                     shown = fmt(ours)
                 else:  # the peer plays vfgym's version, or does not have the game
