@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import random
 import re
+import unicodedata
 from abc import abstractmethod
 from collections.abc import Callable, Collection
 from time import perf_counter
@@ -69,6 +70,16 @@ def counted(n: int, one: str, many: str) -> str:
     return f"{n} {one if n == 1 else many}"
 
 
+def ascii_digits(text: str) -> str:
+    """`text` with each decimal digit of another script (fullwidth, Arabic-Indic) as 0-9.
+
+    The games that read numbers with `\\d` and `int()` take such digits as they are; a
+    game that matches only 1-3 reads its move again through this, once the move failed,
+    so that every game reads a fullwidth 2 as 2 and a plain move costs nothing more.
+    """
+    return "".join(str(unicodedata.decimal(ch)) if ch.isdecimal() else ch for ch in text)
+
+
 def move_number(digits: str) -> int:
     """The int of the digits a move's pattern matched; more digits than any game
     needs is an invalid move, so a model's 5,000-digit number cannot crash the game."""
@@ -119,6 +130,7 @@ class TextGame(MultiTurnEnv):
     game_name: ClassVar[str] = ""
 
     def __init__(self, *, max_invalid_moves: int = 3, rubric: Rubric | None = None, **kwargs: Any):
+        check_whole("max_invalid_moves", max_invalid_moves, example=3)
         if max_invalid_moves < 1:
             raise ValueError("max_invalid_moves must be at least 1")
         self.max_invalid_moves = max_invalid_moves
@@ -392,6 +404,22 @@ class GameRubric(Rubric):
         return 0.0 + win, metrics
 
 
+def check_whole(knob: str, value: Any, example: int) -> None:
+    """Refuse a count knob that is not an int. A float, a bool or a str slips past a
+    range check (2.5 is between 1 and 9; True is 1) and then fails far from the knob,
+    shows up in the feedback ("0.5 more invalid moves") or, as a search depth that never
+    reaches 0, never ends. Ranges are each game's own check, after this one."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{knob} must be a whole number (int) such as {example}, not {value!r}")
+
+
+def check_flag(knob: str, value: Any) -> None:
+    """Refuse a yes/no knob that is not a bool: "false" is a true value, and a game would
+    quietly play the rule the caller meant to turn off."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{knob} must be True or False, not {value!r}")
+
+
 def check_choice(knob: str, value: Any, choices: Collection[Any]) -> None:
     """Refuse a knob value outside its choices, naming them (in their own order)."""
     if value not in choices:
@@ -411,8 +439,16 @@ def game_rows(
     Each item gets its own generator seeded by (game, seed, index), so item k is
     the same whatever `num_examples` is.
     """
+    check_whole("num_examples", num_examples, example=100)
     if num_examples < 1:
         raise ValueError("num_examples must be at least 1")
+    if num_examples > EVAL_OFFSET:
+        # Training rows are indices 0.., evaluation rows EVAL_OFFSET..: more would overlap.
+        raise ValueError(
+            f"num_examples must be at most {EVAL_OFFSET:,}, not {num_examples:,}: the "
+            f"evaluation split starts at index {EVAL_OFFSET:,}, and a larger training "
+            "split would share items with it"
+        )
     rows = []
     for i in range(offset, offset + num_examples):
         question, info, answer = generate(item_rng(name, seed, i), i)

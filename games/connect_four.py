@@ -20,7 +20,14 @@ import re
 from functools import cache, lru_cache
 from typing import Any
 
-from vfgym.games._base import EVAL_OFFSET, InvalidMove, check_choice, game_rows, move_message
+from vfgym.games._base import (
+    EVAL_OFFSET,
+    InvalidMove,
+    check_choice,
+    check_whole,
+    game_rows,
+    move_message,
+)
 from vfgym.games._boards import (
     EMPTY,
     FIRSTS,
@@ -374,6 +381,9 @@ def load_environment(
     """Build the environment; `depth` overrides the difficulty's search depth."""
     check_choice("difficulty", difficulty, DIFFICULTIES)
     depth = DIFFICULTIES[difficulty] if depth is None else depth
+    check_whole("depth", depth, example=DIFFICULTIES[difficulty])
+    check_whole("opening_plies", opening_plies, example=2)
+    check_whole("max_invalid_moves", max_invalid_moves, example=3)
     if not 0 <= depth <= MAX_DEPTH:
         raise ValueError(f"depth must be between 0 (random) and {MAX_DEPTH}, not {depth}")
     check_choice("first", first, FIRSTS)

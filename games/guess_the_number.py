@@ -17,6 +17,7 @@ from vfgym.games._base import (
     InvalidMove,
     TextGame,
     check_choice,
+    check_whole,
     counted,
     game_rows,
     last_user_text,
@@ -147,6 +148,9 @@ def load_environment(
     check_choice("difficulty", difficulty, RANGES)
     lo, hi = RANGES[difficulty]
     lo, hi = (lo if low is None else low), (hi if high is None else high)
+    check_whole("low", lo, example=1)
+    check_whole("high", hi, example=100)
+    check_whole("max_invalid_moves", max_invalid_moves, example=3)
     if lo >= hi:
         raise ValueError(f"low ({lo}) must be below high ({hi})")
     if max_turns is not None and max_turns < 1:

@@ -28,6 +28,7 @@ from vfgym.games._base import (
     InvalidMove,
     TextGame,
     check_choice,
+    check_whole,
     counted,
     game_rows,
     move_message,
@@ -259,6 +260,10 @@ def load_environment(
     low, high = DIFFICULTIES[difficulty]
     low = low if min_length is None else min_length
     high = high if max_length is None else max_length
+    check_whole("min_length", low, example=MIN_LENGTH)
+    check_whole("max_length", high, example=MAX_LENGTH)
+    check_whole("max_misses", max_misses, example=6)
+    check_whole("max_invalid_moves", max_invalid_moves, example=3)
     if not MIN_LENGTH <= low <= high <= MAX_LENGTH:
         raise ValueError(
             f"word lengths must satisfy {MIN_LENGTH} <= min_length <= max_length <= "

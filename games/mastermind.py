@@ -28,6 +28,8 @@ from vfgym.games._base import (
     InvalidMove,
     TextGame,
     check_choice,
+    check_flag,
+    check_whole,
     counted,
     game_rows,
     move_message,
@@ -304,6 +306,11 @@ def load_environment(
     default_pegs, default_colours = DIFFICULTIES[difficulty]
     pegs = default_pegs if pegs is None else pegs
     colours = default_colours if colours is None else colours
+    check_whole("pegs", pegs, example=default_pegs)
+    check_whole("colours", colours, example=default_colours)
+    check_flag("repeats", repeats)
+    check_whole("max_guesses", max_guesses, example=10)
+    check_whole("max_invalid_moves", max_invalid_moves, example=3)
     if not 2 <= pegs <= 6:
         raise ValueError(f"pegs must be between 2 and 6, not {pegs}")
     if not 2 <= colours <= len(ALPHABET):

@@ -26,6 +26,8 @@ from vfgym.games._base import (
     InvalidMove,
     TextGame,
     check_choice,
+    check_flag,
+    check_whole,
     counted,
     game_rows,
     move_message,
@@ -43,8 +45,11 @@ STARTS = ("winning", "random")
 DIFFICULTIES = {"easy": (3, 5, "random"), "medium": (4, 7, "optimal"), "hard": (5, 15, "optimal")}
 
 _MOVE = re.compile(r"^\D*?(\d+)\D+?(\d+)\D*$")
-#: "take 2 from heap 3": the count comes first when "from" stands between the numbers.
-_COUNT_FROM_HEAP = re.compile(r"^\D*?(\d+)\D*?\bfrom\b\D*?(\d+)\D*$", re.IGNORECASE)
+#: "take 2 from heap 3", "take 2 out of heap 3": the count comes first when "from", or
+#: the word "heap" (or "pile") naming the second number, stands between the numbers.
+_COUNT_FROM_HEAP = re.compile(
+    r"^\D*?(\d+)\D*?(?:\bfrom\b|\b(?:heap|pile)\b)\D*?(\d+)\D*$", re.IGNORECASE
+)
 #: A minus sign before a number ("1 -2"); a dash between two numbers ("1-2", "1 - 2")
 #: only separates them.
 _NEGATIVE = re.compile(r"(?<!\d)[-\u2212]\d")
@@ -267,6 +272,10 @@ def load_environment(
     heaps = preset_heaps if heaps is None else heaps
     max_heap = preset_max if max_heap is None else max_heap
     opponent = preset_opponent if opponent is None else opponent
+    check_whole("heaps", heaps, example=preset_heaps)
+    check_whole("max_heap", max_heap, example=preset_max)
+    check_flag("misere", misere)
+    check_whole("max_invalid_moves", max_invalid_moves, example=3)
     if not 1 <= heaps <= 9:
         raise ValueError(f"heaps must be between 1 and 9, not {heaps}")
     if not 1 <= max_heap <= 30:

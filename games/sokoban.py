@@ -13,7 +13,7 @@ of a box into a wall or another box, makes the whole move invalid (nothing moves
 
 Knobs: `width`/`height` (the room inside the walls; `difficulty` presets
 "easy" 5x5 with 1 box, "medium" 6x6 with 2, "hard" 7x7 with 3), `boxes`,
-`max_turns`, `max_invalid_moves`. Winnable by deduction: the reference policy
+`max_turns` (default 50), `max_invalid_moves`. Winnable by deduction: the reference policy
 solves the position it reads with the same solver. Efficiency is the par over
 the steps taken.
 """
@@ -47,6 +47,7 @@ PRESETS = {"easy": (5, 5, 1), "medium": (6, 6, 2), "hard": (7, 7, 3)}
 MAX_ROOM = 10
 MAX_BOXES = 4
 MAX_STEPS_PER_MOVE = 1000
+DEFAULT_TURNS = 50
 #: Generation attempts per item before a smaller demand (fewer pushes) is accepted.
 ATTEMPTS = 12
 
@@ -475,7 +476,7 @@ def load_environment(
     width: int | None = None,
     height: int | None = None,
     boxes: int | None = None,
-    max_turns: int = 50,
+    max_turns: int | None = None,
     max_invalid_moves: int = 3,
 ) -> SokobanEnv:
     """Build the environment; `width`/`height`/`boxes` override the difficulty's preset."""
@@ -490,8 +491,10 @@ def load_environment(
         raise ValueError(f"boxes must be a whole number from 1 to {MAX_BOXES}, not {b!r}")
     if b + 3 > w * h // 2:
         raise ValueError(f"a {w}x{h} room is too small for {b} boxes; use a larger room")
+    if max_turns is None:  # as in every game: None is the default limit
+        max_turns = DEFAULT_TURNS
     if max_turns < 1:
-        raise ValueError("max_turns must be at least 1")
+        raise ValueError("max_turns must be at least 1 (or None for the default)")
     make = lambda rng, i: generate_item(rng, w, h, b)  # noqa: E731
     return SokobanEnv(
         dataset=game_rows("sokoban", make, num_examples, seed),

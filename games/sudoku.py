@@ -31,6 +31,7 @@ from vfgym.games._base import (
     InvalidMove,
     TextGame,
     check_choice,
+    check_whole,
     counted,
     game_rows,
     move_message,
@@ -344,14 +345,18 @@ def load_environment(
     max_invalid_moves: int = 3,
 ) -> SudokuEnv:
     """Build the environment; `givens` overrides the difficulty's number of givens."""
+    check_whole("size", size, example=9)
     if size not in SIZES:
         raise ValueError(f"size must be 4 or 9, not {size!r}")
     check_choice("difficulty", difficulty, GIVENS[size])
     target = GIVENS[size][difficulty] if givens is None else givens
-    if not isinstance(target, int) or not MIN_GIVENS[size] <= target <= size * size:
+    # At most one cell fewer than the grid: a puzzle with every cell given is a game
+    # over before its first move, scored as a win whatever the model says.
+    most = size * size - 1
+    if not isinstance(target, int) or not MIN_GIVENS[size] <= target <= most:
         raise ValueError(
-            f"givens must be a whole number from {MIN_GIVENS[size]} to {size * size} "
-            f"for a {size}x{size} grid, not {target!r}"
+            f"givens must be a whole number from {MIN_GIVENS[size]} to {most} "
+            f"for a {size}x{size} grid (at least one cell left to fill), not {target!r}"
         )
     if max_turns is not None and max_turns < 1:
         raise ValueError("max_turns must be at least 1 (or None for the default)")

@@ -22,7 +22,9 @@ from vfgym.games._base import (
     EVAL_OFFSET,
     InvalidMove,
     TextGame,
+    ascii_digits,
     check_choice,
+    check_whole,
     game_rows,
     move_message,
 )
@@ -75,11 +77,14 @@ def cell_name(index: int) -> str:
 @lru_cache(maxsize=1024)
 def parse_cell(text: str) -> int:
     """The cell index (0-8) a move names: "B2", "2b" or a number 1-9 counted row by row,
-    a full stop after it allowed (as every game of the catalogue allows one).
+    a full stop after it allowed (as every game of the catalogue allows one), its digit
+    in any script (a fullwidth 2 in "B2", as the games that read numbers with int() take it).
 
     Memoised (a failed parse raises and is not kept): models repeat the same few spellings.
     """
     match = _CELL.match(text.rstrip().removesuffix("."))
+    if not match and not text.isascii():  # a row digit of another script (fullwidth)
+        match = _CELL.match(ascii_digits(text).rstrip().removesuffix("."))
     if not match:
         raise InvalidMove(
             f"{text[:40]!r} is not a cell; name one by column letter and row number, "
@@ -332,6 +337,7 @@ def load_environment(
     kind = DIFFICULTIES[difficulty] if opponent is None else opponent
     check_choice("opponent", kind, OPPONENTS)
     check_choice("first", first, FIRSTS)
+    check_whole("max_invalid_moves", max_invalid_moves, example=3)
     if max_turns is None:
         max_turns = max(10, 5 + max_invalid_moves - 1)
     if max_turns < 5:

@@ -20,6 +20,7 @@ from vfgym.games._base import (
     EVAL_OFFSET,
     InvalidMove,
     TextGame,
+    ascii_digits,
     check_choice,
     counted,
     game_rows,
@@ -107,6 +108,8 @@ class TowerOfHanoiEnv(TextGame):
 
     def apply_move(self, game: dict[str, Any], move: str) -> str:
         match = _MOVE.match(move)
+        if not match and not move.isascii():  # peg numbers of another script (fullwidth)
+            match = _MOVE.match(ascii_digits(move))
         if not match:
             raise InvalidMove(
                 f"{move[:40]!r} is not a move; write the from-peg and the to-peg, "

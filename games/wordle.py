@@ -35,6 +35,7 @@ from vfgym.games._base import (
     InvalidMove,
     TextGame,
     check_choice,
+    check_whole,
     counted,
     game_rows,
     move_message,
@@ -460,6 +461,8 @@ def load_environment(
 ) -> WordleEnv:
     """Build the environment; `max_turns` defaults to the guesses plus the invalid moves."""
     check_choice("difficulty", difficulty, DIFFICULTIES)
+    check_whole("max_guesses", max_guesses, example=MAX_GUESSES)
+    check_whole("max_invalid_moves", max_invalid_moves, example=3)
     if not 1 <= max_guesses <= 20:
         raise ValueError(f"max_guesses must be between 1 and 20, not {max_guesses}")
     turns = max_turns if max_turns is not None else max_guesses + max_invalid_moves
