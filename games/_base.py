@@ -45,10 +45,12 @@ def item_rng(name: str, seed: int, index: int) -> random.Random:
 
 
 def extract_move(text: str) -> tuple[str, bool]:
-    """The move in a reply and whether it was tagged: the last `<move>…</move>`, else the text."""
+    """The move in a reply and whether it was tagged: the last `<move>…</move>`, else the
+    text. An empty tag pair gives no move and counts as untagged (see `format_reward`)."""
     tagged = MOVE_TAG.findall(text or "")
     if tagged:
-        return tagged[-1].strip(), True
+        move = tagged[-1].strip()
+        return move, bool(move)
     return (text or "").strip(), False
 
 
@@ -244,11 +246,11 @@ class TextGame(MultiTurnEnv):
             return [], self._natural_stop(state, True)
         # `_answer`, inlined for the usual reply (see there): a call costs 3% of a Gym step.
         if (tagged := _ONE_MOVE_TAG(text)) is not None and not self._starts_turns:
-            state["tagged_moves"] += 1
             move = tagged[1].strip()
             try:
-                if not move:
+                if not move:  # (an empty tag pair is no tagged move: see `_answer`)
                     raise InvalidMove(_NO_MOVE)
+                state["tagged_moves"] += 1
                 feedback = self.apply_move(game, move)
             except InvalidMove as exc:
                 feedback = self._refused(state, exc)
@@ -286,12 +288,15 @@ class TextGame(MultiTurnEnv):
         text = text or ""
         if (one := _ONE_MOVE_TAG(text)) is not None:
             move = one[1].strip()
-            state["tagged_moves"] += 1
         elif tagged := MOVE_TAG.findall(text):
             move = tagged[-1].strip()
-            state["tagged_moves"] += 1
         else:
             move = text.strip()
+            one = tagged = None
+        # A tagged move counts for `format_reward` when the tags hold one: an empty pair
+        # follows the format no more than an untagged reply does.
+        if move and (one is not None or tagged):
+            state["tagged_moves"] += 1
         try:
             if not move:
                 raise InvalidMove(_NO_MOVE)
@@ -398,7 +403,14 @@ class GameRubric(Rubric):
             "format_reward": tagged,
             REWARD_ERRORS: 0.0,
         }
-        add_scoring_time(state, (perf_counter() - started) * 1000.0)
+        # `add_scoring_time`, inlined for the State's own timing dict.
+        elapsed = (perf_counter() - started) * 1000.0
+        timing = state.get("timing")
+        if type(timing) is dict:
+            timing["scoring_ms"] = elapsed
+            timing["total_ms"] = timing.get("total_ms", 0.0) + elapsed
+        else:
+            add_scoring_time(state, elapsed)
         # The weighted sum in the functions' order: 0.0 + win * 1.0, and each metric
         # times 0.0 adds nothing to a finite sum.
         return 0.0 + win, metrics

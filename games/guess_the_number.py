@@ -97,7 +97,8 @@ class GuessTheNumberEnv(TextGame):
         return 1.0 if game["won"] else 0.0
 
     def efficiency(self, game: dict[str, Any], state: dict[str, Any]) -> float:
-        optimal = math.ceil(math.log2(game["high"] - game["low"] + 2))
+        # Binary search's most guesses, ceil(log2(size + 1)), in exact integer arithmetic.
+        optimal = (game["high"] - game["low"] + 1).bit_length()
         return min(1.0, optimal / max(1, len(game["guesses"])))
 
     def render(self, game: dict[str, Any]) -> str:

@@ -210,3 +210,32 @@ def test_hanoi_reads_peg_numbers_in_any_script() -> None:
     fullwidth = f"{chr(0xFF11 + src)} {chr(0xFF11 + dst)}"
     plain, wide = env.new_game(info), env.new_game(info)
     assert env.apply_move(wide, fullwidth) == env.apply_move(plain, f"{src + 1} {dst + 1}")
+
+
+# ----------------------------------------------------------------- format_reward
+
+
+@pytest.mark.parametrize("empty", ["<move></move>", "<move>  </move>", "x <move></move> y"])
+def test_an_empty_move_tag_pair_is_not_a_tagged_move(empty: str) -> None:
+    """format_reward is the share of turns whose tags hold a move: an empty pair is
+    refused as no move and counts no more than an untagged reply, through a Gym step
+    (the fused turn) and through `env_response` alike."""
+    import gymnasium as gym
+
+    import vfgym.gym  # noqa: F401  (registers the ids)
+
+    env = gym.make("vfgym/GuessTheNumber-v0", low=1, high=50, max_turns=2)
+    try:
+        rows = env.unwrapped.rows
+        index = next(i for i, row in enumerate(rows) if row["info"]["target"] > 1)
+        env.reset(seed=0, options={"index": index})
+        env.step(empty)
+        *_, truncated, info = env.step("<move>1</move>")
+        assert truncated and info["metrics"]["format_reward"] == 0.5
+    finally:
+        env.close()
+    game = importlib.import_module("vfgym.games.guess_the_number").load_environment(num_examples=1)
+    state = game.setup_state({"info": dict(game.dataset[0]["info"]), "prompt": [], "turn": 1})
+    game.env_response([{"role": "assistant", "content": empty}], state)
+    game.env_response([{"role": "assistant", "content": "<move>1</move>"}], state)
+    assert state["tagged_moves"] == 1 and state["invalid_moves"] == 1
