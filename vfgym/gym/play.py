@@ -15,11 +15,15 @@ for different sub-envs interleave and a new episode is not otherwise signalled.
 the wanted number of episodes has finished, following the vector env's autoreset
 mode (Gymnasium 1.x's default is NEXT_STEP: the step after an episode ends resets
 that sub-env and ignores its action). An async policy — a model server client —
-is awaited, and over a vector env its calls for all sub-envs run concurrently.
-When they return (or raise), `play_vector` and `aplay_vector` end the episodes a
-`GymVectorEnv` still runs — those autoreset started after the last wanted one — on
-the loop they started on, so none is left holding a sandbox, nor stranded on a loop
-that closes next (`asyncio.run(aplay_vector(...))`); a later call may run on any loop.
+is awaited, and over a vector env its calls for all sub-envs run concurrently (one
+that raises cancels the others). `aplay_*` drive a bare `GymEnv`/`GymVectorEnv` on
+the caller's loop; any other env whose steps may wait (one under Gymnasium wrappers,
+Gymnasium's own vector envs) is stepped in a worker thread, so that loop keeps
+serving what the env's hooks may wait on. When they return (or raise),
+`play_vector` and `aplay_vector` end the episodes a `GymVectorEnv` still runs — those
+autoreset started after the last wanted one — on the loop they started on, so none is
+left holding a sandbox, nor stranded on a loop that closes next
+(`asyncio.run(aplay_vector(...))`); a later call may run on any loop.
 """
 
 from __future__ import annotations
@@ -95,17 +99,22 @@ class Trajectory:
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 
 
-def _required_parameters(policy: Callable[..., Any]) -> tuple[int, list[str]]:
-    """How many positional arguments `policy` requires, and the names of the keyword-only
-    ones it requires; (1, []) if its signature cannot be read (some builtins and C
-    callables), since `policy(observation)` is the documented form."""
+def _required_parameters(policy: Callable[..., Any]) -> tuple[int, list[str], bool]:
+    """How many positional arguments `policy` requires, the names of the keyword-only
+    ones it requires, and whether it takes a positional argument at all; (1, [], True)
+    if its signature cannot be read (some builtins and C callables), since
+    `policy(observation)` is the documented form."""
     try:
         parameters = inspect.signature(policy).parameters.values()
     except (TypeError, ValueError):
-        return 1, []
+        return 1, [], True
     required = [p for p in parameters if p.default is p.empty]
     positional = sum(1 for p in required if p.kind in _POSITIONAL)
-    return positional, [p.name for p in required if p.kind is inspect.Parameter.KEYWORD_ONLY]
+    takes_one = any(
+        p.kind in _POSITIONAL or p.kind is inspect.Parameter.VAR_POSITIONAL for p in parameters
+    )
+    keyword_only = [p.name for p in required if p.kind is inspect.Parameter.KEYWORD_ONLY]
+    return positional, keyword_only, takes_one
 
 
 def _policy_call(policy: Any) -> _PolicyCall:
@@ -116,7 +125,13 @@ def _policy_call(policy: Any) -> _PolicyCall:
             "policy must be a callable (observation) -> action or (observation, info) -> "
             f"action, not {type(policy).__name__}"
         )
-    required, keyword_only = _required_parameters(policy)
+    required, keyword_only, takes_one = _required_parameters(policy)
+    if not takes_one:  # refused now, not at the first call, after the reset
+        raise TypeError(
+            f"policy {policy!r} takes no positional argument, but it is called as "
+            "policy(observation) or policy(observation, info); give it an observation "
+            "parameter"
+        )
     if keyword_only:  # refused now, not at the first call, after the reset
         raise TypeError(
             f"policy {policy!r} requires the keyword-only parameter(s) {keyword_only}, but "
@@ -236,25 +251,20 @@ async def aplay_episode(
 ) -> Trajectory:
     """`play_episode` for asyncio code; a bare `GymEnv` is driven with `areset`/`astep`.
 
-    The policy takes `(observation)` or `(observation, info)`, as in `play_episode`;
-    whatever it returns that is awaitable is awaited.
+    A wrapped env has only the sync `reset`/`step`: when its hooks may wait (see
+    `_async_calls`) they run in a worker thread, so the caller's loop keeps serving
+    what they may wait on. The policy takes `(observation)` or `(observation, info)`,
+    as in `play_episode`; whatever it returns that is awaitable is awaited.
     """
     call = _policy_call(policy)
     max_steps = _check_count("max_steps", max_steps)
     _check_single(env)
-    direct = isinstance(env, GymEnv)
-    if direct:
-        observation, info = await env.areset(seed=seed, options=options)
-    else:
-        observation, info = env.reset(seed=seed, options=options)
+    areset, astep = _async_calls(env)
+    observation, info = await areset(seed=seed, options=options)
     trajectory = Trajectory(observations=[observation], infos=[info])
     while max_steps is None or trajectory.length < max_steps:
         action = await maybe_await(call, observation, info)
-        if direct:
-            result = await env.astep(action)
-        else:
-            result = env.step(action)
-        observation, reward, terminated, truncated, info = result
+        observation, reward, terminated, truncated, info = await astep(action)
         _record(trajectory, action, observation, reward, terminated, truncated, info)
         if terminated or truncated:
             break
@@ -467,7 +477,9 @@ async def aplay_vector(
     episodes: int | None = None,
 ) -> list[Trajectory]:
     """`play_vector` for asyncio code: the policy's calls of one step run concurrently,
-    and a `GymVectorEnv` is driven with `areset`/`astep` on the caller's loop.
+    and a `GymVectorEnv` is driven with `areset`/`astep` on the caller's loop (another
+    vector env whose steps may wait is stepped in a worker thread, as in `aplay_episode`).
+    When a policy call raises, the step's other calls are cancelled.
 
     The policy takes `(observation)` or `(observation, info)`, as in `play_vector`;
     whatever it returns that is awaitable is awaited. The episodes a `GymVectorEnv`
@@ -490,32 +502,96 @@ async def _aplay_vector(
 ) -> list[Trajectory]:
     """`aplay_vector`'s episodes, once its arguments are checked."""
     book = _new_book(vec_env, episodes)
-    direct = isinstance(vec_env, GymVectorEnv)
-    if direct:
-        observations, infos = await vec_env.areset(seed=seed)
-    else:
-        observations, infos = vec_env.reset(seed=seed)
+    areset, astep = _async_calls(vec_env)
+    observations, infos = await areset(seed=seed)
     book.on_reset(observations, infos)
     while not book.complete:
-        active = book.active()
-        decided = await asyncio.gather(
-            *(maybe_await(call, observations[i], book.info(i)) for i in active)
-        )
-        actions = _vector_actions(book, dict(zip(active, decided, strict=True)))
-        if direct:
-            observations, *rest = await vec_env.astep(tuple(actions))
-        else:
-            observations, *rest = vec_env.step(tuple(actions))
+        actions = _vector_actions(book, await _decide(call, book, observations))
+        observations, *rest = await astep(tuple(actions))
         needs_reset = book.on_step(actions, observations, *rest)
         observations = list(observations)
         if needs_reset.any() and not book.complete:  # AutoresetMode.DISABLED
-            options = {"reset_mask": needs_reset}
-            if direct:
-                fresh, fresh_infos = await vec_env.areset(options=options)
-            else:
-                fresh, fresh_infos = vec_env.reset(options=options)
+            fresh, fresh_infos = await areset(options={"reset_mask": needs_reset})
             _restart(book, needs_reset, observations, fresh, fresh_infos)
     return book.finished
+
+
+async def _decide(call: _PolicyCall, book: _VectorEpisodes, observations: Any) -> dict[int, Any]:
+    """The actions of the active sub-envs, their policy calls run concurrently.
+
+    When one raises, the others are cancelled (and awaited while they unwind) before
+    the error goes on: left running, they would keep asking a model after the helper
+    returned, about episodes it has ended."""
+    active = book.active()
+    tasks = [
+        asyncio.ensure_future(maybe_await(call, observations[i], book.info(i))) for i in active
+    ]
+    try:
+        decided = await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+    return dict(zip(active, decided, strict=True))
+
+
+def _async_calls(env: Any) -> tuple[Callable[..., Awaitable[Any]], Callable[..., Awaitable[Any]]]:
+    """`env`'s reset and step as coroutine functions that keep the caller's loop free.
+
+    A bare `GymEnv` or `GymVectorEnv` has its own `areset`/`astep`, which run the hooks
+    on the caller's loop. Anything else (an env under Gymnasium wrappers, Gymnasium's
+    vector envs) has only the sync calls: called on the loop, a step that waits (hooks
+    on the env's own loop, an `AsyncVectorEnv`'s worker processes) would stop the
+    caller's loop for its whole length — and a hook waiting on a server or judge that
+    this very loop serves would wait until it timed out. Those run in a worker thread;
+    envs that never wait (games, most Gymnasium envs) are still called inline.
+    """
+    if isinstance(env, GymVectorEnv):
+        return env.areset, env.astep
+    if isinstance(env, GymEnv):
+        return _areset_ending_own_loop_episode(env), env.astep
+    if _may_wait(env):
+        reset, step = env.reset, env.step
+        return (
+            lambda **kwargs: asyncio.to_thread(reset, **kwargs),
+            lambda action: asyncio.to_thread(step, action),
+        )
+    return _inline(env.reset), _inline(env.step)
+
+
+def _areset_ending_own_loop_episode(env: GymEnv) -> Callable[..., Awaitable[Any]]:
+    """`env.areset`, after ending the episode a sync `reset()` left running on the env's
+    own loop (as `play_episode` with an async policy does): only there can its cleanup
+    release what its hooks opened, and `areset` refuses to start one while it runs. The
+    cleanup runs in a worker thread, keeping the caller's loop free."""
+
+    async def areset(**kwargs: Any) -> Any:
+        if env._loop is not None and env._holding_loop() is env._loop:
+            await asyncio.to_thread(_end_own_loop_episode, env)
+        return await env.areset(**kwargs)
+
+    return areset
+
+
+def _inline(method: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
+    async def call(*args: Any, **kwargs: Any) -> Any:
+        return method(*args, **kwargs)
+
+    return call
+
+
+def _may_wait(env: Any) -> bool:
+    """Whether `env`'s sync `reset`/`step` may wait on something outside this thread:
+    hooks that need an event loop, or an `AsyncVectorEnv`'s worker processes."""
+    inner = getattr(env, "unwrapped", env)
+    if isinstance(inner, GymEnv):
+        return inner.needs_loop
+    if isinstance(inner, gym.vector.AsyncVectorEnv):
+        return True
+    if isinstance(inner, GymVectorEnv | gym.vector.SyncVectorEnv):
+        return any(_may_wait(sub_env) for sub_env in inner.envs)
+    return False
 
 
 def _end_left_running(vec_env: gym.vector.VectorEnv, *, after_error: bool) -> None:

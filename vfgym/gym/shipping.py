@@ -13,7 +13,8 @@ be right). An environment may still rewrite a log's history (elide an old reply 
 place, pop one message and push another, swap in a new list): so the sender keeps a
 snapshot of what it sent and compares the log's sent part with it before sending only
 the new part; on any difference the whole log goes again (see `Outbox`).
-`info["messages"]` goes as a reference to that view and is rebuilt from it. The main
+`info["messages"]` goes as a reference to that view and is rebuilt from it (unless a
+wrapper in the worker changed the list: then it goes whole, as it is). The main
 process keeps one rebuilt State per episode in flight and applies each delta in order: a
 worker's replies reach the main process through one ordered pipe, and the vector env
 reads every one, so a delta always finds its base. A view received this way is, like a
@@ -33,6 +34,7 @@ from __future__ import annotations
 import itertools
 import multiprocessing
 import multiprocessing.connection
+import operator
 import os
 import sys
 import weakref
@@ -273,9 +275,25 @@ def _reduce_view(view: StateView) -> tuple[Any, ...]:
 
 
 def _reduce_conversation(messages: Conversation) -> tuple[Any, ...]:
-    if messages.view._outbox is None:
+    view = messages.view
+    if view._outbox is None or not _is_conversation_of(messages, view._state):
         return (list, (list(messages),))
-    return (_rebuild_conversation, (messages.view,))
+    return (_rebuild_conversation, (view,))
+
+
+def _is_conversation_of(messages: Conversation, state: State) -> bool:
+    """True while `messages` holds exactly the State's prompt and completion messages
+    (the very objects), as the env made it: only then can the receiver rebuild it from
+    the State. A wrapper in the worker that added, removed or replaced a message in the
+    list makes it go whole, as it is. (A message changed in place is the State's own
+    message changed, and reaches the receiver with the State.) One identity check a
+    message: some 20 ns."""
+    prompt, completion = state.get("prompt"), state.get("completion")
+    if type(prompt) is not list or type(completion) is not list:
+        return False
+    if len(messages) != len(prompt) + len(completion):
+        return False
+    return all(map(operator.is_, messages, itertools.chain(prompt, completion)))
 
 
 def use_delta_shipping() -> None:
