@@ -252,3 +252,23 @@ def test_every_refused_character_is_unprintable():
     assert len(refused) == 32 - 3 + 1 + 32 + 2048
     assert not any(c.isprintable() for c in refused)
     assert clean_text("tab\there\x1b[0m") == "tab\there\u241b[0m"
+
+
+def test_a_lone_surrogate_outside_a_messages_content_is_cleaned_and_refused() -> None:
+    """A tool call's id holding a lone surrogate comes back in the tool reply's
+    `tool_call_id`: the messages-mode observation shows a stand-in there too (so it
+    fits shared memory), and the space refuses a list that still holds one."""
+    env = GymEnv(CalculatorEnv(), observation_mode="messages")
+    env.reset(seed=0)
+    call = {"id": "call\ud800", "type": "function"}
+    call["function"] = {"name": "add", "arguments": '{"a": 1, "b": 2}'}
+    observation, *_ = env.step({"role": "assistant", "content": None, "tool_calls": [call]})
+    assert observation == [{"role": "tool", "content": "3", "tool_call_id": "call\ufffd"}]
+    assert env.observation_space.contains(observation)
+    space = env.observation_space
+    memory = create_shared_memory(space, n=1)
+    write_to_shared_memory(space, 0, observation, memory)
+    assert read_from_shared_memory(space, memory, n=1)[0] == observation
+    assert not space.contains([{"role": "tool", "content": "3", "tool_call_id": "\ud800"}])
+    assert not space.contains([{"role": "user", "content": "hi", "name": "a\x85b"}])
+    env.close()

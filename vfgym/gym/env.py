@@ -63,6 +63,7 @@ from vfgym.gym.spaces import DEFAULT_MAX_TEXT_LENGTH, MessagesSpace, ModelTurnSp
 from vfgym.gym.state_view import StateView
 from vfgym.gym.text import (
     FORBIDDEN,
+    clean_strings,
     clean_text,
     content_text,
     conversation_text,
@@ -1138,8 +1139,11 @@ class GymEnv(gym.Env[Observation, Action]):
                 if type(content) is not str:  # content parts become their text, as in text mode
                     content = content_text(content)
                 copied["content"] = fit_text(clean_text(content), limit)
-            if plain and len(copied) > 2:
+            if len(copied) > 2:  # tool calls, a tool_call_id, a name: their text too
                 plain = False
+                for key, value in copied.items():
+                    if key != "content":
+                        copied[key] = clean_strings(value)
             out.append(copied)
         if not plain:
             capacity = self.observation_space.shared_memory_chars  # type: ignore[union-attr]

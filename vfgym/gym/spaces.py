@@ -186,9 +186,12 @@ class MessagesSpace(Space[list]):
             if content is not None and not self.text.contains(content):
                 return False
         try:
-            return len(json.dumps(x, ensure_ascii=False)) <= self.shared_memory_chars
+            text = json.dumps(x, ensure_ascii=False)
         except (TypeError, ValueError):  # not JSON data: shared memory could not carry it
             return False
+        # A lone surrogate (or a control character) outside the contents, in a tool
+        # call say, would not encode into shared memory either.
+        return len(text) <= self.shared_memory_chars and is_clean(text)
 
     def sample(self, mask: Any = None, probability: Any = None) -> list[dict[str, Any]]:
         """One to three user or tool messages with short random text, cut to fit the

@@ -47,6 +47,19 @@ def clean_text(text: str) -> str:
     return FORBIDDEN.sub(_stand_in, text)
 
 
+def clean_strings(value: Any) -> Any:
+    """`value` with `clean_text` applied to every string in it, through dicts and lists
+    (a message's tool calls): a lone surrogate anywhere in an observation would fail
+    to encode in an AsyncVectorEnv's shared memory."""
+    if type(value) is str:
+        return clean_text(value)
+    if isinstance(value, dict):
+        return {key: clean_strings(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [clean_strings(item) for item in value]
+    return value
+
+
 def fit_text(text: str, max_length: int) -> str:
     """`text` cut to `max_length` characters, ending with a note saying it was cut."""
     if len(text) <= max_length:
