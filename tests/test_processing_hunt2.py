@@ -273,3 +273,16 @@ def test_per_rollout_tool_lists_of_another_length_are_refused(server: ModelServe
     assert shared.prompt_ids[0] == each.prompt_ids[0] == first_prompt
     with pytest.raises(ValueError, match="3 tool lists but there are 2 rollouts"):
         process_env_results(*args, oai_tools=[env.oai_tools] * 3)
+
+
+def test_max_seq_len_none_is_no_limit_and_a_float_is_refused(server: ModelServer) -> None:
+    """None reads as no limit, as -1 does; 512.0 or True is refused by name rather than
+    failing inside a comparison or cutting the sequence at 1 token."""
+    env = tool_env()
+    out = env.evaluate_sync(server.sync_client(), "m", WANT_IDS)
+    args = (out.prompt, out.completion, out.state, [1.0], TOKENIZER)
+    unlimited = env.process_env_results(*args, max_seq_len=-1)
+    assert env.process_env_results(*args, max_seq_len=None) == unlimited
+    for bad in (512.0, True, "512"):
+        with pytest.raises(TypeError, match="max_seq_len must be a whole number"):
+            env.process_env_results(*args, max_seq_len=bad)

@@ -606,13 +606,24 @@ def _reward(value: Any, k: int) -> float:
         ) from None
 
 
+def _checked_max_seq_len(value: Any) -> int:
+    """`max_seq_len` as an int, -1 for no limit (None, 0 or a negative number)."""
+    if value is None:
+        return -1
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(
+            f"max_seq_len must be a whole number of tokens (or None for no limit), not {value!r}"
+        )
+    return value
+
+
 def process_env_results(
     prompts: Sequence[Messages],
     completions: Sequence[Messages],
     states: Sequence[State],
     rewards: Sequence[float],
     processing_class: Tokenizer,
-    max_seq_len: int = -1,
+    max_seq_len: int | None = -1,
     mask_env_responses: bool = False,
     mask_truncated_completions: bool = False,
     zero_truncated_completions: bool = False,
@@ -632,7 +643,9 @@ def process_env_results(
     contributes no training signal: mask all 0, reward 0.0.
 
     `oai_tools` is the tool list of every rollout, or one list per rollout.
+    `max_seq_len` of None, 0 or a negative number is no limit.
     """
+    max_seq_len = _checked_max_seq_len(max_seq_len)
     n = len(prompts)
     if not (len(completions) == len(states) == len(rewards) == n):
         raise ValueError(
