@@ -83,12 +83,16 @@ def batch_infos(infos: Infos, num_envs: int) -> dict[str, Any]:
         signature = tuple([tuple(info) if info else () for info in infos])
     else:
         signature = tuple(map(tuple, infos))  # each info's keys, in order
-    layout = _layout(signature, num_envs)
+    return _batch_over(infos, num_envs, _layout(signature, num_envs))
+
+
+def _batch_over(infos: tuple[Any, ...], n: int, layout: _Layout | None) -> dict[str, Any]:
+    """The batch of `infos` with `layout` (None: Gymnasium folds it, at once)."""
     if layout is None:
-        return _folded(infos, num_envs)
+        return _folded(infos, n)
     if not layout.columns:
         return {}
-    return BatchedInfo._over(infos, num_envs, layout)
+    return BatchedInfo._over(infos, n, layout)
 
 
 class BatchedInfo(dict[str, Any]):
@@ -96,8 +100,9 @@ class BatchedInfo(dict[str, Any]):
     from the sub-envs' infos when first read. Setting and deleting keys work as on any
     dict; `copy()`, `copy.copy` and pickling give a plain dict with every value built."""
 
-    __slots__ = ("_infos", "_num_envs", "_sources")
+    __slots__ = ("_columns", "_infos", "_num_envs", "_sources")
 
+    _columns: tuple[Column, ...]
     _infos: tuple[Mapping[str, Any] | None, ...]
     _num_envs: int
     _sources: dict[str, tuple[Column, bool]]
@@ -106,6 +111,7 @@ class BatchedInfo(dict[str, Any]):
         """A batch with every value given, as `dict(...)` takes them (for code that
         makes an empty one with `type(batch)()`); vector envs make theirs pending."""
         super().__init__(*args, **kwargs)
+        self._columns = ()
         self._infos = ()
         self._num_envs = 0
         self._sources = {}
@@ -114,6 +120,7 @@ class BatchedInfo(dict[str, Any]):
     def _over(cls, infos: tuple[Any, ...], num_envs: int, layout: _Layout) -> BatchedInfo:
         batch = dict.__new__(cls)
         dict.update(batch, layout.pending)
+        batch._columns = layout.columns
         batch._infos = infos
         batch._num_envs = num_envs
         batch._sources = layout.sources
@@ -219,9 +226,23 @@ class BatchedInfo(dict[str, Any]):
         return value
 
     def _build_all(self) -> None:
-        for key in list(dict.keys(self)):
-            if dict.get(self, key) is _PENDING:
-                self.__getitem__(key)
+        """Build every value still pending, column by column (`_build`'s work without
+        its lookups: reading a whole batch costs about what building it at once did)."""
+        infos, n, get, put = self._infos, self._num_envs, dict.get, dict.__setitem__
+        for column in self._columns:
+            key, mask_key = column[0], column[1]
+            if get(self, key) is _PENDING:
+                try:
+                    value = _column(infos, n, column)
+                except Exception:  # as in `_build`
+                    value = _FOLD
+                if value is _FOLD:
+                    self._fold()
+                    return
+                put(self, key, value)
+            if get(self, mask_key) is _PENDING:
+                put(self, mask_key, column[3].copy())
+        self._columns = ()  # nothing is pending now
 
     def _fold(self) -> None:
         """Replace every value with Gymnasium's own fold of the batch (which raises as
@@ -232,6 +253,7 @@ class BatchedInfo(dict[str, Any]):
         dict.update(self, folded)
         dict.update(self, own)
         self._sources = {}
+        self._columns = ()
 
 
 def _column(infos: Infos, n: int, column: Column) -> Any:
@@ -273,7 +295,8 @@ def _one(value: Any, i: int, n: int, key: str) -> Any:
     if key == "final_obs":
         array = np.empty(n, object)
     elif isinstance(value, dict):
-        return batch_infos(_spread((i,), (value,), n), n)
+        spread = tuple(_spread((i,), (value,), n))
+        return _batch_over(spread, n, _layout_of_one(tuple(value), i, n))
     elif kind in _NUMBER_TYPES or issubclass(kind, np.number):
         array = np.zeros(n, kind)
     elif isinstance(value, np.ndarray):
@@ -316,6 +339,13 @@ def _layout(signature: tuple[tuple[Any, ...], ...], n: int) -> _Layout | None:
         column_where = None if len(where) == n else where[0] if len(where) == 1 else where
         columns.append((key, "_" + key, column_where, mask, itemgetter(key)))
     return _Layout(columns)
+
+
+@functools.lru_cache(maxsize=1024)
+def _layout_of_one(keys: tuple[Any, ...], i: int, n: int) -> _Layout | None:
+    """`_layout` of a (nested) batch where sub-env i alone has an info, with `keys`: an
+    episode's final info, its metrics. Cached by the keys, not the n-long signature."""
+    return _layout(tuple(keys if j == i else () for j in range(n)), n)
 
 
 def _objects(where: tuple[int, ...] | None, values: list[Any], n: int) -> np.ndarray:
