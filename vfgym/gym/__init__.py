@@ -17,7 +17,8 @@ imported. `gym.make("vfgym.gym:vfgym/Wordle-v0")` imports it on the fly.
 Vector envs: `gym.make_vec(id, num_envs=8)` gives a `GymVectorEnv` (every id has it as
 its `vector_entry_point`), which steps its sub-envs in this process — one after another
 (`mode="sync"`, the default) or concurrently on one event loop (`mode="async"`, for
-environments that wait on sandboxes or HTTP; see `vfgym.gym.vector`). Gymnasium's own
+environments that wait on sandboxes or HTTP; see `vfgym.gym.vector`). Its infos are
+batched as Gymnasium batches them, each value built when first read (`BatchedInfo`). Gymnasium's own
 vector envs work too (`vectorization_mode="sync"` or `"async"`): the async one returns
 the right strings (the text spaces bring their own shared-memory codec), and there each
 step's `info["state"]` reaches the main process as a delta (the new messages, not the
@@ -32,6 +33,7 @@ steps as plain sync code — no event loop, no coroutine — and its episode is 
 """
 
 from vfgym.errors import SubEnvError
+from vfgym.gym.batching import BatchedInfo
 from vfgym.gym.env import GymEnv
 from vfgym.gym.play import (
     Trajectory,
@@ -58,6 +60,7 @@ __all__ = [
     "DEFAULT_MAX_TEXT_LENGTH",
     "REGISTERED_IDS",
     "SKIPPED",
+    "BatchedInfo",
     "GymEnv",
     "GymVectorEnv",
     "MessagesSpace",
