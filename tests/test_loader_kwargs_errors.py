@@ -164,3 +164,18 @@ def test_other_type_errors_of_the_loader_are_left_as_they_are(loader) -> None:
         vfgym.load_environment(name, anything=1)
     assert not isinstance(caught.value, UnexpectedArgumentError)
     assert "has no len()" in str(caught.value)
+
+
+def test_a_name_the_loader_sets_itself_is_refused_saying_so(
+    loader, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`-a dataset=...` for a loader that passes its own `dataset`: Python's "got
+    multiple values" named neither the loader nor that the loader sets it."""
+    name = loader(PASSES_ON)
+    code, _, err = run(["eval", name, "-a", '{"dataset": [], "size": 2}'], capsys)
+    assert code == 2
+    assert "sets 'dataset' itself" in err and "load_environment" in err
+    assert "leave it out" in err and "Traceback" not in err
+    with pytest.raises(TypeError, match="sets 'dataset' itself") as caught:
+        vfgym.load_environment(name, dataset=[])
+    assert not isinstance(caught.value, UnexpectedArgumentError)

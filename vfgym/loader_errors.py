@@ -70,10 +70,30 @@ def call_loader(
     try:
         return loader(**args)
     except TypeError as exc:
+        if twice := _given_twice(exc, passed_on):
+            raise TypeError(
+                f"environment {env_id!r}: its loader {_loader_name(loader)} sets {twice!r} "
+                f"itself when it builds the environment, so it cannot be given as an "
+                f"argument too; leave it out (the loader takes: {', '.join(named) or 'none'})"
+            ) from exc
         refused = _refused_names(exc, passed_on)
         if not refused:
             raise
         raise _passed_on_error(env_id, loader, named, refused, _refuser(exc)) from exc
+
+
+def _given_twice(exc: TypeError, passed_on: list[str]) -> str | None:
+    """The name passed on through `**kwargs` that the loader also passes itself, as
+    Python's "got multiple values for keyword argument" says; None for other errors."""
+    text = str(exc)
+    if "got multiple values for keyword argument" not in text:
+        return None
+    return next((name for name in passed_on if text.endswith(repr(name))), None)
+
+
+def _loader_name(loader: Any) -> str:
+    where = getattr(loader, "__module__", None)
+    return f"{where}.{loader.__qualname__}" if where else repr(loader)
 
 
 def _refused_names(exc: TypeError, passed_on: list[str]) -> list[str]:
@@ -87,8 +107,7 @@ def _refused_names(exc: TypeError, passed_on: list[str]) -> list[str]:
 def _passed_on_error(
     env_id: str, loader: Any, named: list[str], refused: list[str], target: Any
 ) -> UnexpectedArgumentError:
-    where = getattr(loader, "__module__", None)
-    loader_name = f"{where}.{loader.__qualname__}" if where else repr(loader)
+    loader_name = _loader_name(loader)
     target_params = _parameters_of(target) if target is not None else None
     if target_params is None:
         onward = "what it builds, whose parameters could not be read"
