@@ -88,6 +88,21 @@ class GuessEnv(MultiTurnEnv):
         return f"board: guesses={game['guesses']} won={game['won']}"
 
 
+class LoopHeldGuessEnv(GuessEnv):
+    """Opens a future on the episode's loop at setup and awaits it at cleanup, as a
+    sandbox session returns its container through the client it opened there."""
+
+    async def setup_state(self, state: State, **kwargs: Any) -> State:
+        GuessEnv.setup_state(self, state)
+        self.held = asyncio.get_running_loop().create_future()
+        self.held.set_result("open")
+        return state
+
+    async def cleanup_state(self, state: State, **kwargs: Any) -> None:
+        await self.held  # raises when awaited from another loop
+        state["released_on"] = id(asyncio.get_running_loop())
+
+
 class AsyncGuessEnv(GuessEnv):
     """`GuessEnv` whose environment turn awaits real event-loop work."""
 

@@ -3,28 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import pytest
-from gym_test_envs import GuessEnv
+from gym_test_envs import LoopHeldGuessEnv
 
 from vfgym.gym import GymEnv
-from vfgym.types import State
-
-
-class LoopHeldGuessEnv(GuessEnv):
-    """Opens a future on the episode's loop at setup and awaits it at cleanup, as a
-    sandbox session returns its container through the client it opened there."""
-
-    async def setup_state(self, state: State, **kwargs: Any) -> State:
-        GuessEnv.setup_state(self, state)
-        self.held = asyncio.get_running_loop().create_future()
-        self.held.set_result("open")
-        return state
-
-    async def cleanup_state(self, state: State, **kwargs: Any) -> None:
-        await self.held  # raises when awaited from another loop
-        state["released_on"] = id(asyncio.get_running_loop())
 
 
 def test_reset_refuses_while_the_episode_is_held_by_another_loop_and_it_ends_there():

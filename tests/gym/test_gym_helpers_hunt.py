@@ -9,7 +9,7 @@ from typing import Any
 import gymnasium as gym
 import openai
 import pytest
-from gym_test_envs import GuessEnv, bisect_policy
+from gym_test_envs import GuessEnv, LoopHeldGuessEnv, bisect_policy
 from gymnasium.wrappers.vector import RecordEpisodeStatistics
 
 import vfgym.gym as vgym
@@ -197,21 +197,6 @@ def test_a_policy_that_takes_no_observation_is_refused_before_reset(policy):
 
 
 # ------------------------------------------- aplay_episode after an episode of reset()
-
-
-class LoopHeldGuessEnv(GuessEnv):
-    """Opens a future on the episode's loop at setup and awaits it at cleanup, as a
-    sandbox session returns its container through the client it opened there."""
-
-    async def setup_state(self, state: State, **kwargs: Any) -> State:
-        GuessEnv.setup_state(self, state)
-        self.held = asyncio.get_running_loop().create_future()
-        self.held.set_result("open")
-        return state
-
-    async def cleanup_state(self, state: State, **kwargs: Any) -> None:
-        await self.held  # raises when awaited from another loop
-        state["released_on"] = id(asyncio.get_running_loop())
 
 
 def test_aplay_episode_ends_an_episode_left_by_play_episode_where_it_runs():

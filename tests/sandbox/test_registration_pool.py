@@ -2,13 +2,12 @@
 
 A Gym env plays one episode at a time, so a warm pool of several containers per
 SandboxEnv only holds memory and start-up time. These tests count the containers a
-made env really starts on a real Docker Engine: without one they skip, and with
-VFGYM_REQUIRE_DOCKER=1 (as CI sets) they fail.
+made env really starts on a real Docker Engine (the sandbox tests' `docker_client`:
+without one they skip, and with VFGYM_REQUIRE_DOCKER=1, as CI sets, they fail).
 """
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -20,40 +19,11 @@ import pytest
 import vfgym.gym as vgym
 from vfgym.envs.env_group import EnvGroup
 from vfgym.sandbox import SandboxConfig
-from vfgym.sandbox.docker_client import make_client
 from vfgym.sandbox.env import SandboxEnv
-from vfgym.sandbox.errors import SandboxError
 from vfgym.sandbox.gc import sandbox_containers
-from vfgym.sandbox.image import default_image, image_exists
 
 GROUP_ID = "vfgym-test/SandboxGroup-v0"
 LABEL = "vfgym-pool-test"
-
-
-@pytest.fixture(scope="module")
-def docker_client() -> Iterator[docker.DockerClient]:
-    """A client of the real Docker Engine with the sandbox image built, or a skip
-    (a failure under VFGYM_REQUIRE_DOCKER=1) saying what is missing."""
-    try:
-        client = make_client(None, timeout=60)
-    except SandboxError as exc:
-        _unavailable(f"no Docker Engine: {exc}")
-    if not image_exists(client, default_image()):
-        client.close()
-        _unavailable(f"the sandbox image {default_image()} is not built")
-    yield client
-    client.close()
-
-
-def _unavailable(reason: str) -> None:
-    if os.environ.get("VFGYM_REQUIRE_DOCKER") == "1":
-        pytest.fail(f"{reason} (VFGYM_REQUIRE_DOCKER=1 makes this a failure)", pytrace=False)
-    if "setup-docker.sh" not in reason:  # the client's own message already says how
-        reason += (
-            "; start one with `sudo bash sandboxes/setup-docker.sh` and build the image "
-            "with `python -m vfgym.sandbox build`"
-        )
-    pytest.skip(reason)
 
 
 @pytest.fixture
