@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import inspect
 import math
+import numbers
 import operator
 import types
 from collections.abc import Callable, Mapping
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vfgym._async import is_async_callable
+from vfgym.offload import function_key
 
 STANDARD_ARGS = frozenset(
     {"prompt", "completion", "answer", "state", "task", "info", "example_id", "parser"}
@@ -75,6 +77,31 @@ def _signature_is_its_code(func: Callable[..., Any]) -> bool:
     )
 
 
+def verdict_key(func: Callable[..., Any]) -> Any:
+    """The object the offloader keeps `func`'s inline-or-thread verdict under.
+
+    `function_key(func)`, unless that cannot be hashed: a callable object whose class
+    compares by value (a `@dataclass` with `__call__`, a pydantic model) is keyed by
+    its class, so its instances share one verdict as a class's bound methods do.
+    """
+    key = function_key(func)
+    try:
+        hash(key)
+    except TypeError:
+        return type(key)
+    return key
+
+
+def _yields(func: Callable[..., Any]) -> bool:
+    """True when calling `func` makes a generator (sync or async) instead of a value."""
+    while isinstance(func, functools.partial):
+        func = func.func
+    call = getattr(type(func), "__call__", None)  # noqa: B004 - callable objects
+    return any(
+        inspect.isgeneratorfunction(t) or inspect.isasyncgenfunction(t) for t in (func, call)
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class RewardSpec:
     """A reward function with its name and the arguments it accepts, read once."""
@@ -90,6 +117,8 @@ class RewardSpec:
     pick: operator.itemgetter | None = None
     #: Keywords a `functools.partial` fixed: never passed, even to a `**kwargs` function.
     bound: frozenset[str] = frozenset()
+    #: What the offloader keeps this function's verdict under (see `verdict_key`).
+    key: Any = None
 
     @classmethod
     def of(cls, func: Callable[..., Any]) -> RewardSpec:
@@ -97,6 +126,11 @@ class RewardSpec:
         if not callable(func):
             raise TypeError(f"a reward function must be callable, got {type(func).__name__}")
         name = reward_func_name(func)
+        if _yields(func):
+            raise TypeError(
+                f"reward function {name!r} is a generator function (it uses yield); a "
+                "reward function must return its number, so use return instead of yield"
+            )
         params: list[str] = []
         required: set[str] = set()
         accepts_all = False
@@ -133,6 +167,7 @@ class RewardSpec:
             frozenset(required),
             pick,
             bound,
+            verdict_key(func),
         )
 
     def call(self, available: Mapping[str, Any]) -> Any:
@@ -175,25 +210,44 @@ def to_reward(name: str, value: Any) -> float:
 
     A non-finite value is refused like a non-number: weighted by 0 it would still
     make the whole reward NaN, which reads as a failed model server, not as one
-    broken reward function.
+    broken reward function. A complex number (numpy's too, which `float()` would
+    silently cut to its real part) is not a reward either.
     """
     if type(value) in _PLAIN_NUMBERS or isinstance(value, bool | int | float):
-        number = float(value)
+        number = _as_float(name, value)
     elif (
-        value is None or isinstance(value, str | bytes | complex) or not hasattr(value, "__float__")
+        value is None
+        or isinstance(value, str | bytes | complex)
+        or (isinstance(value, numbers.Complex) and not isinstance(value, numbers.Real))
+        or not hasattr(value, "__float__")
     ):
         raise TypeError(
             f"reward function {name!r} returned {value!r} ({type(value).__name__}); "
             "it must return a number (float, int or bool)"
         )
     else:
-        number = float(value)
+        number = _as_float(name, value)
     if not math.isfinite(number):
         raise ValueError(
             f"reward function {name!r} returned {number}; it must return a finite number "
             "(return 0.0, or raise, for a rollout it cannot score)"
         )
     return number
+
+
+def _as_float(name: str, value: Any) -> float:
+    """`float(value)`, with a failure (an array of several numbers, an int too large for a
+    float, a signalling NaN) said to be the reward function's, and what it must return."""
+    try:
+        return float(value)
+    except (TypeError, ValueError, OverflowError) as exc:
+        shown = repr(value)
+        shown = shown if len(shown) <= 80 else shown[:77] + "..."
+        kind = TypeError if isinstance(exc, TypeError) else ValueError
+        raise kind(
+            f"reward function {name!r} returned {shown} ({type(value).__name__}), which "
+            f"is not one finite float ({exc}); it must return one number"
+        ) from exc
 
 
 def call_specs(specs: list[RewardSpec], available: Mapping[str, Any]) -> list[Any]:

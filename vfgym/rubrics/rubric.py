@@ -22,12 +22,12 @@ import logging
 import math
 import numbers
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sized
 from math import isfinite
 from typing import Any
 
 from vfgym._async import run_sync
-from vfgym.offload import Offloader, OffloadMode, function_key
+from vfgym.offload import Offloader, OffloadMode
 from vfgym.parsers.parser import Parser
 from vfgym.rubrics.reward_call import STANDARD_ARGS, RewardSpec, call_specs, to_reward
 from vfgym.types import Info, Messages, RewardFunc, RolloutScore, RolloutScores, State
@@ -138,6 +138,36 @@ def _checked_weight(name: str, weight: Any) -> float:
     return value
 
 
+def _func_list(funcs: Any) -> list[RewardFunc]:
+    """`funcs` as a list; a lone function (or any non-list) is refused, saying how to pass it."""
+    if funcs is None:
+        return []
+    if (
+        callable(funcs)
+        or isinstance(funcs, str | bytes | Mapping)
+        or not isinstance(funcs, Iterable)
+    ):
+        name = getattr(funcs, "__name__", None) or type(funcs).__name__
+        raise TypeError(
+            f"funcs must be a list of reward functions, got {type(funcs).__name__} {name!r}; "
+            f"for one function write funcs=[{name}]"
+        )
+    return list(funcs)
+
+
+def _weight_list(weights: Any) -> list[Any]:
+    """`weights` as a list; one number, or something with no length (a generator), is
+    refused: weights pair up with the functions one by one."""
+    if isinstance(weights, str | bytes | Mapping) or not (
+        isinstance(weights, Sized) and isinstance(weights, Iterable)
+    ):
+        raise TypeError(
+            f"weights must be a list of numbers, one per reward function, got {weights!r}; "
+            "for one function write weights=[1.0]"
+        )
+    return list(weights)
+
+
 def _takes_state_alone(spec: RewardSpec) -> bool:
     """True when calling `spec.func(state)` is exactly what `spec.call` would do."""
     return spec.pick is not None and spec.params == ("state",)
@@ -184,6 +214,8 @@ class Rubric:
         # async (kept by _specs_of; no functions: all sync).
         self._sync_key: tuple[Any, ...] | None = ()
         self._plan: _SyncPlan | None = None
+        # The last weights `_checked_weights` saw, and their checked floats.
+        self._weights_seen: tuple[list[Any], list[float]] = ([], [])
         # `_sync_plan` reads the lists themselves unless a subclass says what they are.
         self._own_lists = (
             type(self).get_reward_funcs is Rubric.get_reward_funcs
@@ -200,10 +232,11 @@ class Rubric:
                     + ("; pass parser=... instead" if name == "parser" else "")
                 )
             self.class_objects[name] = value
-        funcs = list(funcs or [])
+        funcs = _func_list(funcs)
         if weights is None:
             weights = [1.0] * len(funcs)
-        elif len(weights) != len(funcs):
+        weights = _weight_list(weights)
+        if len(weights) != len(funcs):
             raise ValueError(
                 f"{len(funcs)} reward function(s) but {len(weights)} weight(s): give one weight "
                 "per function, or none for 1.0 each"
@@ -284,7 +317,7 @@ class Rubric:
     async def _run_sync(self, specs: list[RewardSpec], available: dict[str, Any]) -> list[Any]:
         # One hop (or none) for the rollout's sync functions together; the verdict
         # belongs to this group of functions.
-        key = tuple(function_key(spec.func) for spec in specs)
+        key = tuple(spec.key for spec in specs)
         outcomes = await self.offloader.call_as(key, call_specs, specs, available)
         return [await self._settle(o) for o in outcomes]
 
@@ -566,7 +599,22 @@ class Rubric:
                 f"{type(self).__name__} has {len(funcs)} reward function(s) but {len(weights)} "
                 "weight(s); add functions with add_reward_func(func, weight)"
             )
-        return self._specs_of(funcs), weights
+        specs = self._specs_of(funcs)
+        return specs, self._checked_weights(specs, weights)
+
+    def _checked_weights(self, specs: list[RewardSpec], weights: list[Any]) -> list[float]:
+        """`weights` as floats, checked as `add_reward_func` checks them.
+
+        `reward_weights` is a public list that may be changed after construction; a
+        weight set there that is NaN would make every reward NaN (read as a failed
+        model server), and a str would fail deep in the sum. Checked once per change.
+        """
+        seen, checked = self._weights_seen
+        if seen == weights:
+            return checked
+        checked = [_checked_weight(s.name, w) for s, w in zip(specs, weights, strict=True)]
+        self._weights_seen = (list(weights), checked)
+        return checked
 
     def _specs_of(self, funcs: list[RewardFunc]) -> list[RewardSpec]:
         """The specs of `funcs` in order, kept while the list holds the same functions."""
@@ -574,11 +622,7 @@ class Rubric:
         if known != funcs:  # list equality compares the functions by identity first
             specs = [self._spec_for(f) for f in funcs]
             self._spec_list = (list(funcs), specs)
-            self._sync_key = (
-                None
-                if any(s.is_async for s in specs)
-                else tuple(function_key(s.func) for s in specs)
-            )
+            self._sync_key = None if any(s.is_async for s in specs) else tuple(s.key for s in specs)
         return specs
 
     def _tally(
@@ -629,7 +673,8 @@ class Rubric:
         """Hook for comparisons across a batch (ranking, voting), run before per-rollout scoring.
 
         Override it to write group-level results into each rollout's state,
-        where reward functions can read them. The default does nothing.
+        where reward functions can read them. The override may be a plain method
+        or a coroutine. The default does nothing.
         """
         return None
 
@@ -672,7 +717,8 @@ class Rubric:
         wrong = {k: len(v) for k, v in columns.items() if len(v) != n}
         if wrong:
             raise ValueError(f"score_rollouts got {n} prompts but lengths {wrong}; align them")
-        await self.score_group(
+        await self.offloader.call(
+            self.score_group,
             states,
             prompts=prompts,
             completions=completions,

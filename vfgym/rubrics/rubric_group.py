@@ -4,14 +4,18 @@ Useful when rewards come from independent sources (a correctness rubric, a
 judge, a tool-use counter): each keeps its own parser and functions. Rewards
 add up; metrics of the same name are summed, so `reward_errors` is the total
 count of failed functions across the group.
+
+A batch (`score_rollouts`) is scored as any rubric's: the group's `score_group`
+hook runs once (by default, each member's hook in turn), then each rollout is
+scored by every member (`score_rollout`); an errored rollout gets NaN throughout.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from vfgym.rubrics.rubric import Rubric, add_scoring_time, blank_rows, errored_rows
-from vfgym.types import Info, Messages, RewardFunc, RolloutScore, RolloutScores, State
+from vfgym.rubrics.rubric import REWARD_ERRORS, Rubric, add_scoring_time
+from vfgym.types import Info, Messages, RewardFunc, RolloutScore, State
 
 
 def _total_ms(state: State | None) -> float:
@@ -81,58 +85,19 @@ class RubricGroup(Rubric):
             reward += score.reward
             for key, value in score.metrics.items():
                 metrics[key] = metrics.get(key, 0.0) + value
+        # Last, as a single rubric has it, whichever member reported it first: the
+        # columns of `score_rollouts` and of `generate` then come in the same order.
+        metrics[REWARD_ERRORS] = metrics.pop(REWARD_ERRORS, 0.0)
         _settle_timing(state, total_before)
         return RolloutScore(reward=reward, metrics=metrics)
 
-    async def score_rollouts(
-        self,
-        prompts: list[Messages],
-        completions: list[Messages],
-        answers: list[Any],
-        states: list[State],
-        tasks: list[str],
-        infos: list[Info],
-        example_ids: list[int] | None = None,
-        max_concurrent: int = -1,
-        use_tqdm: bool = False,
-        apply_weights: bool = True,
-        **kwargs: Any,
-    ) -> RolloutScores:
-        """Each member scores the whole batch (so its `score_group` hook runs), then columns add.
+    async def score_group(self, states: list[State], **kwargs: Any) -> None:
+        """Every member's `score_group` hook, member by member, each once.
 
-        A rollout whose state has an `error` is not scored (see `Rubric.score_rollouts`):
-        its reward and every metric are NaN, whichever members have that metric.
+        `score_rollouts` (a group's batch is scored as any rubric's) calls this
+        before scoring a rollout, as does a caller that runs the hooks itself (an
+        `EnvGroup`'s rubric). A subclass that overrides it and wants the members'
+        hooks too calls `await super().score_group(states, **kwargs)`.
         """
-        totals_before = [_total_ms(s) for s in states]
-        if not apply_weights:
-            kwargs["apply_weights"] = False
-        merged = RolloutScores(reward=[0.0] * len(prompts), metrics={})
         for rubric in self.rubrics:
-            scores = await rubric.score_rollouts(
-                prompts,
-                completions,
-                answers,
-                states,
-                tasks,
-                infos,
-                example_ids,
-                max_concurrent=max_concurrent,
-                use_tqdm=use_tqdm,
-                **kwargs,
-            )
-            merged.reward = [a + b for a, b in zip(merged.reward, scores.reward, strict=True)]
-            for key, column in scores.metrics.items():
-                if key in merged.metrics:
-                    old = merged.metrics[key]
-                    merged.metrics[key] = [a + b for a, b in zip(old, column, strict=True)]
-                else:
-                    merged.metrics[key] = list(column)
-        errored = errored_rows(states)
-        skip = set(errored)
-        for i, (state, before) in enumerate(zip(states, totals_before, strict=True)):
-            # An unscored rollout gets no scoring time, a missing State has nowhere to keep it.
-            if i not in skip and isinstance(state, dict):
-                _settle_timing(state, before)
-        # Members already give those rows NaN; this also covers one that overrides
-        # score_rollouts its own way.
-        return blank_rows(merged, errored)
+            await rubric.offloader.call(rubric.score_group, states, **kwargs)
