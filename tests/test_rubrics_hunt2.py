@@ -251,3 +251,14 @@ async def test_a_groups_metrics_come_in_one_order_scored_one_by_one_or_as_a_batc
     many = await group.score_rollouts(**batch([{}, {"error": "model server failed"}]))
     assert list(one.metrics) == list(many.metrics) == ["first", "second", REWARD_ERRORS]
     assert many.metrics["second"][0] == 2.0 and math.isnan(many.metrics["second"][1])
+
+
+async def test_a_sync_score_group_hook_of_an_env_group_member_runs() -> None:
+    """An EnvGroup hands each member's rubric its own task's rollouts: a member whose
+    hook is a plain method crashed there ("NoneType can't be used in 'await'")."""
+    env = SingleTurnEnv(dataset=ROWS, rubric=SyncRanker(funcs=[rank]))
+    group = EnvGroup([env], env_names=["math"])
+    columns = batch([{"task": "math"}, {"task": "math"}])
+    columns["tasks"] = ["math", "math"]
+    scores = await group.rubric.score_rollouts(**columns)
+    assert scores.metrics["rank"] == [0.0, 1.0]

@@ -98,7 +98,8 @@ class EnvGroupRubric(Rubric):
                 else value
                 for key, value in kwargs.items()
             }
-            await env.rubric.score_group([states[i] for i in rows], **columns)
+            rubric = env.rubric  # (a plain-method hook runs through the member's offloader)
+            await rubric.offloader.call(rubric.score_group, [states[i] for i in rows], **columns)
 
     def can_score_sync(self) -> bool:
         """True when every member's rubric can score without an event loop."""
