@@ -119,6 +119,32 @@ def check_invalid_move_limit(max_invalid_moves: Any) -> None:
         raise ValueError(f"max_invalid_moves must be at least 1, not {max_invalid_moves}")
 
 
+def check_seed(seed: Any) -> None:
+    """Refuse a dataset seed that is not a whole number.
+
+    Items are seeded by the text of (task, seed, index), so "0", 0.0, True or None
+    would each quietly give a dataset other than seed 0's instead of an error.
+    """
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise TypeError(f"seed must be a whole number (int) such as 0, not {seed!r}")
+
+
+def check_turn_limit(max_turns: Any, minimum: int, why: str = "") -> None:
+    """Refuse a `max_turns` that is not a whole number of at least `minimum`.
+
+    Checked where the knob is given, so a "8" from a config file is named as the
+    problem rather than failing a comparison with "'<' not supported"; `why` says
+    what the minimum is for.
+    """
+    if not isinstance(max_turns, int) or isinstance(max_turns, bool):
+        raise TypeError(
+            f"max_turns must be a whole number (int) of at least {minimum}, not {max_turns!r}"
+        )
+    if max_turns < minimum:
+        reason = f" ({why})" if why else ""
+        raise ValueError(f"max_turns must be at least {minimum}{reason}, not {max_turns}")
+
+
 def subset_knob(knob: str, given: Iterable[str], allowed: Iterable[str]) -> tuple[str, ...]:
     """`given` in order without repeats, refused unless it is a non-empty subset of `allowed`.
 
@@ -182,6 +208,7 @@ class ToolTask:
 
         The evaluation rows start at `EVAL_OFFSET`, so the two splits never overlap.
         """
+        check_seed(seed)
         return cls(
             dataset=game_rows(cls.game_name, make, num_examples, seed),
             eval_dataset=game_rows(cls.game_name, make, num_examples, seed, offset=EVAL_OFFSET),

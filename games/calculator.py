@@ -24,7 +24,12 @@ from fractions import Fraction
 from typing import Any
 
 from vfgym.games._base import EVAL_OFFSET, check_choice, game_rows
-from vfgym.games._tool_task import answer_message, tool_call_message
+from vfgym.games._tool_task import (
+    answer_message,
+    check_seed,
+    check_turn_limit,
+    tool_call_message,
+)
 
 from vfgym.envs.tool_env import ToolEnv
 from vfgym.parsers import XMLParser
@@ -154,15 +159,22 @@ def calculator(expression: str) -> str:
     return format_number(_evaluate(tree, source))
 
 
+#: A whole part as an answer may write it: plain digits, or digits in groups of three
+#: separated by commas ("1,250"). "1,5" is not one: it is 1.5 written with a decimal
+#: comma, and read as 15 it would score a wrong answer as right.
+_WHOLE = r"(?:\d{1,3}(?:,\d{3})+|\d+)"
+_ANSWER_NUMBER = re.compile(rf"[-+]?{_WHOLE}(?:\.\d+)?(?:/[-+]?{_WHOLE})?")
+
+
 def parse_number(text: str | None) -> Fraction | None:
     """The exact value of an answer like '42', '-7/3', '2.5' or '1,250'; None if unreadable."""
     if text is None:
         return None
-    cleaned = text.strip().rstrip(".").replace(",", "").replace("$", "").replace(" ", "")
-    if not re.fullmatch(r"[-+]?\d+(?:\.\d+)?(?:/[-+]?\d+)?", cleaned):
+    cleaned = text.strip().rstrip(".").replace("$", "").replace(" ", "")
+    if not _ANSWER_NUMBER.fullmatch(cleaned):
         return None
     try:
-        return Fraction(cleaned)
+        return Fraction(cleaned.replace(",", ""))
     except (ValueError, ZeroDivisionError):
         return None
 
@@ -359,8 +371,8 @@ def load_environment(
 ) -> CalculatorEnv:
     """Build the task; `difficulty` sets the size of the numbers."""
     check_choice("difficulty", difficulty, SCALES)
-    if max_turns < 1:
-        raise ValueError("max_turns must be at least 1")
+    check_seed(seed)
+    check_turn_limit(max_turns, 1)
     scale = SCALES[difficulty]
     make = lambda rng, i: generate_item(rng, scale)  # noqa: E731
     parser = XMLParser(["answer"])

@@ -7,9 +7,14 @@ a ```python block (or in `<answer>…</answer>`); of several blocks, the last th
 defines the function is the answer, so a usage example after it is not. At scoring
 time the answer runs in a fresh sandbox from the environment's pool — never on the
 host — against hidden tests generated with the template's reference implementation;
-the reward is the fraction of tests passed. Each test has a time limit, and a result
-counts only if it equals the expected value exactly (a bool is not an int, a tuple
-stands for a list), compared on the host.
+the reward is the fraction of tests passed. Each test has a time limit, and a test
+that outlasts it fails however it ends (an answer that catches the alarm or stops the
+timer included); a result counts only if it equals the expected value exactly (a bool
+is not an int, a tuple stands for a list), compared on the host. The answer's top-level
+code runs once before the tests, within the sandbox's own time limit
+(`SandboxConfig.timeout`, the limit of a `python` tool call, which the model meets
+while trying its code), and is not charged to any test; an answer whose top level
+runs longer defines nothing and scores 0, as the system prompt tells the model.
 
 Knobs: `difficulty` ("easy": the simplest templates and 8 tests, "medium": more
 templates and 10 tests, "hard": every template and 14 tests), `specs` (a subset of
@@ -39,6 +44,8 @@ from vfgym.games._tool_task import (
     ToolTask,
     assistant_turns,
     check_invalid_move_limit,
+    check_seed,
+    check_turn_limit,
     extract_answer,
     final_reply,
     subset_knob,
@@ -50,7 +57,7 @@ from vfgym.games._tool_task import (
 from vfgym.rubrics import Rubric
 from vfgym.sandbox.config import SandboxConfig
 from vfgym.sandbox.env import SandboxEnv
-from vfgym.sandbox.errors import SandboxFileError, SandboxPathError
+from vfgym.sandbox.errors import SandboxError, SandboxFileError, SandboxPathError
 from vfgym.sandbox.sandbox import DockerSandbox
 from vfgym.types import ChatMessage, Messages, State
 
@@ -67,7 +74,10 @@ SYSTEM_PROMPT = """You write Python functions to a specification. You have a `py
 runs code in a sandbox (a persistent session, like a notebook) where you can try your function.
 When you are done, give the complete function (with any imports it needs) as your final answer \
 in a single ```python code block. Hidden unit tests call the function by its name and compare \
-what it returns with the expected value exactly."""
+what it returns with the expected value exactly. Each test call has a time limit. Any \
+top-level code outside the function runs once before the tests, with the time limit of a \
+`python` tool call: an answer whose top-level code runs longer defines nothing and passes no \
+test."""
 
 _CODE_BLOCK = re.compile(r"```(?:python3?|py3?)?[ \t]*\r?\n(.*?)```", re.DOTALL | re.IGNORECASE)
 _FUNCTION = re.compile(r"`def (\w+)\(")
@@ -150,40 +160,68 @@ REPORT_FILE = ".vfgym-hidden-tests.jsonl"
 #: The longest result (as JSON text) the harness reports; any longer one fails its test.
 MAX_RESULT_CHARS = 20_000
 
-# The harness runs in the answer's own globals, so it reaches builtins through a module
-# of its own: an answer that rebinds `len` or `open` must not break the scoring. A copy
-# of it that an answer forks leaves quietly, so only the harness writes the report.
-_HARNESS = """import builtins as _vb, copy as _vc, json as _vj, os as _vo, signal as _vs
-def _vfgym_check(_name, _cases, _limit, _path, _budget, _cap):
-    _fn = _vb.globals().get(_name)
-    _pid = _vo.getpid()
-    with _vb.open(_path, "w", encoding="ascii") as _report:
-        if not _vb.callable(_fn):
-            return
-        def _alarm(signum, frame):
-            raise _vb.TimeoutError("test took too long")
-        _vs.signal(_vs.SIGALRM, _alarm)
-        for _args in _cases:
-            _text = None
-            try:
-                _vs.setitimer(_vs.ITIMER_REAL, _limit)
-                try:
-                    _text = _vj.dumps(_fn(*_vc.deepcopy(_args)))
-                finally:
-                    _vs.setitimer(_vs.ITIMER_REAL, 0)
-            except _vb.BaseException:
-                _text = None
-            if _vo.getpid() != _pid:  # a process the answer forked: only the harness reports
-                _vo._exit(0)
-            _line = _vj.dumps(_text if _text is not None and _vb.len(_text) <= _cap else None)
-            if _vb.len(_line) + 1 > _budget:
-                _line = "null"
-            _budget -= _vb.len(_line) + 1
-            if _budget < 0:
+# The harness is defined in a cell of its own before the answer's code runs, so what
+# it uses (builtins, json, the signal timer, the clock) is taken before the answer can
+# rebind or patch any of it. A test fails when it outlasts the limit however it ends:
+# the alarm interrupts it, and an answer that catches the alarm's TimeoutError (a broad
+# `except Exception` in a loop) or stops the timer is judged by the clock held here. A
+# copy of the harness that an answer forks leaves quietly, so only the harness reports.
+_HARNESS = """def _vfgym_harness():
+    import builtins, copy, json, os, signal, time
+    getitem = globals().get
+    is_callable, size, failure = builtins.callable, builtins.len, builtins.BaseException
+    timeout_error, missing = builtins.TimeoutError, builtins.FileNotFoundError
+    open_file, deepcopy, dumps, loads = builtins.open, copy.deepcopy, json.dumps, json.loads
+    getpid, leave, unlink = os.getpid, os._exit, os.unlink
+    set_handler, alarm = signal.signal, signal.SIGALRM
+    set_timer, timer, clock = signal.setitimer, signal.ITIMER_REAL, time.monotonic
+    fired = [False]
+
+    def on_alarm(signum, frame):
+        fired[0] = True
+        raise timeout_error("test took too long")
+
+    def run_one(fn, args, limit):
+        fired[0] = False
+        set_handler(alarm, on_alarm)
+        started = clock()
+        set_timer(timer, limit)
+        try:
+            text = dumps(fn(*deepcopy(args)))
+        finally:
+            set_timer(timer, 0)
+        return None if fired[0] or clock() - started > limit else text
+
+    def check(name, cases, limit, path, budget, cap):
+        fn = getitem(name)
+        pid = getpid()
+        try:
+            unlink(path)  # whatever the answer left there (a FIFO would block the open)
+        except missing:
+            pass
+        with open_file(path, "x", encoding="ascii") as report:
+            if not is_callable(fn):
                 return
-            _report.write(_line + "\\n")
-            _report.flush()
-_vfgym_check($name, _vj.loads($cases), $limit, $path, $budget, $cap)"""
+            for args in loads(cases):
+                try:
+                    text = run_one(fn, args, limit)
+                except failure:
+                    text = None
+                if getpid() != pid:  # a process the answer forked: only the harness reports
+                    leave(0)
+                line = dumps(text if text is not None and size(text) <= cap else None)
+                if size(line) + 1 > budget:
+                    line = "null"
+                budget -= size(line) + 1
+                if budget < 0:
+                    return
+                report.write(line + "\\n")
+                report.flush()
+
+    return check
+_vfgym_check = _vfgym_harness()
+del _vfgym_harness"""
+_HARNESS_CALL = "_vfgym_check($name, $cases, $limit, $path, $budget, $cap)"
 
 
 def same_value(got: Any, expected: Any) -> bool:
@@ -212,18 +250,24 @@ async def run_hidden_tests(
 
     Only the inputs go into the sandbox; the expected values stay on the host,
     where the results are compared. The results come back in a file (`REPORT_FILE`),
-    not in the tool output, whose limit is for what a model reads. An answer that
+    not in the tool output, whose limit is for what a model reads. The answer's
+    top-level code (imports, tables it builds, calls of its own) runs once before the
+    tests, within `SandboxConfig.timeout` as a `python` tool call does, and is not
+    charged to any test; an answer whose top level outlasts it (or kills its
+    interpreter) defines nothing, and its tests fail without being run. An answer that
     takes the sandbox down (its runner killed, the container out of memory) fails
-    every test; one that hangs or kills its interpreter in a test fails that test and
-    those after it. A sandbox that cannot be reached at all raises, so the rubric
-    reports an error, not a zero.
+    every test; a test that runs past `limit` fails however it ends, and one that hangs
+    or kills its interpreter fails with those after it. A sandbox that cannot be
+    reached at all, or that cannot load the harness before any answer code ran,
+    raises, so the rubric reports an error, not a zero.
     """
     limit = check_test_timeout(limit, "limit")
     failed = [False] * len(tests)
+    await _load_harness(sandbox)
     defined = await sandbox.run_python(code)  # a failing cell may still define the function
-    if defined.sandbox_lost:
+    if defined.sandbox_lost or defined.state_reset:  # timed out or killed: nothing defined
         return failed
-    harness = string.Template(_HARNESS).substitute(
+    call = string.Template(_HARNESS_CALL).substitute(
         name=repr(function),
         cases=repr(json.dumps([t["args"] for t in tests])),
         limit=repr(limit),
@@ -231,7 +275,7 @@ async def run_hidden_tests(
         budget=int(sandbox.config.max_read_bytes),
         cap=MAX_RESULT_CHARS,
     )
-    result = await sandbox.run_python(harness, timeout=limit * len(tests) + 10)
+    result = await sandbox.run_python(call, timeout=limit * len(tests) + 10)
     if result.sandbox_lost:
         return failed
     try:
@@ -241,11 +285,27 @@ async def run_hidden_tests(
     return compare_report(report, tests)
 
 
+async def _load_harness(sandbox: DockerSandbox) -> None:
+    """Define the harness in the sandbox's session, before the answer can touch anything.
+
+    No answer code has run yet, so a failure here is the sandbox's, never the model's:
+    it raises rather than scoring the answer 0.
+    """
+    loaded = await sandbox.run_python(_HARNESS)
+    if loaded.sandbox_lost or loaded.state_reset or loaded.exit_code != 0:
+        raise SandboxError(
+            "the scoring sandbox could not load the hidden-test harness before running the "
+            f"answer (exit code {loaded.exit_code}): {loaded.stderr.strip()[-500:]}; check "
+            "the sandbox image with `python -m vfgym.sandbox doctor`"
+        )
+
+
 def compare_report(report: bytes, tests: list[dict[str, Any]]) -> list[bool]:
     """Which tests passed, from the harness's report (one JSON line per test run).
 
     A report with more lines than tests was written to by something else than the
-    harness, so nothing in it counts.
+    harness, so nothing in it counts. A result the host cannot decode fails its test:
+    what the answer returned must never become an error of the rubric.
     """
     lines = report.decode("utf-8", errors="replace").splitlines()
     if len(lines) > len(tests):
@@ -257,8 +317,8 @@ def compare_report(report: bytes, tests: list[dict[str, Any]]) -> list[bool]:
             passed.append(
                 isinstance(output, str) and same_value(json.loads(output), test["expected"])
             )
-        except ValueError:  # a line cut short by a kill, or a number too long to read
-            passed.append(False)
+        except (ValueError, RecursionError):  # a line cut short by a kill, a number too
+            passed.append(False)  # long to read, or a value nested too deep to decode
     return passed
 
 
@@ -369,8 +429,8 @@ def load_environment(
     chosen = tuple(name for name in SPEC_NAMES if name in given)
     check_invalid_move_limit(max_invalid_moves)
     check_test_timeout(test_timeout)
-    if max_turns < 1:
-        raise ValueError("max_turns must be at least 1")
+    check_seed(seed)
+    check_turn_limit(max_turns, 1)
     make = lambda rng, i: generate_item(rng, difficulty, chosen)  # noqa: E731
     return CodeTestsEnv.from_items(
         make,

@@ -7,12 +7,14 @@ selections without neighbours, bounded sums, seatings with a constraint). The
 model may run Python in a sandbox with the `python` tool (a stateful session, like
 a notebook) and answers in `<answer>…</answer>`. Answers are checked exactly:
 integers may carry thousands separators; a linear system's answer is the tuple
-`(x, y, z)` (values in the order the problem lists the unknowns), each value an
+`(x, y, z)` (values in the order the problem lists the unknowns, or all named, as
+`y = 2, x = 1`, in any order; commas in brackets always separate values), each value an
 integer or a fraction such as `-7/3` (any exact form is accepted: `14/6` or `2.5`
 too).
 
 Knobs: `difficulty` ("easy", "medium", "hard": the size of the numbers and of the
-systems: 2, 3 or 4 unknowns), `families` (a subset of `FAMILIES`), `max_turns` (8),
+systems: 2, 3 or 4 unknowns), `families` (a subset of `FAMILIES`; the order it is
+listed in does not change the items), `max_turns` (8),
 `max_invalid_moves` (3: replies without an answer and tool calls that fail),
 `sandbox_config` and `pool_size` (the sandboxes the tool runs in). The reference
 policy writes the Python that computes the answer, runs it with the tool and
@@ -34,6 +36,8 @@ from vfgym.games._tool_task import (
     answer_message,
     assistant_turns,
     check_invalid_move_limit,
+    check_seed,
+    check_turn_limit,
     subset_knob,
     task_text,
     tool_call_message,
@@ -76,16 +80,23 @@ def parse_values(text: str) -> tuple[Fraction, ...] | None:
     """The exact values an answer states, or None when it is not a number or a tuple of them.
 
     Accepts `42`, `1,234,567`, `-7/3`, `2.5`, `(3, -1/2, 4)`, `[3, -1/2, 4]` and
-    `x = 3, y = -1/2`.
+    `x = 3, y = -1/2`. Commas in brackets always separate values, so `(-129, 174)` is
+    a pair and not the number -129,174; a lone number may group its digits in threes.
+    Values that are all named are put in the order of their names (every system's
+    unknowns are listed in alphabetical order), so `y = 2, x = 1` is `(1, 2)`; an
+    unknown named twice makes no answer.
     """
     body = text.strip().strip("$").strip().rstrip(".").strip()
     if len(body) > 20_000:
         return None
-    if body[:1] + body[-1:] in ("()", "[]"):
+    bracketed = body[:1] + body[-1:] in ("()", "[]")
+    if bracketed:
         body = body[1:-1]
-    if _THOUSANDS.match(body.replace(" ", "")):
-        body = body.replace(",", "").replace(" ", "")
-    parts = [part.strip() for part in body.split(",")]
+    elif _THOUSANDS.match(body):
+        body = body.replace(",", "")
+    parts = _by_name([part.strip() for part in body.split(",")])
+    if parts is None:
+        return None
     values = []
     for part in parts:
         part = _NAMED.sub("", part).replace("_", "").replace(" ", "")
@@ -97,6 +108,18 @@ def parse_values(text: str) -> tuple[Fraction, ...] | None:
         except (ValueError, ZeroDivisionError, OverflowError):
             return None
     return tuple(values)
+
+
+def _by_name(parts: list[str]) -> list[str] | None:
+    """`parts` in the order of their names when every one is named (`y = 2`), else as they
+    are; None when a name comes twice (which value would it be?)."""
+    found = [_NAMED.match(part) for part in parts]
+    if not all(found):
+        return parts
+    names = [match.group(0).split("=")[0].strip().lower() for match in found if match]
+    if len(set(names)) < len(names):
+        return None
+    return [part for _, part in sorted(zip(names, parts, strict=True))]
 
 
 def answers_match(given: str | None, expected: str) -> bool:
@@ -477,10 +500,12 @@ def load_environment(
 ) -> PythonMathEnv:
     """Build the environment (problems of `families` at `difficulty`)."""
     check_choice("difficulty", difficulty, DIFFICULTIES)
-    chosen = subset_knob("families", families, FAMILIES)
+    # In the catalogue's order, so a subset gives the same items however it is listed.
+    given = subset_knob("families", families, FAMILIES)
+    chosen = tuple(name for name in FAMILIES if name in given)
     check_invalid_move_limit(max_invalid_moves)
-    if max_turns < 2:
-        raise ValueError("max_turns must be at least 2 (one tool call and the answer)")
+    check_seed(seed)
+    check_turn_limit(max_turns, 2, "one tool call and the answer")
     make = lambda rng, i: generate_item(rng, difficulty, chosen)  # noqa: E731
     return PythonMathEnv.from_items(
         make,

@@ -31,6 +31,8 @@ from vfgym.games._tool_task import (
     answer_message,
     assistant_turns,
     check_invalid_move_limit,
+    check_seed,
+    check_turn_limit,
     subset_knob,
     task_text,
     tool_call_message,
@@ -430,8 +432,8 @@ def load_environment(
     given = subset_knob("questions", questions, QUESTIONS)
     chosen = tuple(name for name in QUESTIONS if name in given)
     check_invalid_move_limit(max_invalid_moves)
-    if max_turns < 2:
-        raise ValueError("max_turns must be at least 2 (one command and the answer)")
+    check_seed(seed)
+    check_turn_limit(max_turns, 2, "one command and the answer")
     make = lambda rng, i: generate_item(rng, difficulty, chosen)  # noqa: E731
     return ShellFilesEnv.from_items(
         make,
