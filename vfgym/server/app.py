@@ -491,11 +491,17 @@ class ServerCore:
         # Read before the policy runs: it gets `body` and may edit it.
         prompt_ids = view.chat_ids(messages, tools) if opts.want_ids else None
         parse_tool_calls = bool(tools) and body.get("tool_choice") != "none"
+        named_tool_choice = isinstance(body.get("tool_choice"), dict)
         requests = _own_requests(body, n)
         replies = await self._replies(policy, model, [(r["messages"], r) for r in requests])
         turns = [
             finish_turn(
-                view, self._normalise(reply, model), limit, stop, parse_tool_calls=parse_tool_calls
+                view,
+                self._normalise(reply, model),
+                limit,
+                stop,
+                parse_tool_calls=parse_tool_calls,
+                named_tool_choice=named_tool_choice,
             )
             for reply in replies
         ]
@@ -595,6 +601,12 @@ class ServerCore:
         _check_response_format(body)
         if body.get("echo"):
             raise bad_request("'echo' is not supported by this server", "echo")
+        if body.get("suffix") is not None:  # vLLM's 400 too; ignoring it would hide that
+            raise bad_request(
+                "'suffix' is not supported (vLLM refuses it too); put the text to fill "
+                "around into the 'prompt' in the model's own fill-in-the-middle format",
+                "suffix",
+            )
         view = self.view
         prompts = self._prompts(body.get("prompt"))
         n = _int_param(body, "n", minimum=1, maximum=128) or 1

@@ -8,6 +8,7 @@ the thread that configures it, hence the lock.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections import deque
 from dataclasses import dataclass
@@ -31,8 +32,13 @@ class Fault:
     def __post_init__(self) -> None:
         if self.kind not in FAULT_KINDS:
             raise ValueError(f"unknown fault kind {self.kind!r}; use one of {list(FAULT_KINDS)}")
-        if self.seconds < 0:
-            raise ValueError(f"a fault's seconds must be >= 0, got {self.seconds}")
+        # NaN compares false with everything, so it is refused by name; infinity would
+        # hang a "slow" request for ever and cannot be sent as a 429's Retry-After.
+        if not math.isfinite(self.seconds) or self.seconds < 0:
+            raise ValueError(
+                f"a fault's seconds must be >= 0 and finite, got {self.seconds}; "
+                'give the delay of a "slow" fault or the Retry-After of a "429" in seconds'
+            )
 
 
 def parse_fault(spec: Any) -> Fault:

@@ -7,7 +7,7 @@ script no matter how many rollouts run concurrently against one server.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 Reply = str | dict[str, Any]
@@ -38,6 +38,12 @@ def by_turn(replies: Sequence[Reply], *, then: Reply | None = None) -> Callable[
     After the script runs out it gives `then`, or fails (an HTTP 500 the client
     sees) when `then` is None, because a test that runs past its script is a bug.
     """
+    if isinstance(replies, str | bytes | Mapping):
+        # list() of one reply would be its characters (or a dict's keys), each a turn
+        raise TypeError(
+            f"by_turn takes a list of replies, one per turn, got a single "
+            f"{type(replies).__name__}; wrap it: by_turn([reply])"
+        )
     script = list(replies)
     if not script:
         raise ValueError("by_turn needs at least one reply")

@@ -11,12 +11,13 @@ policy, for example).
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from vfgym._async import call_offloaded, is_async_callable
+from vfgym._async import call_offloaded, called_safely, is_async_callable, stop_iteration_error
 
 Policy = Callable[..., Any]
 PolicySpec = Policy | Mapping[str, Policy]
@@ -61,14 +62,54 @@ class BoundPolicy:
         self.offload = offload_sync and not self.is_async
 
     async def __call__(self, prompt: Any, request: dict[str, Any]) -> Any:
-        """Run the policy on `prompt`; awaits whatever it returns if that is awaitable."""
+        """Run the policy on `prompt`; awaits whatever it returns if that is awaitable.
+
+        What the policy raises is its own error, answered with a 500 that names it, so
+        two exceptions that asyncio would otherwise mangle are renamed here: a
+        StopIteration (an exhausted `next(replies)`, which a coroutine turns into a
+        bare "coroutine raised StopIteration") and a CancelledError the policy let
+        escape while its request was not cancelled (which would drop the connection,
+        and every client retries a dropped connection: the policy would run again).
+        """
+        try:
+            return await self._run(prompt, request)
+        except RuntimeError as exc:
+            if isinstance(exc.__cause__, StopIteration) and str(exc) == _CORO_STOP:
+                raise stop_iteration_error(self.func) from exc.__cause__
+            raise
+        except asyncio.CancelledError as exc:
+            task = asyncio.current_task()
+            if task is None or task.cancelling():
+                raise  # the request itself was cancelled: let it end
+            raise PolicyCancelledError(_policy_name(self.func)) from exc
+
+    async def _run(self, prompt: Any, request: dict[str, Any]) -> Any:
         kwargs = {"request": request} if self.wants_request else {}
         if self.offload:
             return await call_offloaded(self.func, prompt, **kwargs)
-        result = self.func(prompt, **kwargs)
+        result = called_safely(self.func, (prompt,), kwargs)
         if inspect.isawaitable(result):
             result = await result
         return result
+
+
+#: What Python makes of a StopIteration that leaves a coroutine.
+_CORO_STOP = "coroutine raised StopIteration"
+
+
+def _policy_name(func: Policy) -> str:
+    return getattr(func, "__qualname__", None) or repr(func)
+
+
+class PolicyCancelledError(RuntimeError):
+    """A policy raised CancelledError although its request was not cancelled."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            f"{name} raised asyncio.CancelledError although the request was not cancelled "
+            "(a task or future it awaited was cancelled); catch it in the policy, or "
+            "return a reply"
+        )
 
 
 class PolicyRouter:
@@ -125,10 +166,17 @@ def _tool_call(raw: Any, index: int, call_ids: Iterator[int]) -> dict[str, Any]:
             f"tool_calls[{index}] needs 'function': {{'name': str, 'arguments': str}}, "
             f"got {dict(raw)!r:.160}"
         )
-    arguments = function.get("arguments", "{}")
-    if not isinstance(arguments, str):
+    arguments = function.get("arguments")
+    if arguments is None:  # the wire always carries a JSON object string, never "null"
+        arguments = "{}"
+    elif not isinstance(arguments, str):
         arguments = json.dumps(arguments, ensure_ascii=False)
     call_id = raw.get("id") or f"call_{next(call_ids):08d}"
+    if not isinstance(call_id, str):
+        raise PolicyReplyError(
+            f"tool_calls[{index}].id must be a str (or left out to have one made), "
+            f"got {type(call_id).__name__}: {call_id!r:.40}"
+        )
     return {
         "id": call_id,
         "type": "function",

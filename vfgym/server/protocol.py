@@ -271,20 +271,43 @@ def completion_logprobs(
     }
 
 
-def apply_stop(text: str, stop: Any) -> tuple[str, bool]:
-    """Cut `text` before the earliest stop string; True when a stop string was found."""
+def find_stop(text: str, stop: Any) -> tuple[int, int] | None:
+    """(start, end) of the earliest stop string in `text`, or None when none occurs."""
     if not stop:
-        return text, False
+        return None
     stops = [stop] if isinstance(stop, str) else stop
-    cut = -1
+    found: tuple[int, int] | None = None
     for s in stops:
         if s:
             i = text.find(s)
-            if i != -1 and (cut == -1 or i < cut):
-                cut = i
-    if cut == -1:
+            if i != -1 and (found is None or i < found[0]):
+                found = (i, i + len(s))
+    return found
+
+
+def apply_stop(text: str, stop: Any) -> tuple[str, bool]:
+    """Cut `text` before the earliest stop string; True when a stop string was found."""
+    found = find_stop(text, stop)
+    if found is None:
         return text, False
-    return text[:cut], True
+    return text[: found[0]], True
+
+
+def _stopped_within(view: TokenizerView, text: str, stop: Any, limit: int) -> str | None:
+    """`text` cut before its earliest stop string, when that string's last token fits
+    in `limit`; None otherwise. A server notices a stop string only once it has sampled
+    all of it, so a stop string that runs past `max_tokens` ends nothing: the reply is
+    cut by length instead, with what of the stop string fitted."""
+    found = find_stop(text, stop)
+    if found is None or view.count(text[: found[1]]) > limit:
+        return None
+    return text[: found[0]]
+
+
+def _length_or_stop(ids: Sequence[int], limit: int) -> str:
+    """ "length" for a reply that used every token it was allowed: it had no room left
+    for the end-of-turn token, so a server that samples (vLLM) stops it by length."""
+    return "length" if len(ids) >= limit else "stop"
 
 
 def finish_turn(
@@ -294,27 +317,37 @@ def finish_turn(
     stop: Any,
     *,
     parse_tool_calls: bool = True,
+    named_tool_choice: bool = False,
 ) -> tuple[dict[str, Any], list[int], str]:
     """Apply stop strings and the token limit to an assistant message.
 
     Returns the message as the client sees it, its completion token ids (the ids
-    the chat template gives this assistant turn) and the finish reason. A turn cut
-    by the limit loses its tool calls: the cut text is what the model produced, as
-    a server whose tool parser saw an unfinished call would answer. With
-    `parse_tool_calls` False (a request without tools, or with tool_choice "none")
-    the calls stay the text the template renders them as, in `content`: vLLM runs
-    no tool parser then, and OpenAI's model cannot call a tool.
+    the chat template gives this assistant turn) and the finish reason, as vLLM
+    finishes a turn:
+
+    - Stop strings are matched against everything the turn writes, tool-call markup
+      included, and count only when they end within `limit` tokens. A stopped turn
+      is the text before the stop string, without tool calls (a call cut short does
+      not parse), and its ids are that text's: the turn's ids stay the ids the
+      template gives its message, where vLLM would also return the stop string's.
+    - A turn longer than `limit` is cut there and loses its tool calls: the cut text
+      is what the model produced, as a server whose tool parser saw an unfinished
+      call would answer. A text turn of exactly `limit` tokens is whole but finishes
+      with "length" (no room for its end token); a whole tool call still parses.
+    - With `parse_tool_calls` False (a request without tools, or with tool_choice
+      "none") the calls stay the text the template renders them as, in `content`:
+      vLLM runs no tool parser then, and OpenAI's model cannot call a tool.
+    - Tool calls finish with "tool_calls", or "stop" for a forced named function
+      (`named_tool_choice`), as OpenAI and vLLM answer one.
     """
     if not parse_tool_calls and message.get("tool_calls"):
         message = {"role": "assistant", "content": assistant_text(message)}
     content = message.get("content") or ""
     tool_calls = message.get("tool_calls")
-    content, stopped = apply_stop(content, stop)
-    if stopped:
-        tool_calls = None
-    text = content
-    if tool_calls:
-        text = assistant_text({"content": content, "tool_calls": tool_calls})
+    text = assistant_text({"content": content, "tool_calls": tool_calls}) if tool_calls else content
+    before_stop = _stopped_within(view, text, stop, limit)
+    if before_stop is not None:
+        return {"role": "assistant", "content": before_stop}, view.encode(before_stop), "stop"
     ids = view.encode(text)
     if len(ids) > limit:
         ids = ids[: max(limit, 0)]
@@ -324,20 +357,22 @@ def finish_turn(
         out["tool_calls"] = tool_calls
         if not content:
             out["content"] = None
-        return out, ids, "tool_calls"
-    return out, ids, "stop"
+        return out, ids, "stop" if named_tool_choice else "tool_calls"
+    return out, ids, _length_or_stop(ids, limit)
 
 
 def finish_text(
     view: TokenizerView, text: str, limit: int, stop: Any
 ) -> tuple[str, list[int], str]:
     """`finish_turn` for a text completion."""
-    text, _ = apply_stop(text, stop)
+    before_stop = _stopped_within(view, text, stop, limit)
+    if before_stop is not None:
+        return before_stop, view.encode(before_stop), "stop"
     ids = view.encode(text)
     if len(ids) > limit:
         ids = ids[: max(limit, 0)]
         return view.decode(ids), ids, "length"
-    return text, ids, "stop"
+    return text, ids, _length_or_stop(ids, limit)
 
 
 def reply_text(reply: dict[str, Any]) -> str:
