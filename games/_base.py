@@ -452,6 +452,9 @@ def game_rows(
     the same whatever `num_examples` is.
     """
     check_whole("num_examples", num_examples, example=100)
+    # Items are seeded by the text of (game, seed, index): "0", 0.0 or True would each
+    # quietly give another dataset than seed 0's.
+    check_whole("seed", seed, example=0)
     if num_examples < 1:
         raise ValueError("num_examples must be at least 1")
     if num_examples > EVAL_OFFSET:

@@ -239,3 +239,12 @@ def test_an_empty_move_tag_pair_is_not_a_tagged_move(empty: str) -> None:
     game.env_response([{"role": "assistant", "content": empty}], state)
     game.env_response([{"role": "assistant", "content": "<move>1</move>"}], state)
     assert state["tagged_moves"] == 1 and state["invalid_moves"] == 1
+
+
+@pytest.mark.parametrize("seed", ["0", 0.0, True, None])
+def test_a_game_seed_that_is_not_a_whole_number_is_refused(seed: Any) -> None:
+    """Items are seeded by the text of (game, seed, index): seed "0" or 0.0 quietly gave
+    another dataset than seed 0's."""
+    module = importlib.import_module("vfgym.games.guess_the_number")
+    with pytest.raises(TypeError, match="seed must be a whole number"):
+        module.load_environment(num_examples=2, seed=seed)
