@@ -2,8 +2,10 @@
 
 Each rollout is one task that plays, scores and records itself as soon as it
 ends, so a result line is on disk the moment a rollout is done, and one slow
-rollout never holds back the scoring of the others. Inputs in, outputs out, no
-process-global state: a batch can be sharded across workers as it is.
+rollout never holds back the scoring of the others. The exception is a rubric
+with a `score_group` hook (ranking, voting): there the rollouts of one example
+are scored and recorded together once the last of them ends. Inputs in, outputs
+out, no process-global state: a batch can be sharded across workers as it is.
 """
 
 from __future__ import annotations
@@ -263,6 +265,20 @@ async def run_batch(
 
     `gc_freeze` keeps garbage-collector pauses short while the batch runs (see
     `vfgym.gcpolicy`); None turns it on for batches of 1,000 rollouts or more.
+
+    A rubric with a `score_group` hook (`env.rubric.has_group_hook()`) is scored
+    per group, when scoring is on: once every rollout of an example (its
+    `rollouts_per_example` adjacent rows) has ended, the hook runs over their
+    states, errored ones included, with the columns `Rubric.score_rollouts`
+    passes, then each rollout that did not error is scored (an errored one gets
+    NaN), and then the group's lines are written and offered to `on_result`
+    together. A group is written only whole, so an interrupted run never leaves
+    part of one; a resume plays again in full any group it does not find whole
+    and without error in results.jsonl (a group with an errored rollout, or a
+    line lost to a kill), since the group's rewards come from one hook over the
+    whole group and a restored line keeps only part of its State. A hook that
+    raises errors its group's rollouts. Without a hook, each rollout is scored
+    and recorded the moment it ends.
     """
     per = _check_rollouts_per_example(rollouts_per_example)
     # Copying ten thousand input rows allocates enough to set off a full collection
@@ -333,19 +349,19 @@ async def run_batch(
                 )
             callback_errors[i] = exc
 
-    async def run_one(i: int) -> None:
+    async def play(i: int) -> tuple[Any, State]:
+        """Roll out row `i`; a custom rollout that raised gives an errored State."""
         row = rows[i]
         prompt = row["prompt"]
-        info = row["info"]
         async with limit:
             try:
-                completion, state = await env.rollout(
+                return await env.rollout(
                     aclient,
                     model,
                     list(prompt) if isinstance(prompt, list) else prompt,
                     answer=row["answer"],
                     task=row["task"],
-                    info=dict(info),
+                    info=dict(row["info"]),
                     example_id=row["example_id"],
                     sampling_args=sampling_args,
                 )
@@ -355,11 +371,16 @@ async def run_batch(
                     prompt,
                     row["answer"],
                     row["task"],
-                    info,
+                    row["info"],
                     row["example_id"],
                     exc,
                 )
-                completion = state["completion"]
+                return state["completion"], state
+
+    async def score(i: int, completion: Any, state: State) -> None:
+        """Score rollout `i` (unless it errored or scoring is off) and keep its outputs."""
+        row = rows[i]
+        prompt, info = row["prompt"], row["info"]
         reward, scores = NAN, {}
         if score_rollouts and not state.get("error"):
             try:
@@ -382,14 +403,53 @@ async def run_batch(
         state["metrics"] = scores
         completions[i], states[i], rewards[i], metrics[i] = completion, state, reward, scores
         prompts[i], infos[i] = state.get("prompt", prompt), state.get("info", info)
-        if writer is not None or on_result is not None:
-            record = make_record(i, row, completion, state, reward, scores, state_columns)
-            if writer is not None:
-                writer.write(record)
-            if on_result is not None:
-                await deliver(i, record)
+
+    def write(i: int) -> dict[str, Any] | None:
+        """Rollout `i`'s result record, appended to results.jsonl when there is one."""
+        if writer is None and on_result is None:
+            return None
+        state = states[i]
+        record = make_record(
+            i, rows[i], completions[i], state, rewards[i], metrics[i], state_columns
+        )
+        if writer is not None:
+            writer.write(record)
+        return record
+
+    async def run_one(i: int) -> None:
+        completion, state = await play(i)
+        await score(i, completion, state)
+        record = write(i)
+        if on_result is not None:
+            await deliver(i, record)
         if progress is not None:
             progress.update(1)
+
+    # Group scoring: a group is scored, written and delivered once its last rollout
+    # ends, by the worker that played that one.
+    grouped = score_rollouts and env.rubric.has_group_hook()
+    playing = dict.fromkeys(range(0, n, per), per) if grouped else {}
+
+    async def run_in_group(i: int) -> None:
+        completions[i], states[i] = await play(i)
+        start = i - i % per
+        playing[start] -= 1
+        if playing[start]:
+            return
+        members = range(start, start + per)
+        await _run_group_hook(env, rows, members, completions, states)
+        if per == 1:
+            await score(start, completions[start], states[start])
+        else:
+            await asyncio.gather(*(score(j, completions[j], states[j]) for j in members))
+        # Every line of the group before any callback: a cancellation (which can only
+        # come at an await) never leaves part of a group on disk.
+        records = [write(j) for j in members]
+        for j, record in zip(members, records, strict=True):
+            if on_result is not None:
+                await deliver(j, record)
+            if progress is not None:
+                progress.update(1)
 
     def restore(i: int, record: dict[str, Any]) -> None:
         state = {k: v for k, v in record.items() if k not in ("prompt", "completion", "metrics")}
@@ -405,17 +465,21 @@ async def run_batch(
     pending: list[int] = []
     try:
         with writer if writer is not None else contextlib.nullcontext():
+            finished = writer.finished if writer is not None else {}
+            replay = _incomplete_groups(finished, n, per) if grouped else set()
             for i in range(n):
-                done = writer.finished.get(i) if writer is not None else None
+                done = finished.get(i) if i not in replay else None
                 if done is not None:
                     restore(i, done)
                     if progress is not None:
                         progress.update(1)
                 else:
                     pending.append(i)
+            if writer is not None:
+                writer.metadata["resumed_rollouts"] = n - len(pending)
             freeze = len(pending) >= AUTO_FREEZE_ROLLOUTS if gc_freeze is None else gc_freeze
             async with frozen_gc(freeze):
-                await _launch(run_one, pending, workers)
+                await _launch(run_in_group if grouped else run_one, pending, workers)
             status = "complete"
             if writer is not None:
                 writer.close(status, summarize(rewards, states))
@@ -448,6 +512,62 @@ async def run_batch(
         error = _callback_error(callback_errors, len(pending), outputs, results_path)
         raise error from next(iter(callback_errors.values()))
     return outputs
+
+
+async def _run_group_hook(
+    env: Environment,
+    rows: list[dict[str, Any]],
+    members: range,
+    completions: list[Any],
+    states: list[State],
+) -> None:
+    """Run the rubric's `score_group` over one example's rollouts (errored ones
+    included), with the per-rollout columns `Rubric.score_rollouts` passes.
+
+    A hook that raises fails its group, not the batch: each of the group's rollouts
+    not errored already is errored with what the hook raised, so it is reported
+    (reward NaN) rather than scored without the hook's results, and a resume plays
+    the group again.
+    """
+    rubric = env.rubric
+    group = [states[j] for j in members]
+    picked = list(zip(members, group, strict=True))
+    try:
+        await rubric.offloader.call(
+            rubric.score_group,
+            group,
+            prompts=[s.get("prompt", rows[j]["prompt"]) for j, s in picked],
+            completions=[completions[j] for j in members],
+            answers=[s.get("answer", rows[j]["answer"]) for j, s in picked],
+            tasks=[s.get("task", rows[j]["task"]) for j, s in picked],
+            infos=[s.get("info", rows[j]["info"]) for j, s in picked],
+            example_ids=[rows[j]["example_id"] for j in members],
+        )
+    except Exception as exc:
+        error = error_record(exc)
+        error["message"] = (
+            f"{type(rubric).__name__}.score_group raised on the group of example "
+            f"{rows[members[0]]['example_id']!r} (rollouts {members[0]} to {members[-1]}): "
+            f"{error['message']}; its rollouts are not scored. Fix the hook; a resume "
+            "plays the group again"
+        )
+        for state in group:
+            if not state.get("error"):
+                state["error"] = dict(error)
+
+
+def _incomplete_groups(finished: Mapping[int, Any], n: int, per: int) -> set[int]:
+    """The rollouts of every group of `per` that `finished` (a resume's restored
+    rows) does not hold whole: a group's rewards come from one `score_group` over
+    the whole group, so such a group is played again in full."""
+    replay: set[int] = set()
+    if not finished:
+        return replay
+    for start in range(0, n, per):
+        block = range(start, start + per)
+        if any(i not in finished for i in block):
+            replay.update(block)
+    return replay
 
 
 def _size_hint(inputs: Any) -> int:

@@ -101,6 +101,13 @@ class EnvGroupRubric(Rubric):
             rubric = env.rubric  # (a plain-method hook runs through the member's offloader)
             await rubric.offloader.call(rubric.score_group, [states[i] for i in rows], **columns)
 
+    def has_group_hook(self) -> bool:
+        """True when any member's rubric has a `score_group` hook (or this class
+        overrides it): `generate` then scores each example's rollouts together."""
+        if type(self).score_group is not EnvGroupRubric.score_group:
+            return True
+        return any(env.rubric.has_group_hook() for env in self.env_map.values())
+
     def can_score_sync(self) -> bool:
         """True when every member's rubric can score without an event loop."""
         return all(env.rubric.can_score_sync() for env in self.env_map.values())

@@ -397,7 +397,9 @@ class Environment(ABC):
         skips the rollouts already in that file. `on_result(record)` sees each
         result record as it is recorded (a coroutine function is awaited); if it
         raises, the batch still finishes and then raises `ResultCallbackError`,
-        whose `outputs` are what this would have returned.
+        whose `outputs` are what this would have returned. A rubric with a
+        `score_group` hook scores, records and delivers each example's group together
+        once its last rollout ends (see `vfgym.runner.run_batch`).
         """
         from vfgym.runner import run_batch
 

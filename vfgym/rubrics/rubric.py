@@ -675,8 +675,26 @@ class Rubric:
         Override it to write group-level results into each rollout's state,
         where reward functions can read them. The override may be a plain method
         or a coroutine. The default does nothing.
+
+        It receives the states (errored rollouts included) and, as keywords, the
+        per-rollout columns `prompts`, `completions`, `answers`, `tasks`, `infos`
+        and `example_ids`. `score_rollouts` runs it once over its whole batch.
+        `generate` / `evaluate` run it over each example's group (its
+        `rollouts_per_example` rollouts) once all of them have finished, then score
+        and record that group's rollouts together; a rubric whose hook raises
+        leaves its group's rollouts errored (reward NaN). See `has_group_hook`.
         """
         return None
+
+    def has_group_hook(self) -> bool:
+        """True when `score_group` does something: this rubric's class overrides it.
+
+        `generate` scores the rollouts of one example together when it does, and
+        each rollout alone the moment it ends when it does not (a group would only
+        delay the results). A rubric made of others (`RubricGroup`, an `EnvGroup`'s)
+        answers for its members too.
+        """
+        return type(self).score_group is not Rubric.score_group
 
     async def score_rollouts(
         self,

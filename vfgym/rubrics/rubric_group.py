@@ -8,6 +8,8 @@ count of failed functions across the group.
 A batch (`score_rollouts`) is scored as any rubric's: the group's `score_group`
 hook runs once (by default, each member's hook in turn), then each rollout is
 scored by every member (`score_rollout`); an errored rollout gets NaN throughout.
+`generate` runs the hook over each example's group when any member has one
+(`has_group_hook`).
 """
 
 from __future__ import annotations
@@ -101,3 +103,9 @@ class RubricGroup(Rubric):
         """
         for rubric in self.rubrics:
             await rubric.offloader.call(rubric.score_group, states, **kwargs)
+
+    def has_group_hook(self) -> bool:
+        """True when this group's class overrides `score_group`, or any member has a hook."""
+        if type(self).score_group is not RubricGroup.score_group:
+            return True
+        return any(rubric.has_group_hook() for rubric in self.rubrics)
