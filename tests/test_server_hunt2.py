@@ -262,3 +262,22 @@ def test_a_fault_whose_seconds_are_not_finite_is_refused(kind: str, seconds: Any
         with pytest.raises(ValueError, match="finite"):
             server.inject_faults((kind, seconds))
         assert server.pending_faults == 0
+
+
+# -- seed ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", ["7", 1.5, True, 2**64])
+def test_a_seed_that_is_no_64_bit_integer_is_a_400(seed: Any) -> None:
+    """vLLM and OpenAI refuse such a seed; accepted, a client's mistake would go
+    unnoticed here and fail against the real server."""
+    with ModelServer(policies.constant("hello")).running() as server:
+        client = server.sync_client(max_retries=0)
+        for create, kwargs in (
+            (client.chat.completions.create, {"messages": HELLO}),
+            (client.completions.create, {"prompt": "p"}),
+        ):
+            with pytest.raises(openai.BadRequestError, match="'seed' must be"):
+                create(model="m", seed=seed, **kwargs)
+        ok = client.chat.completions.create(model="m", messages=HELLO, seed=-(2**63))
+    assert ok.choices[0].message.content == "hello"

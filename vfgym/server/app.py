@@ -114,6 +114,10 @@ async def send_events(
     return response
 
 
+#: The range of `seed` vLLM accepts (a signed 64-bit integer); OpenAI's is the same.
+SEED_MIN, SEED_MAX = -(2**63), 2**63 - 1
+
+
 def _int_param(
     body: dict[str, Any], name: str, *, minimum: int, maximum: int | None = None
 ) -> int | None:
@@ -480,6 +484,7 @@ class ServerCore:
             ) from None
         limit = self._sampling(body, prompt_tokens, chat=True)
         n = _int_param(body, "n", minimum=1, maximum=128) or 1
+        _int_param(body, "seed", minimum=SEED_MIN, maximum=SEED_MAX)  # (policies pick theirs)
         top_n = _top_logprobs_param(body)
         opts = TokenOptions(
             top_n=top_n if body.get("logprobs") else None,
@@ -610,6 +615,7 @@ class ServerCore:
         view = self.view
         prompts = self._prompts(body.get("prompt"))
         n = _int_param(body, "n", minimum=1, maximum=128) or 1
+        _int_param(body, "seed", minimum=SEED_MIN, maximum=SEED_MAX)  # (policies pick theirs)
         opts = TokenOptions(
             top_n=_int_param(body, "logprobs", minimum=0, maximum=20),
             as_ids=bool(body.get("return_tokens_as_token_ids")),
