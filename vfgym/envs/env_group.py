@@ -166,11 +166,7 @@ class EnvGroup(MultiTurnEnv):
     ):
         if not envs:
             raise ValueError("EnvGroup needs at least one environment")
-        if "max_turns" in kwargs:
-            raise TypeError(
-                "EnvGroup takes no max_turns: each member environment keeps its own "
-                "(give it to the member, e.g. ToolEnv(..., max_turns=5))"
-            )
+        _refuse_member_limits(kwargs)
         names = list(env_names) if env_names is not None else [f"env_{i}" for i in range(len(envs))]
         if len(names) != len(envs):
             raise ValueError(f"{len(envs)} environments but {len(names)} env_names")
@@ -449,6 +445,24 @@ class EnvGroup(MultiTurnEnv):
             message_type=self.message_type,
             oai_tools=tools,
         )
+
+
+#: Limits each member enforces itself, in its rollouts and in Gym steps alike: one given
+#: to the group would be accepted and never enforced.
+_MEMBER_LIMITS = {
+    "max_turns": "ToolEnv(..., max_turns=5)",
+    "rollout_token_budget": "ToolEnv(..., rollout_token_budget=4096)",
+}
+
+
+def _refuse_member_limits(kwargs: dict[str, Any]) -> None:
+    """Refuse a limit given to the group: only a member's own limits are enforced."""
+    for name, example in _MEMBER_LIMITS.items():
+        if name in kwargs:
+            raise TypeError(
+                f"EnvGroup takes no {name}: each member environment keeps its own "
+                f"(give it to the member, e.g. {example})"
+            )
 
 
 def _not_steppable(task: str, env: Environment) -> str:

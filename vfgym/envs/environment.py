@@ -95,6 +95,7 @@ class Environment(ABC):
                 self.sampling_args["extra_body"].update(value or {})
             else:
                 self.sampling_args[key] = value
+        _check_one_answer(self.sampling_args)
         self.env_id = env_id or ""
         self.env_args = dict(env_args or {})
         self.retry = retry or RetryPolicy()
@@ -186,6 +187,7 @@ class Environment(ABC):
                 merged[key] = value
         if sampling_args:
             _drop_default_alias(merged, sampling_args)
+        _check_one_answer(merged)
         if merged.get("n", 1) == 1:
             merged.pop("n", None)
         if not merged["extra_body"]:
@@ -649,6 +651,19 @@ def _drop_default_alias(merged: SamplingArgs, given: SamplingArgs) -> None:
     for name, other in (_MAX_TOKENS_NAMES, _MAX_TOKENS_NAMES[::-1]):
         if name in given and other not in given:
             merged.pop(other, None)
+
+
+def _check_one_answer(sampling_args: SamplingArgs) -> None:
+    """Refuse an `n` other than 1: a rollout plays one conversation, so of n answers
+    it kept the first, and the token budget counted all n (the usage sums them)."""
+    n = sampling_args.get("n")
+    if n is None or (n == 1 and not isinstance(n, bool)):
+        return
+    raise ValueError(
+        f"sampling_args 'n' is {n!r}, but a rollout plays one conversation and keeps a single "
+        f"answer per model turn; drop 'n' (or set it to 1) and ask for several rollouts of "
+        f"each example instead (rollouts_per_example={n!r}, or `vfgym eval -r {n!r}`)"
+    )
 
 
 def _token_budget(budget: Any) -> int | None:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from abc import abstractmethod
+from collections.abc import Callable
 from typing import Any
 
 from openai import AsyncOpenAI, OpenAI
@@ -14,6 +16,7 @@ from vfgym.data import build_prompt, fresh_copy
 from vfgym.envs.environment import Environment, fill_state_defaults, new_state
 from vfgym.errors import ContextLengthExceeded, error_record
 from vfgym.messages import assistant_message, completion_text
+from vfgym.offload import Offloader
 from vfgym.processing import response_field
 from vfgym.types import ChatMessage, Info, Messages, ModelResponse, SamplingArgs, State
 
@@ -49,6 +52,10 @@ class MultiTurnEnv(Environment):
         self._default_model_call = cls.get_model_response is Environment.get_model_response
         # Said once per environment: a budget its server's responses give no way to count.
         self._warned_uncounted_budget = False
+        # Where sync `setup_state` / `cleanup_state` run: they acquire and release
+        # (a sandbox, a connection) and may block, which on the event loop would stall
+        # every rollout sharing it; quick ones still run inline (see vfgym.offload).
+        self._episode_hooks = Offloader()
 
     # ------------------------------------------------------------- hooks
 
@@ -98,6 +105,27 @@ class MultiTurnEnv(Environment):
         if hasattr(result, "__await__"):
             return await result
         return result
+
+    async def _episode_hook(
+        self, hook: Callable[..., Any], state: State, kwargs: dict[str, Any]
+    ) -> Any:
+        """`setup_state` or `cleanup_state`; a sync one through the offloader, so that a
+        blocking one (acquiring a sandbox) does not stall the other rollouts.
+
+        A sync hook in a worker thread runs on when the rollout is cancelled: the
+        cancellation waits for it, so that `cleanup_state` sees all that `setup_state`
+        acquired and the two never run at once.
+        """
+        if is_async_callable(hook):
+            return await hook(state, **kwargs)
+        job = asyncio.ensure_future(self._episode_hooks.call(hook, state, **kwargs))
+        try:
+            return await asyncio.shield(job)
+        except asyncio.CancelledError:
+            await asyncio.wait([job])
+            if not job.cancelled():
+                job.exception()  # seen: the cancellation is what goes on
+            raise
 
     @property
     def hooks_are_sync(self) -> bool:
@@ -195,7 +223,7 @@ class MultiTurnEnv(Environment):
         if self._default_context:
             context = state["prompt"] + state["completion"]
         else:
-            context = await self.get_context_messages(state)
+            context = await maybe_await(self.get_context_messages, state)
         if self._default_is_completed:
             completed = state.get("prompt_too_long", False)
         else:
@@ -249,7 +277,7 @@ class MultiTurnEnv(Environment):
         if self._default_context:
             context = state["prompt"] + state["completion"]
         else:
-            context = await self.get_context_messages(state)
+            context = await maybe_await(self.get_context_messages, state)
         if self._default_is_completed:
             completed = state.get("prompt_too_long", False)
         else:
@@ -454,11 +482,13 @@ class MultiTurnEnv(Environment):
             if completion is None and self._default_init:
                 completion = [] if self.message_type == "chat" else ""
             elif completion is None:
-                completion = await self.init_completion()
+                completion = await maybe_await(self.init_completion)
             if self._default_init:
                 state = new_state(prompt, completion, answer, task, info, example_id)
             else:
-                built = await self.init_state(prompt, completion, answer, task, info, example_id)
+                built = await maybe_await(
+                    self.init_state, prompt, completion, answer, task, info, example_id
+                )
                 if not isinstance(built, dict):
                     raise TypeError(
                         f"{type(self).__name__}.init_state must return the new State (a "
@@ -485,7 +515,7 @@ class MultiTurnEnv(Environment):
                     retry=self.retry,
                 )
             if not self._default_hook("setup_state"):
-                prepared = await maybe_await(self.setup_state, state, **kwargs)
+                prepared = await self._episode_hook(self.setup_state, state, kwargs)
                 if prepared is not None:  # a hook that mutates in place may forget `return state`
                     state = self._prepared(state, prepared)
             stop = await self.check_stop(state, **kwargs)
@@ -497,7 +527,7 @@ class MultiTurnEnv(Environment):
                 if default_context:
                     context = state["prompt"] + state["completion"]
                 else:
-                    context = await self.get_context_messages(state)
+                    context = await maybe_await(self.get_context_messages, state)
                 turn_args = self._turn_sampling_args(state, args) if budgeted else args
                 try:
                     if caller is not None:
@@ -536,7 +566,7 @@ class MultiTurnEnv(Environment):
         finally:
             try:
                 if not self._default_hook("cleanup_state"):
-                    await maybe_await(self.cleanup_state, state, **kwargs)
+                    await self._episode_hook(self.cleanup_state, state, kwargs)
             except Exception as exc:  # a failed cleanup must not hide the episode's result
                 state["cleanup_error"] = error_record(exc)
                 self.logger.warning("cleanup of rollout %s failed: %s", example_id, exc)
