@@ -61,7 +61,7 @@ async def test_a_pool_never_hands_out_a_sandbox_killed_while_idle(
         ({"labels": "team=a"}, "labels must be a dict"),
         ({"labels": {"team": 1}}, "labels must map str to str"),
         ({"workspace": 5}, "workspace must be an absolute directory path"),
-        ({"user": 10001}, "user must be a str"),
+        ({"user": 10001}, "user must be numeric ids"),
         ({"image": 5}, "image must be an image name"),
         ({"docker_host": 5}, "docker_host must be"),
     ],

@@ -8,6 +8,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from docker.errors import DockerException
+from requests import RequestException
+
 from vfgym.sandbox.errors import SandboxError
 
 
@@ -41,7 +44,8 @@ def _parser() -> argparse.ArgumentParser:
     gc.add_argument(
         "--all",
         action="store_true",
-        help="also remove containers created on other hosts of a shared Docker endpoint",
+        help="also remove containers created on other hosts of a shared Docker endpoint, "
+        "or in other pid namespaces (containers) of this one, whose owners cannot be checked",
     )
     gc.add_argument("--dry-run", action="store_true", help="list, do not remove")
     return parser
@@ -96,4 +100,14 @@ def main(argv: list[str] | None = None) -> int:
         return handlers[args.command](args)
     except SandboxError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except (DockerException, RequestException) as exc:
+        # The engine answered the handshake but failed (or dropped) a later request.
+        from vfgym.sandbox.docker_client import docker_host
+
+        print(
+            f"error: the Docker Engine at {docker_host(args.docker_host)} failed a request: "
+            f"{exc}. Check it with `python -m vfgym.sandbox doctor` and its log, then retry.",
+            file=sys.stderr,
+        )
         return 1

@@ -12,6 +12,13 @@ from typing import Any
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
 KNOWN_RUNTIMES = ("runc", "runsc")
+#: Docker refuses fewer CPUs than this; below it the container never starts.
+MIN_CPUS = 0.01
+#: The runner does not start in less memory (Docker's own floor is 6 MiB).
+MIN_MEMORY = 16 * 1024**2
+#: The kernel's largest pid_max: a higher pids limit makes the container start fail.
+MAX_PIDS = 4_194_304
+_USER = re.compile(r"\d+(:\d+)?")
 
 
 def parse_size(value: int | str, what: str) -> int:
@@ -82,12 +89,24 @@ class SandboxConfig:
         cpus = self.cpus
         if not isinstance(cpus, int | float) or isinstance(cpus, bool) or not 0 < cpus < math.inf:
             raise ValueError(f"cpus must be a positive number of CPUs, got {cpus!r}")
+        if cpus < MIN_CPUS:
+            raise ValueError(f"cpus={cpus!r} is below Docker's minimum of {MIN_CPUS}; use more")
+        if self.memory < MIN_MEMORY:  # type: ignore[operator]
+            raise ValueError(
+                f"memory={self.memory} bytes is too little for the sandbox runner to start; "
+                "use at least '16m' ('256m' or more to import numpy)"
+            )
         for name in ("pids", "max_open_files", "output_limit", "max_uses"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         if self.pids < 8:
             raise ValueError(f"pids={self.pids} is too low for the runner and a shell; use >= 8")
+        if self.pids > MAX_PIDS:
+            raise ValueError(
+                f"pids={self.pids} is above the kernel's largest pid_max ({MAX_PIDS}), which "
+                "Docker refuses when the sandbox starts; use a smaller limit"
+            )
         for name in ("timeout", "start_timeout"):
             value = getattr(self, name)
             if (
@@ -119,8 +138,13 @@ class SandboxConfig:
             raise ValueError(
                 f"workspace must be an absolute directory path, got {self.workspace!r}"
             )
-        if not isinstance(self.user, str):
-            raise ValueError(f"user must be a str such as '10001:10001', got {self.user!r}")
+        if not isinstance(self.user, str) or not _USER.fullmatch(self.user):
+            # The ids also go into the workspace tmpfs's uid=/gid= options, where a
+            # name makes the container fail to start.
+            raise ValueError(
+                f"user must be numeric ids 'uid' or 'uid:gid' such as '10001:10001', "
+                f"got {self.user!r}"
+            )
         if self.image is not None and not isinstance(self.image, str):
             raise ValueError(
                 f"image must be an image name such as 'repo:tag' or None, got {self.image!r}"

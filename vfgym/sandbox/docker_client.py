@@ -20,6 +20,30 @@ START_HINT = (
     "repository), or point DOCKER_HOST / SandboxConfig.docker_host at a reachable one; "
     "`python -m vfgym.sandbox doctor` checks the setup."
 )
+PERMISSION_FIX = "sudo usermod -aG docker $USER, then log in again"
+PERMISSION_HINT = (
+    "The engine's socket refused this user (permission denied): add the user to the docker "
+    "group (`sudo usermod -aG docker $USER`, then log in again), run as a user who may use "
+    "the socket, or point DOCKER_HOST "
+    "/ SandboxConfig.docker_host at an endpoint this user may use; "
+    "`python -m vfgym.sandbox doctor` checks the setup."
+)
+
+
+def is_permission_problem(exc: BaseException | None) -> bool:
+    """Whether connecting failed because the socket refused this user, which needs a
+    different fix (group membership) than a daemon that is not running."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, PermissionError) or any(
+            isinstance(arg, PermissionError) for arg in exc.args
+        ):
+            return True
+        if "PermissionError" in str(exc) or "Permission denied" in str(exc):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 def docker_host(configured: str | None) -> str:
@@ -39,8 +63,9 @@ def make_client(configured: str | None, timeout: float = 120.0) -> docker.Docker
             client = docker.from_env(timeout=int(timeout), max_pool_size=MAX_CONNECTIONS)
         client.ping()
     except DockerException as exc:
+        hint = PERMISSION_HINT if is_permission_problem(exc) else START_HINT
         raise DockerUnavailableError(
-            f"cannot reach a Docker Engine at {host}: {exc}. {START_HINT}"
+            f"cannot reach a Docker Engine at {host}: {exc}. {hint}"
         ) from exc
     return client
 

@@ -6,8 +6,15 @@ import asyncio
 from dataclasses import dataclass
 from importlib import resources
 
+import docker
+
 from vfgym.sandbox.config import SandboxConfig
-from vfgym.sandbox.docker_client import docker_host, make_client
+from vfgym.sandbox.docker_client import (
+    PERMISSION_FIX,
+    docker_host,
+    is_permission_problem,
+    make_client,
+)
 from vfgym.sandbox.errors import SandboxError
 from vfgym.sandbox.gc import find_orphans
 from vfgym.sandbox.image import default_image, image_exists
@@ -35,7 +42,8 @@ def run_checks(
     try:
         client = make_client(configured_host, timeout=30)
     except SandboxError as exc:
-        checks.append(Check("docker daemon", "fail", str(exc), setup))
+        fix = PERMISSION_FIX if is_permission_problem(exc.__cause__) else setup
+        checks.append(Check("docker daemon", "fail", str(exc), fix))
         return checks
     try:
         info = client.info()
@@ -60,14 +68,8 @@ def run_checks(
                     )
                 )
         tag = image or default_image()
-        if image_exists(client, tag):
-            checks.append(Check("sandbox image", "ok", tag))
-        else:
-            checks.append(
-                Check(
-                    "sandbox image", "fail", f"{tag} is not built", "python -m vfgym.sandbox build"
-                )
-            )
+        image_check = _check_image(client, tag)
+        checks.append(image_check)
         runtimes = set(info.get("Runtimes") or {})
         checks.append(Check("runtime runc", "ok" if "runc" in runtimes else "fail", "default"))
         if "runsc" in runtimes:
@@ -93,12 +95,22 @@ def run_checks(
             )
         else:
             checks.append(Check("orphans", "ok", "no leftover sandbox containers"))
-        if deep and image_exists(client, tag):
+        if deep and image_check.status == "ok":
             for runtime in sorted(runtimes & {"runc", "runsc"}):
                 checks.append(_try_runtime(configured_host, tag, runtime))
     finally:
         client.close()
     return checks
+
+
+def _check_image(client: docker.DockerClient, tag: str) -> Check:
+    try:
+        present = image_exists(client, tag)
+    except SandboxError as exc:  # a malformed reference
+        return Check("sandbox image", "fail", str(exc), "name an image with --image repo:tag")
+    if present:
+        return Check("sandbox image", "ok", tag)
+    return Check("sandbox image", "fail", f"{tag} is not built", "python -m vfgym.sandbox build")
 
 
 def _try_runtime(configured_host: str | None, image: str, runtime: str) -> Check:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import inspect
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import Any
@@ -35,6 +36,28 @@ REPLACED_BEFORE_NOTE = (
 _Lease = tuple[AbstractAsyncContextManager[DockerSandbox], DockerSandbox, SandboxPool]
 
 
+def _as_sandbox_config(value: SandboxConfig | Mapping[str, Any] | None) -> SandboxConfig:
+    """The config to run with; a plain dict (as from a YAML file) is turned into one
+    here, so a wrong key or value fails now and not at the first rollout."""
+    if value is None:
+        return SandboxConfig()
+    if isinstance(value, SandboxConfig):
+        return value
+    if not isinstance(value, Mapping):
+        raise TypeError(
+            "sandbox_config must be a SandboxConfig (or a dict of its fields), "
+            f"got {type(value).__name__}: {value!r}"
+        )
+    known = {field.name for field in dataclasses.fields(SandboxConfig)}
+    unknown = sorted(str(key) for key in value if key not in known)
+    if unknown:
+        raise ValueError(
+            f"sandbox_config has unknown field(s) {', '.join(unknown)}; "
+            f"SandboxConfig's fields are {', '.join(sorted(known))}"
+        )
+    return SandboxConfig(**value)
+
+
 class SandboxEnv(StatefulToolEnv):
     """Offers `python` and `bash` tools (plus any tool an author adds) that run in a
     sandbox of their own for each rollout.
@@ -61,7 +84,7 @@ class SandboxEnv(StatefulToolEnv):
 
     def __init__(
         self,
-        sandbox_config: SandboxConfig | None = None,
+        sandbox_config: SandboxConfig | Mapping[str, Any] | None = None,
         pool_size: int = 4,
         tools: list[Callable[..., Any]] | None = None,
         max_turns: int = 10,
@@ -71,7 +94,7 @@ class SandboxEnv(StatefulToolEnv):
     ):
         if not isinstance(pool_size, int) or isinstance(pool_size, bool) or pool_size <= 0:
             raise ValueError(f"pool_size must be a positive number of sandboxes, got {pool_size!r}")
-        self.sandbox_config = sandbox_config if sandbox_config is not None else SandboxConfig()
+        self.sandbox_config = _as_sandbox_config(sandbox_config)
         self.pool_size = pool_size
         self._pools: dict[asyncio.AbstractEventLoop, SandboxPool] = {}
         self._pool_locks: dict[asyncio.AbstractEventLoop, asyncio.Lock] = {}

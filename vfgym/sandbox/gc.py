@@ -21,8 +21,9 @@ class Orphan:
 def find_orphans(client: docker.DockerClient, include_foreign: bool = False) -> list[Orphan]:
     """Sandbox containers whose creating process has died.
 
-    Containers made on another host (a shared remote Docker endpoint) cannot be
-    judged from here; they count as orphans only with `include_foreign`.
+    Containers made on another host (a shared remote Docker endpoint), or in
+    another pid namespace (a container sharing the hostname), cannot be judged
+    from here; they count as orphans only with `include_foreign`.
     """
     orphans = []
     for info in client.api.containers(all=True, filters={"label": f"{LABEL}=1"}):

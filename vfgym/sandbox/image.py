@@ -69,10 +69,19 @@ def default_image() -> str:
 
 
 def image_exists(client: docker.DockerClient, tag: str) -> bool:
+    """Whether `tag` is a local image; a malformed reference is an error that says so,
+    not a Docker traceback."""
     try:
         client.api.inspect_image(tag)
     except ImageNotFound:
         return False
+    except APIError as exc:
+        if exc.status_code == 400:
+            raise SandboxImageError(
+                f"{tag!r} is not a valid image reference ({exc.explanation}); name an image "
+                "such as 'repository:tag' in lower case"
+            ) from exc
+        raise
     return True
 
 
@@ -84,11 +93,18 @@ class BuildReport:
     seconds: float
 
 
-def _try_pull(client: docker.DockerClient, reference: str, log: Callable[[str], None]) -> bool:
+def _try_pull(
+    client: docker.DockerClient,
+    reference: str,
+    log: Callable[[str], None],
+    fallback: str = "",
+) -> bool:
+    """Pull `reference`; on failure log why, and `fallback` (what happens instead) if any."""
     try:
         client.api.pull(reference)
     except (APIError, DockerException, OSError) as exc:
-        log(f"cannot pull {reference} ({str(exc).splitlines()[0][:160]}); using a Debian base")
+        then = f"; {fallback}" if fallback else ""
+        log(f"cannot pull {reference} ({str(exc).splitlines()[0][:160]}){then}")
         return False
     return True
 
@@ -179,7 +195,9 @@ def build_image(
             return BuildReport(tag, labels.get("vfgym.sandbox.base", "?"), True, 0.0)
 
     if base == "auto":
-        if image_exists(client, PUBLIC_BASE) or _try_pull(client, PUBLIC_BASE, log):
+        if image_exists(client, PUBLIC_BASE) or _try_pull(
+            client, PUBLIC_BASE, log, "using a Debian base"
+        ):
             base_ref = PUBLIC_BASE
         else:
             base_ref = _debian_base(client, files, log)
@@ -187,7 +205,10 @@ def build_image(
         base_ref = _debian_base(client, files, log)
     else:
         if not image_exists(client, base) and not _try_pull(client, base, log):
-            raise SandboxImageError(f"base image {base!r} is neither local nor pullable")
+            raise SandboxImageError(
+                f"base image {base!r} is neither local nor pullable; pull or build it first, "
+                "or use `--base auto` or `--base debian`"
+            )
         base_ref = base
 
     log(f"building {tag} on {base_ref}")

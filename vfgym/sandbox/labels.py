@@ -2,7 +2,10 @@
 
 The owner label names the host, process id and process start time of the
 process that created the container, so a later process can tell a live owner
-from a dead one even when the pid has been reused.
+from a dead one even when the pid has been reused. It also names the creator's
+pid namespace: processes in containers on the host's network share its hostname
+but not its pids, and a pid from another namespace says nothing about liveness
+here.
 """
 
 from __future__ import annotations
@@ -27,17 +30,29 @@ def _start_time(pid: int) -> str | None:
     return fields[19].decode() if len(fields) > 19 else None
 
 
+def _pid_namespace() -> str:
+    """An id of this process's pid namespace ("" where there is none to read)."""
+    try:
+        return str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        return ""
+
+
 def owner_token(pid: int | None = None) -> str:
-    """`host:pid:start` of this process (or of `pid`)."""
+    """`host:pid:start:pidns` of this process (or of `pid`, in this process's namespace)."""
     pid = os.getpid() if pid is None else pid
-    return f"{socket.gethostname()}:{pid}:{_start_time(pid) or '0'}"
+    return f"{socket.gethostname()}:{pid}:{_start_time(pid) or '0'}:{_pid_namespace()}"
 
 
 def owner_is_alive(token: str) -> bool | None:
-    """True/False for owners on this host; None when the owner is on another host."""
+    """True/False for owners this process can judge; None when the owner is on another
+    host or in another pid namespace (tokens without a namespace count as this one's)."""
     host, _, rest = token.partition(":")
-    pid_text, _, start = rest.partition(":")
+    pid_text, _, rest = rest.partition(":")
+    start, _, namespace = rest.partition(":")
     if host != socket.gethostname():
+        return None
+    if namespace and namespace != _pid_namespace():
         return None
     if not pid_text.isdigit() or int(pid_text) <= 0:
         return False
