@@ -245,13 +245,16 @@ class BatchedInfo(dict[str, Any]):
         self._columns = ()  # nothing is pending now
 
     def _fold(self) -> None:
-        """Replace every value with Gymnasium's own fold of the batch (which raises as
-        Gymnasium does, leaving the batch as it was); keys set by the caller stay."""
+        """Fill every value still pending from Gymnasium's own fold of the batch (which
+        raises as Gymnasium does, leaving the batch as it was).
+
+        Only the pending ones: as in a plain dict, what the caller did to the batch
+        stays — values already read (and perhaps changed in place), keys set or
+        deleted. (The fold's other values equal them: each column is built alone.)"""
         folded = _folded(self._infos, self._num_envs)
-        own = {k: v for k, v in dict.items(self) if k not in self._sources}
-        dict.clear(self)
-        dict.update(self, folded)
-        dict.update(self, own)
+        pending = [key for key, value in dict.items(self) if value is _PENDING]
+        for key in pending:
+            dict.__setitem__(self, key, folded[key])
         self._sources = {}
         self._columns = ()
 

@@ -317,7 +317,7 @@ class GymEnv(gym.Env[Observation, Action]):
         self._outbox: Outbox | None = None
         self._prompt_texts: dict[tuple[Any, ...], Observation] = {}
         self._row_cache: dict[int, _Row] = {}
-        # Rows are drawn by a Python generator seeded from `np_random` (see `_row_index`).
+        # Rows are drawn by a Python generator seeded from `np_random` (see `_drawn_row`).
         self._row_rng: random.Random | None = None
         self._row_rng_source: np.random.Generator | None = None
         self._episodes = 0
@@ -370,13 +370,16 @@ class GymEnv(gym.Env[Observation, Action]):
         try:
             if not self._inline:  # its hooks will run on the env's own loop
                 self._check_next_episode_loop(self._loop, "reset")
+            # Options are checked before the seed changes anything.
+            index = None if options is None else self._chosen_row(options)
             if seed is not None:  # all that gym.Env.reset does
                 super().reset(seed=seed)
-            rng = self._row_rng
-            if options is None and rng is not None and self._np_random is self._row_rng_source:
-                index = int(rng.random() * len(self.rows))  # `_row_index`'s usual draw
-            else:
-                index = self._row_index(options)
+            if index is None:
+                rng = self._row_rng
+                if rng is not None and self._np_random is self._row_rng_source:
+                    index = int(rng.random() * len(self.rows))  # `_drawn_row`'s usual draw
+                else:
+                    index = self._drawn_row()
             if self._plain_reset:
                 return self._reset_plain(index)
             if not self._inline:
@@ -393,8 +396,10 @@ class GymEnv(gym.Env[Observation, Action]):
         try:
             if not self._inline:
                 self._check_next_episode_loop(asyncio.get_running_loop(), "areset")
+            index = None if options is None else self._chosen_row(options)
             super().reset(seed=seed)
-            index = self._row_index(options)
+            if index is None:
+                index = self._drawn_row()
             return await self._reset(index)
         finally:
             self._busy = False
@@ -516,8 +521,8 @@ class GymEnv(gym.Env[Observation, Action]):
                 else:
                     self._drive(self._cleanup(self._state), "close")
             release = getattr(self.environment, "aclose", None)
-            if self.owns_environment and callable(release):
-                self._drive(release(), "close")
+            if self.owns_environment and callable(release):  # (sync or async, as in aclose)
+                self._drive(maybe_await(release), "close")
         finally:
             self._done = True
             self._close_loop()
@@ -1024,28 +1029,34 @@ class GymEnv(gym.Env[Observation, Action]):
             )
         self._busy = True
 
-    def _row_index(self, options: Mapping[str, Any] | None) -> int:
-        if options is not None and not isinstance(options, Mapping):
+    def _chosen_row(self, options: Any) -> int | None:
+        """The dataset row `reset(options=...)` picks (None: draw one), or an error
+        saying what is wrong with the options; checked before a reset changes anything
+        (the seed, the running episode), so a typo loses nothing."""
+        if not isinstance(options, Mapping):
             raise TypeError(
                 f"reset() options must be a dict such as {{'index': 3}} (or None), not "
                 f"{type(options).__name__}"
             )
-        if options:
-            unknown = set(options) - RESET_OPTIONS
-            if unknown:
-                raise ValueError(
-                    f"reset() got unknown option(s) {sorted(unknown)}; it understands "
-                    f"{sorted(RESET_OPTIONS)} (options={{'index': i}} picks dataset row i)"
-                )
-            if "index" in options:
-                index = options["index"]
-                if isinstance(index, bool) or not isinstance(index, int | np.integer):
-                    raise TypeError(f"options['index'] must be an int, not {index!r}")
-                if not -len(self.rows) <= index < len(self.rows):
-                    raise IndexError(
-                        f"options['index']={index} is outside the {len(self.rows)} dataset rows"
-                    )
-                return int(index) % len(self.rows)
+        unknown = set(options) - RESET_OPTIONS
+        if unknown:
+            raise ValueError(
+                f"reset() got unknown option(s) {sorted(unknown)}; it understands "
+                f"{sorted(RESET_OPTIONS)} (options={{'index': i}} picks dataset row i)"
+            )
+        if "index" not in options:
+            return None
+        index = options["index"]
+        if isinstance(index, bool) or not isinstance(index, int | np.integer):
+            raise TypeError(f"options['index'] must be an int, not {index!r}")
+        if not -len(self.rows) <= index < len(self.rows):
+            raise IndexError(
+                f"options['index']={index} is outside the {len(self.rows)} dataset rows"
+            )
+        return int(index) % len(self.rows)
+
+    def _drawn_row(self) -> int:
+        """A dataset row drawn for a reset that picks none."""
         # The draw comes from a Python generator seeded by one draw of `np_random`, made
         # again whenever `np_random` is another generator (reseeded by `reset(seed=...)`,
         # or set by the user): the rows stay a function of the seed, and a draw costs a
