@@ -10,24 +10,10 @@ import asyncio
 import threading
 
 import pytest
+from test_engine_hunt import GO, Again, say_ok
 
-from vfgym.envs import EnvGroup, MultiTurnEnv, SingleTurnEnv
+from vfgym.envs import EnvGroup, SingleTurnEnv
 from vfgym.types import Messages, State
-
-GO = [{"role": "user", "content": "go"}]
-
-
-def say_ok(messages: Messages) -> str:
-    """A model that always answers "ok" (" ok" to a text prompt)."""
-    return " ok" if isinstance(messages, str) else "ok"
-
-
-class Again(MultiTurnEnv):
-    """Never ends on its own: only the loop's limits stop it."""
-
-    def env_response(self, messages: Messages, state: State, **kwargs):
-        return [{"role": "user", "content": "again"}], state
-
 
 # -- sync hooks: "hooks may be sync or async" --------------------------------------------
 
