@@ -6,24 +6,21 @@ server `vfgym eval` starts by itself, or a `ModelServer` the test controls.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_runs import no_configured_model, run  # noqa: F401  (an autouse fixture)
+from cli_runs import Gate, no_configured_model, run  # noqa: F401  (an autouse fixture)
 
 from vfgym.cli import main
-from vfgym.registry import load_environment
 from vfgym.server import ModelServer
 
 EASY = '{"difficulty": "easy"}'
@@ -317,28 +314,9 @@ def test_console_script_evaluates_wordle_then_view_reports_it(tmp_path: Path) ->
     assert html.count('class="rollout passed"') == 3 and env_id in html
 
 
-class GatedReference:
-    """guess-the-number's reference policy that holds the second rollout until released."""
-
-    def __init__(self) -> None:
-        self.env = load_environment("guess-the-number", difficulty="easy")
-        self.first_turns = 0
-        self.blocked = threading.Event()
-        self.release = threading.Event()
-
-    async def __call__(self, messages: list[dict[str, Any]]) -> Any:
-        if len(messages) == 2:  # system prompt + question: a rollout's first turn
-            self.first_turns += 1
-            if self.first_turns >= 2 and not self.release.is_set():
-                self.blocked.set()
-                while not self.release.is_set():
-                    await asyncio.sleep(0.02)
-        return self.env.reference_policy(messages)
-
-
 @pytest.fixture
-def gated_server() -> Iterator[tuple[ModelServer, GatedReference]]:
-    policy = GatedReference()
+def gated_server() -> Iterator[tuple[ModelServer, Gate]]:
+    policy = Gate(2)
     with ModelServer(policy).running() as server:
         try:
             yield server, policy
@@ -355,7 +333,7 @@ def wait_for(predicate: Any, timeout: float = 120.0) -> None:
 
 
 def test_ctrl_c_keeps_finished_rollouts_and_resume_continues(
-    gated_server: tuple[ModelServer, GatedReference],
+    gated_server: tuple[ModelServer, Gate],
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:

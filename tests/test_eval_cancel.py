@@ -9,7 +9,6 @@ lands mid-run every time, however fast or slow the machine.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
@@ -22,11 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_runs import no_configured_model, run  # noqa: F401  (an autouse fixture)
+from cli_runs import Gate, no_configured_model, run  # noqa: F401  (an autouse fixture)
 from held_import import vfgym_command
 
 from vfgym.cli import main
-from vfgym.registry import load_environment
 from vfgym.server import ModelServer
 
 EASY = '{"difficulty": "easy"}'
@@ -56,27 +54,6 @@ def run(self, coro, *, context=None):
 
 asyncio.Runner.run = run
 """
-
-
-class Gate:
-    """guess-the-number's reference policy that holds rollout number `hold` (1-based, in
-    the order their first turns arrive) and every later one until released."""
-
-    def __init__(self, hold: int) -> None:
-        self.env = load_environment("guess-the-number", difficulty="easy")
-        self.hold = hold
-        self.first_turns = 0
-        self.blocked = threading.Event()
-        self.release = threading.Event()
-
-    async def __call__(self, messages: list[dict[str, Any]]) -> Any:
-        if len(messages) == 2:  # system prompt + question: a rollout's first turn
-            self.first_turns += 1
-            if self.first_turns >= self.hold and not self.release.is_set():
-                self.blocked.set()
-                while not self.release.is_set():
-                    await asyncio.sleep(0.02)
-        return self.env.reference_policy(messages)
 
 
 @pytest.fixture
