@@ -346,7 +346,7 @@ class ToolEnv(MultiTurnEnv):
         not a raw exception that ends the rollout.
         """
         function = _call_function(call)
-        if not isinstance(function, Mapping):
+        if type(function) is not dict and not isinstance(function, Mapping):
             raise ToolCallError(
                 "a tool call's 'function' must be an object with 'name' and 'arguments', "
                 f"not {json_kind(function)}"
@@ -395,7 +395,9 @@ class ToolEnv(MultiTurnEnv):
                 try:
                     extra = {"state": state} if self._call_tool_takes_state else {}
                     reply = await self.call_tool(name, args, call_id, **extra)
-                    if isinstance(reply, MutableMapping) and not reply.get("tool_call_id"):
+                    if (
+                        type(reply) is dict or isinstance(reply, MutableMapping)
+                    ) and not reply.get("tool_call_id"):
                         reply["tool_call_id"] = call_id  # an override that left it out
                     ok = True
                 except Exception as exc:
@@ -527,7 +529,7 @@ def _give_id(call: Any, index: int, taken: set[str]) -> str:
 
 def _call_fields(call: Any) -> Mapping[str, Any]:
     """A tool call as a mapping: a dict as it is, an openai object dumped, else empty."""
-    if isinstance(call, Mapping):
+    if type(call) is dict or isinstance(call, Mapping):  # (the exact type: no ABC check)
         return call
     dump = getattr(call, "model_dump", None)
     return dump() if callable(dump) else {}
@@ -557,15 +559,18 @@ def _refuse_constant(name: str) -> Any:
     raise ToolCallError(f"{name} is not a JSON value; send a number (or null)")
 
 
+#: `json.loads(text, parse_constant=...)` builds a decoder on every call, a third of
+#: reading a call's arguments: one decoder, made once, does the same.
+_ARGUMENTS_DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
+
+
 def _call_arguments(name: str, raw: Any) -> dict[str, Any]:
     """The arguments of a call to `name`: a JSON object, sent as text (or a dict)."""
-    if raw is None or (isinstance(raw, str) and not raw):
+    if raw is None or (type(raw) is str and not raw):
         return {}
-    if isinstance(raw, Mapping):
-        args: Any = dict(raw)
-    elif isinstance(raw, str):
+    if type(raw) is str:  # the usual case, before the ABC check a Mapping needs
         try:
-            args = json.loads(raw, parse_constant=_refuse_constant)
+            args = _ARGUMENTS_DECODER.decode(raw)
         except json.JSONDecodeError as exc:
             raise ToolCallError(
                 f"the arguments of {name} are not valid JSON ({exc.msg} at position "
@@ -575,6 +580,10 @@ def _call_arguments(name: str, raw: Any) -> dict[str, Any]:
             raise ToolCallError(
                 f"the arguments of {name} are nested too deeply to read; send a flatter JSON object"
             ) from None
+    elif isinstance(raw, Mapping):
+        args = dict(raw)
+    elif isinstance(raw, str):  # a str subclass
+        return _call_arguments(name, str(raw))
     else:
         raise ToolCallError(
             f"the arguments of {name} must be a JSON object written as a string, "
