@@ -78,6 +78,10 @@ def normalize_inputs(env: Environment, inputs: Any) -> list[dict[str, Any]]:
     return out
 
 
+#: Roles whose message is complete with a role and a text content alone.
+_TEXT_ROLES = frozenset({"system", "user", "assistant"})
+
+
 def _check_given_prompt(prompt: Any, where: str, message_type: str) -> None:
     """Refuse a ready prompt the model server would refuse, naming `where` (its row).
 
@@ -106,6 +110,13 @@ def _check_given_prompt(prompt: Any, where: str, message_type: str) -> None:
             "messages such as [{'role': 'user', 'content': '...'}], or the prompt as one text"
         )
     for j, message in enumerate(prompt):
+        if (
+            type(message) is dict
+            and len(message) == 2
+            and message.get("role") in _TEXT_ROLES
+            and type(message.get("content")) is str
+        ):
+            continue  # the usual message, which check_message would pass: no text made
         if not isinstance(message, Mapping):
             raise TypeError(
                 f"{where}: 'prompt' item {j} is {type(message).__name__}, expected a chat "
