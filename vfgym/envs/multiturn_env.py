@@ -56,6 +56,7 @@ class MultiTurnEnv(Environment):
         # (a sandbox, a connection) and may block, which on the event loop would stall
         # every rollout sharing it; quick ones still run inline (see vfgym.offload).
         self._episode_hooks = Offloader()
+        self._async_episode_hooks: dict[Any, bool] = {}
 
     # ------------------------------------------------------------- hooks
 
@@ -116,7 +117,11 @@ class MultiTurnEnv(Environment):
         cancellation waits for it, so that `cleanup_state` sees all that `setup_state`
         acquired and the two never run at once.
         """
-        if is_async_callable(hook):
+        function = getattr(hook, "__func__", hook)  # (a method: the class's function)
+        is_async = self._async_episode_hooks.get(function)
+        if is_async is None:  # asked once per hook: the check costs more than the call
+            is_async = self._async_episode_hooks[function] = is_async_callable(hook)
+        if is_async:
             return await hook(state, **kwargs)
         job = asyncio.ensure_future(self._episode_hooks.call(hook, state, **kwargs))
         try:

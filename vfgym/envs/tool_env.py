@@ -257,7 +257,8 @@ class ToolEnv(MultiTurnEnv):
         spec = self._tool_specs.get(tool_name)
         positional, keywords = spec.call_arguments(tool_args) if spec else ([], tool_args)
         func = self.tool_map[tool_name]
-        limit = self.tool_time_limit(tool_name)
+        limits = self.tool_timeouts  # (`tool_time_limit`, inlined)
+        limit = limits[tool_name] if limits and tool_name in limits else self.tool_timeout
         if limit is None:  # the common case, with no limit's machinery on its way
             result = await self.offloader.call(func, *positional, **keywords)
         else:
