@@ -66,16 +66,15 @@ def normalize_inputs(env: Environment, inputs: Any) -> list[dict[str, Any]]:
     rows = to_rows(inputs)
     if any(row.get("prompt") is None for row in rows):
         return env.format_dataset(rows)
-    out = []
-    for i, row in enumerate(rows):
-        _check_given_prompt(row["prompt"], f"input row {i}", env.message_type)
-        row = dict(row)
+    message_type = env.message_type
+    for i, row in enumerate(rows):  # (rows of to_rows are new dicts: changed in place)
+        where = f"input row {i}"
+        _check_given_prompt(row["prompt"], where, message_type)
         row.setdefault("answer", "")
-        row["info"] = row_info(row.get("info"), f"input row {i}")
+        row["info"] = row_info(row.get("info"), where)
         row["task"] = row.get("task") or "default"
         row.setdefault("example_id", i)
-        out.append(row)
-    return out
+    return rows
 
 
 #: Roles whose message is complete with a role and a text content alone.
