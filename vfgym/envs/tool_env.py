@@ -396,9 +396,8 @@ class ToolEnv(MultiTurnEnv):
                 try:
                     extra = {"state": state} if self._call_tool_takes_state else {}
                     reply = await self.call_tool(name, args, call_id, **extra)
-                    if (type(reply) is dict or isinstance(reply, MutableMapping)) and not reply.get(
-                        "tool_call_id"
-                    ):
+                    is_dict = type(reply) is dict or isinstance(reply, MutableMapping)
+                    if is_dict and not reply.get("tool_call_id"):
                         reply["tool_call_id"] = call_id  # an override that left it out
                     ok = True
                 except Exception as exc:
