@@ -92,6 +92,20 @@ def test_output_dir_that_is_a_file_is_refused_before_the_run(
     assert (tmp_path / "afile").read_text() == "mine\n"
 
 
+@pytest.mark.parametrize(
+    ("setting", "said"), [('{"stream": true}', "does not stream"), ('{"n": 3}', "eval -r 3")]
+)
+def test_sampling_args_no_rollout_can_run_with_are_refused_before_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], setting: str, said: str
+) -> None:
+    """Refused only at each request, every rollout errored, and the results written
+    could be resumed only with the same -S, so the run could never complete."""
+    code, _, err = run(["eval", "guess-the-number", *ONE, "-S", setting, "-o", "run"], capsys)
+    assert_clean_usage_error(code, err)
+    assert "-S/--sampling-args" in err and said in err
+    assert "built-in server" not in err and not (tmp_path / "run").exists()
+
+
 # ---------------------------------------------------------------- base URL
 
 

@@ -100,6 +100,20 @@ async def test_sampling_args_n_above_one_is_refused_before_any_request(model_ser
     assert server.requests == []
 
 
+async def test_sampling_args_stream_is_refused_before_the_batch_starts(
+    model_server, tmp_path
+) -> None:
+    """Refused only at each request, every rollout errored and a results file was
+    written that only a resume with the same settings could read."""
+    server = await model_server(say_ok)
+    env = SingleTurnEnv(dataset=[{"question": "q"}])
+    with pytest.raises(ValueError, match="does not stream"):
+        await env.evaluate(
+            server.client(), "m", sampling_args={"stream": True}, results_path=tmp_path / "r"
+        )
+    assert server.requests == [] and not (tmp_path / "r").exists()
+
+
 def test_an_environment_default_n_above_one_is_refused() -> None:
     with pytest.raises(ValueError, match=r"sampling_args 'n' is 2.*rollouts_per_example"):
         SingleTurnEnv(dataset=[{"question": "q"}], sampling_args={"n": 2})

@@ -13,6 +13,7 @@ import inspect
 import json
 import random
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -257,7 +258,7 @@ def prepare_sampling_args(
     name and gives 16 tokens); where both are given, `max_completion_tokens` wins, as
     it is the one a rollout's token budget lowers. Keys the client does not know
     (vLLM's `top_k`, `min_p`, `repetition_penalty`, ...) move into `extra_body`,
-    which is sent to the server verbatim. Streaming is refused (see `_refuse_stream`).
+    which is sent to the server verbatim. Streaming is refused (see `refuse_stream`).
     """
     if not sampling_args:
         return {}
@@ -267,7 +268,7 @@ def prepare_sampling_args(
     elif message_type != "chat" and "max_completion_tokens" in args:
         args["max_tokens"] = args.pop("max_completion_tokens")
     extra = dict(args.pop("extra_body", None) or {})
-    _refuse_stream(args, extra)
+    refuse_stream(args, extra)
     for key in [k for k in args if k not in accepted]:
         extra[key] = args.pop(key)
     if extra:
@@ -275,7 +276,7 @@ def prepare_sampling_args(
     return args
 
 
-def _refuse_stream(args: dict[str, Any], extra: dict[str, Any]) -> None:
+def refuse_stream(args: Mapping[str, Any], extra: Mapping[str, Any]) -> None:
     """Refuse `stream` before anything is sent: a rollout needs the whole answer.
 
     A streamed answer has no `choices`; taken for a server fault, it was sent again

@@ -527,6 +527,16 @@ def _is_unreachable(error: Any) -> bool:
     return bool(kinds & _CONNECTION_ERRORS) or "Connection error" in str(error.get("message"))
 
 
+def _check_sampling_args(env: Any, options: EvalOptions) -> None:
+    """Refuse `-S` settings no rollout can run with (`stream`, `n` above 1) before
+    anything starts: refused at each request instead, every rollout would error, and
+    the results written could only be resumed with the same settings."""
+    try:
+        env.merged_sampling_args(options.sampling_args or None)
+    except ValueError as exc:
+        raise CommandError(f"-S/--sampling-args: {exc}", EXIT_USAGE) from None
+
+
 def run_eval(
     options: EvalOptions,
     out: IO[str] | None = None,
@@ -544,6 +554,7 @@ def run_eval(
     if info is not None and info.needs_sandbox:
         check_docker(options.env_id)
     env = build_environment(options.env_id, options.env_args)
+    _check_sampling_args(env, options)
     policies = embedded_policies(env, options.env_id) if endpoint.embedded else None
     check_writable(directory)  # first: a resume reads the files it checks
     if resume:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from openai import AsyncOpenAI, OpenAI
 
 from vfgym._async import run_sync
-from vfgym.client import RetryPolicy, request_model_response
+from vfgym.client import RetryPolicy, refuse_stream, request_model_response
 from vfgym.data import DatasetLike, build_prompt, format_rows, to_rows
 from vfgym.errors import error_record
 from vfgym.parsers import Parser
@@ -188,6 +188,10 @@ class Environment(ABC):
         if sampling_args:
             _drop_default_alias(merged, sampling_args)
         _check_one_answer(merged)
+        # Refused here too, not only at each request: a batch must stop before it
+        # starts (and writes results no resume could finish) rather than error every
+        # rollout.
+        refuse_stream(merged, merged["extra_body"])
         if merged.get("n", 1) == 1:
             merged.pop("n", None)
         if not merged["extra_body"]:
