@@ -209,7 +209,9 @@ def _arguments_model(
     aliases: a parameter may be called anything, `model_config`, `json` or `_private`
     included, which pydantic would refuse, drop or warn about as field names.
     """
-    config = pydantic.ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+    # No NaN nor infinity: JSON has no such numbers (1e400 reads as infinity, "nan" as
+    # text would be read as NaN), and a tool computing with one answers nonsense.
+    config = pydantic.ConfigDict(extra="forbid", arbitrary_types_allowed=True, allow_inf_nan=False)
     try:
         model = pydantic.create_model(f"{name}_arguments", __config__=config, **fields)
         return model, model.model_json_schema()
@@ -249,6 +251,10 @@ class Tool:
     # Parameter -> type, when every parameter is a plain str/int/float/bool: a call
     # that gives each exactly, with that exact type, is valid as it stands.
     _plain_types: dict[str, type] | None = None
+    # The plain float parameters: their values must also be finite to pass as they stand.
+    _plain_floats: tuple[str, ...] = ()
+    # The parameters whose schema holds a number: only in them can a boolean become one.
+    _numeric: frozenset[str] = frozenset()
     # The validator's field names -> the parameters' names (see `_arguments_model`).
     _params: dict[str, str] = field(default_factory=dict)
     # The offered parameters' defaults, to tell a model that sent null what to do.
@@ -303,9 +309,7 @@ class Tool:
             },
         }
         plain = {
-            info.alias: annotation
-            for annotation, info in fields.values()
-            if annotation in (str, int, float, bool)
+            info.alias: annotation for annotation, info in fields.values() if annotation in _PLAIN
         }
         return cls(
             func=func,
@@ -314,6 +318,8 @@ class Tool:
             hidden_args=hidden,
             _validator=validator,
             _plain_types=plain if len(plain) == len(fields) else None,
+            _plain_floats=tuple(k for k, t in plain.items() if t is float),
+            _numeric=_numeric_parameters(parameters),
             _params={key: info.alias for key, (_, info) in fields.items()},
             _defaults={p.name: p.default for p in offered if p.default is not p.empty},
             positional_only=tuple(
@@ -332,7 +338,9 @@ class Tool:
         if plain is not None and len(arguments) == len(plain):
             # The common case, decided without pydantic: every parameter given, each
             # with exactly its annotated type (anything else is validated below).
-            if all(type(arguments.get(k)) is t for k, t in plain.items()):
+            if all(type(arguments.get(k)) is t for k, t in plain.items()) and (
+                not self._plain_floats or _finite(arguments, self._plain_floats)
+            ):
                 return dict(arguments)
         assert self._validator is not None
         try:
@@ -345,14 +353,37 @@ class Tool:
                 model = self._validator.model_validate(decoded)
             except pydantic.ValidationError as again:
                 raise ValueError(self._explain(again.errors())) from None
+            arguments = decoded
         # The fields, by parameter name (extra keys are forbidden).
-        return {self._params[key]: value for key, value in model.__dict__.items()}
+        values = {self._params[key]: value for key, value in model.__dict__.items()}
+        if self._numeric:
+            self._refuse_booleans_as_numbers(arguments, values)
+        return values
+
+    def _refuse_booleans_as_numbers(self, sent: dict[str, Any], values: dict[str, Any]) -> None:
+        """ValueError when a boolean the model sent became a number (see
+        `_boolean_as_number`), saying where."""
+        for name, value in values.items():
+            if name not in sent or name not in self._numeric:
+                continue  # its default, or no number in it
+            try:
+                where = _boolean_as_number(sent[name], value)
+            except RecursionError:
+                continue  # nested deeper than a model would nest numbers
+            if where is not None:
+                loc = ".".join(clip(str(part)) for part in (name, *where))
+                raise ValueError(
+                    f"invalid arguments for {self.name}: {loc}: Input should be a number, "
+                    "not a boolean (send a number such as 1, not true)"
+                )
 
     def _explain(self, errors: list[Any]) -> str:
         """The model's error message: each problem, and what to send instead."""
         problems = "; ".join(self._problem(err) for err in errors)
         message = f"invalid arguments for {self.name}: {problems}"
-        if any(err["type"] in ("missing", "extra_forbidden") for err in errors):
+        # Only a parameter missing or unknown: one inside an argument (a tuple's item,
+        # an object's field) has nothing to do with the parameters' names.
+        if any(err["type"] in _NAME_ERRORS and len(err["loc"]) == 1 for err in errors):
             names = ", ".join(self._params.values())
             offered = f"the parameters of {self.name} are: {names}"
             message = f"{message}; {offered if names else f'{self.name} takes no arguments'}"
@@ -395,6 +426,8 @@ class Tool:
         return positional, keywords
 
 
+#: Pydantic's errors for a parameter the model left out or does not exist.
+_NAME_ERRORS = frozenset({"missing", "extra_forbidden"})
 #: Pydantic's errors for a value of the wrong kind where an array is expected.
 _ARRAY_ERRORS = frozenset({"list_type", "tuple_type", "set_type", "frozen_set_type"})
 #: ... and where an array or an object is: the errors JSON sent as text gets.
@@ -454,6 +487,66 @@ def _field(param: inspect.Parameter, annotation: Any, doc: str | None) -> tuple[
     # annotation (`Annotated[int, Field(description=...)]`).
     described_by = {"description": description} if description else {}
     return annotation, pydantic.Field(default, alias=param.name, **described_by)
+
+
+#: The annotations whose values the fast path of `Tool.validate` checks by exact type.
+_PLAIN = (str, int, float, bool)
+
+
+#: The kinds of JSON value that are, or may hold, a boolean.
+_SUSPECTS = frozenset({bool, list, dict})
+
+
+def _boolean_as_number(sent: Any, got: Any) -> tuple[Any, ...] | None:
+    """Where in `sent` (a path; () for itself) a boolean became a number in `got`, its
+    validated form, or None: pydantic, like Python, reads true as 1, which a model that
+    sent true for a number did not mean.
+
+    Lists and dicts are followed item by item; a model or dataclass is left to its
+    own definition, and a value taken as it came (`Any`) has nothing converted.
+    """
+    if got is sent:
+        return None
+    if type(sent) is bool:
+        return () if isinstance(got, int | float) and not isinstance(got, bool) else None
+    if type(sent) is list and isinstance(got, list | tuple) and len(got) == len(sent):
+        if _SUSPECTS.isdisjoint(map(type, sent)):  # the common case, at C speed
+            return None
+        pairs: Iterable[tuple[Any, Any, Any]] = zip(range(len(sent)), sent, got, strict=True)
+    elif type(sent) is dict and type(got) is dict and len(got) == len(sent):
+        if _SUSPECTS.isdisjoint(map(type, sent.values())):
+            return None
+        pairs = (
+            (key, value, new) for (key, value), new in zip(sent.items(), got.values(), strict=True)
+        )
+    else:
+        return None
+    for where, value, new in pairs:
+        inner = _boolean_as_number(value, new)
+        if inner is not None:
+            return (where, *inner)
+    return None
+
+
+def _numeric_parameters(schema: dict[str, Any]) -> frozenset[str]:
+    """The parameters whose schema has an integer or a number anywhere (an `anyOf`
+    member, an array's items) or refers to a definition, as its JSON text shows."""
+    numeric = set()
+    for name, sub in schema.get("properties", {}).items():
+        text = json.dumps(sub)
+        if '"integer"' in text or '"number"' in text or '"$ref"' in text:
+            numeric.add(name)
+    return frozenset(numeric)
+
+
+def _finite(arguments: dict[str, Any], names: tuple[str, ...]) -> bool:
+    """Whether the floats `arguments` gives for `names` are finite (x - x is NaN for
+    an infinity and for NaN)."""
+    for name in names:
+        value = arguments[name]
+        if value - value != 0.0:
+            return False
+    return True
 
 
 def _annotated_text(annotation: Any) -> str | None:
