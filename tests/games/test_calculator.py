@@ -9,6 +9,7 @@ from helpers import evaluate_over_http
 from vfgym.games import calculator as calc
 
 import vfgym
+from vfgym.registry import describe
 from vfgym.server import ModelServer
 
 
@@ -112,7 +113,7 @@ def test_bad_knobs_are_refused() -> None:
 
 
 def test_module_describes_a_tool_task() -> None:
-    info = vfgym.registry.describe("calculator")
+    info = describe("calculator")
     assert info.kind == "tool" and info.gym_id == "vfgym/Calculator-v0"
     assert not info.needs_sandbox
     env = calc.load_environment(num_examples=1)
