@@ -71,6 +71,7 @@ from vfgym.server.protocol import (
     model_not_found,
     reply_text,
 )
+from vfgym.server.tokenizer import content_text
 
 
 def json_response(
@@ -209,6 +210,65 @@ def _check_tool_choice(body: dict[str, Any], tools: list[Any] | None) -> None:
             f"{names}; name one of them or add it to tools",
             "tool_choice",
         )
+
+
+@dataclass(frozen=True)
+class ForcedCall:
+    """What a forced `tool_choice` promises the client: a reply that calls a tool,
+    and calls only functions among `names`. `shown` and `wanted` word it for errors."""
+
+    shown: str
+    wanted: str
+    names: tuple[str, ...]
+
+
+def _forced_call(body: dict[str, Any], tools: list[Any] | None) -> ForcedCall | None:
+    """The promise of the request's tool_choice ("required" or a named function), or
+    None when the model may answer in text ("auto", "none", no tool_choice).
+
+    Read before the policy runs, as the policy gets `body` and may edit it; the
+    choice itself has been checked by `_check_tool_choice`.
+    """
+    choice = body.get("tool_choice")
+    if choice == "required" and tools:
+        names = tuple(tool["function"]["name"] for tool in tools)
+        return ForcedCall("'required'", f"a call of one of the tools {list(names)}", names)
+    if isinstance(choice, dict):
+        name = choice["function"]["name"]
+        return ForcedCall(f"naming the function {name!r}", f"a call of {name!r}", (name,))
+    return None
+
+
+def _broken_promise(forced: ForcedCall, message: dict[str, Any], model: Any) -> HTTPFailure | None:
+    """The error for a policy reply that breaks a forced tool_choice, None for one that keeps it.
+
+    vLLM decodes under a grammar in these modes, so its output is always a call of
+    the named function (or of one of the tools for "required"); OpenAI promises the
+    same. A scripted policy cannot be constrained, and passing its text on would
+    hand the client an answer that no real server gives, so the request fails.
+    It is a 500, not a 400: the request is valid (vLLM serves it), the stand-in
+    model broke the contract, as a policy that returns a bad reply does. It
+    carries `x-should-retry: false`, as a retry would call the same policy again.
+    Several calls are let through when each names an allowed function (OpenAI may
+    send parallel calls); a call cut short later by `max_tokens` or a stop string
+    is cut as any reply is.
+    """
+    calls = message.get("tool_calls") or []
+    if not calls:
+        got = f"no tool call, only the text {content_text(message.get('content'))!r:.200}"
+    else:
+        wrong = [c["function"]["name"] for c in calls if c["function"]["name"] not in forced.names]
+        if not wrong:
+            return None
+        got = f"a call of {wrong[0]!r}"
+    return HTTPFailure(
+        500,
+        f"tool_choice {forced.shown} promises {forced.wanted}, but the policy for model {model!r} "
+        f"returned {got}; vLLM constrains the model's output to such a call here, so make "
+        "the policy return {'tool_calls': [...]} calling that function when it sees this "
+        "tool_choice (or send tool_choice 'auto' to allow text)",
+        headers=NO_RETRY,
+    )
 
 
 #: Sent with a 500 that a retry cannot mend (a policy that raised, or answered
@@ -452,6 +512,16 @@ class ServerCore:
                 headers=NO_RETRY,
             ) from None
 
+    def _chat_reply(self, reply: Any, model: Any, forced: ForcedCall | None) -> dict[str, Any]:
+        """The policy's reply as an assistant message, refused when it breaks a forced
+        tool_choice (see `_broken_promise`)."""
+        message = self._normalise(reply, model)
+        if forced is not None:
+            failure = _broken_promise(forced, message, model)
+            if failure is not None:
+                raise failure
+        return message
+
     def _usage(self, prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
         return {
             "prompt_tokens": prompt_tokens,
@@ -497,12 +567,13 @@ class ServerCore:
         prompt_ids = view.chat_ids(messages, tools) if opts.want_ids else None
         parse_tool_calls = bool(tools) and body.get("tool_choice") != "none"
         named_tool_choice = isinstance(body.get("tool_choice"), dict)
+        forced = _forced_call(body, tools)
         requests = _own_requests(body, n)
         replies = await self._replies(policy, model, [(r["messages"], r) for r in requests])
         turns = [
             finish_turn(
                 view,
-                self._normalise(reply, model),
+                self._chat_reply(reply, model, forced),
                 limit,
                 stop,
                 parse_tool_calls=parse_tool_calls,

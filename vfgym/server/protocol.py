@@ -250,8 +250,14 @@ def chat_logprobs(
 def completion_logprobs(
     view: TokenizerView, ids: Sequence[int], top_n: int, as_ids: bool
 ) -> dict[str, Any]:
-    """`choices[i].logprobs` of a text completion, in the legacy parallel-list shape."""
+    """`choices[i].logprobs` of a text completion, in the legacy parallel-list shape.
+
+    Each `top_logprobs` dict holds the sampled token even for `logprobs=0`, as vLLM
+    and OpenAI's legacy API answer (the chat API's `top_logprobs=0` is an empty list
+    instead): a client reading the sampled token's logprob from there must find it.
+    """
     vocab = view.vocab_size
+    top_n = max(top_n, 1)
     tokens, token_logprobs, top_logprobs, offsets = [], [], [], []
     offset = 0
     for tid in ids:
