@@ -206,17 +206,42 @@ def _first_choice(response: Any) -> Any:
     return choices[0]
 
 
+#: The logprob of a token the server gave none for (or none that is a number).
+MISSING_LOGPROB = 0.0
+
+
+def _logprob(value: Any) -> float:
+    """One token's logprob as a float; `MISSING_LOGPROB` when there is none.
+
+    None is what a server sends for a token it has no logprob for (the first token
+    of a legacy completion), and what results.jsonl holds for a logprob that was
+    not a finite number (strict JSON has no NaN or infinity). Read back or live, all
+    of them are the same missing value, so a resumed run processes as the original.
+    """
+    if value is None:
+        return MISSING_LOGPROB
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"a model response carries a logprob that is not a number ({value!r:.60}); "
+            "check the server (or a proxy in front of it), or leave logprobs out of the "
+            "sampling args to train without them"
+        ) from None
+    return number if math.isfinite(number) else MISSING_LOGPROB
+
+
 def _logprob_values(logprobs: Any) -> tuple[list[float] | None, list[Any] | None]:
     """(logprobs, tokens) of a choice's `logprobs`, chat or legacy completions,
     or (None, None) when it has neither."""
     content = response_field(logprobs, "content")
     if content is not None:  # chat
-        values = [float(response_field(item, "logprob")) for item in content]
+        values = [_logprob(response_field(item, "logprob")) for item in content]
         return values, [response_field(item, "token") for item in content]
     tokens = response_field(logprobs, "tokens")
     if tokens is not None:  # legacy completions
         raw = response_field(logprobs, "token_logprobs") or []
-        return [float(v) if v is not None else 0.0 for v in raw], list(tokens)
+        return [_logprob(v) for v in raw], list(tokens)
     return None, None
 
 
@@ -226,8 +251,11 @@ def response_tokens(response: Any) -> tuple[list[int], list[float]]:
     Reads vLLM's `choices[0].token_ids` (with `return_token_ids`) or the ids in
     `choices[0].logprobs` (with `return_tokens_as_token_ids`), from the openai
     client's objects or from their plain-dict form (a State read back from
-    results.jsonl). Logprobs are 0.0 when the server sent none; a count that does
-    not match the ids is an error.
+    results.jsonl). A logprob is 0.0 (`MISSING_LOGPROB`) when the server sent none:
+    no logprobs at all, a null one, or one that is not a finite number (NaN,
+    infinity), which results.jsonl writes as null, so a State read back from it
+    gives the same logprobs as the live one. A count that does not match the ids
+    is an error.
     """
     choice = _first_choice(response)
     ids = response_field(choice, "token_ids")
@@ -241,7 +269,7 @@ def response_tokens(response: Any) -> tuple[list[int], list[float]]:
         raise MissingTokenIdsError(f"a model response carries no token ids; {_ASK_FOR_IDS}")
     ids = [int(i) for i in ids]
     if values is None:
-        return ids, [0.0] * len(ids)
+        return ids, [MISSING_LOGPROB] * len(ids)
     if len(values) != len(ids):
         # Zeros would pass for logprobs, and a trainer's importance ratios would be
         # wrong with no sign of it.
@@ -642,6 +670,10 @@ def process_env_results(
     is not a finite number (NaN, infinity, or None as results.jsonl writes those),
     contributes no training signal: mask all 0, reward 0.0.
 
+    `completion_logprobs` are the server's; a token it gave no logprob for (the
+    environment's tokens, and a model token whose logprob is missing, null or not
+    a finite number, live or read back from results.jsonl) has 0.0.
+
     `oai_tools` is the tool list of every rollout, or one list per rollout.
     `max_seq_len` of None, 0 or a negative number is no limit.
     """
@@ -702,6 +734,7 @@ def process_env_results(
 
 
 __all__ = [
+    "MISSING_LOGPROB",
     "LogprobCountError",
     "MissingTokenIdsError",
     "ServerTokenizer",

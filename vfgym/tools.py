@@ -391,8 +391,10 @@ class Tool:
 
     def _problem(self, err: Any) -> str:
         """One problem, `where: what`, with a hint when pydantic's message alone
-        would leave the model guessing (a null, JSON sent as text)."""
+        would leave the model guessing (a null, JSON sent as text, a number too big)."""
         where = ".".join(clip(str(p)) for p in err["loc"]) or "arguments"
+        if err["type"] == "int_parsing_size":
+            return f"{where}: {_too_large_integer(err.get('input'))}"
         return f"{where}: {err['msg']}{self._hint(err)}"
 
     def _hint(self, err: Any) -> str:
@@ -424,6 +426,58 @@ class Tool:
                 break  # the call fails with Python's own message for a missing argument
             positional.append(keywords.pop(name))
         return positional, keywords
+
+
+#: The most digits an integer argument may have: Python's limit on reading an integer
+#: from text (its default) and pydantic's; a tool's own `str()` of a longer one fails too.
+MAX_INTEGER_DIGITS = 4300
+#: What to send instead of an integer with more digits.
+_SEND_SHORTER = f"send an integer of at most {MAX_INTEGER_DIGITS} digits"
+
+
+def read_json_integer(text: str) -> int:
+    """An integer literal of a call's JSON arguments (`json.JSONDecoder(parse_int=...)`).
+
+    Python refuses a literal past its digit limit in words the model cannot act on
+    ("... use sys.set_int_max_str_digits() to increase the limit"); this says how
+    long the number is and what to send instead.
+    """
+    digits = len(text) - (text[:1] == "-")
+    if digits > MAX_INTEGER_DIGITS:
+        raise ValueError(
+            f"an integer in the arguments has {digits} digits, too long to read; {_SEND_SHORTER}"
+        )
+    return int(text)
+
+
+def _too_large_integer(value: Any) -> str:
+    """The model's message for an integer argument pydantic refused as too large: one
+    with too many digits, or a float beyond what it converts to an integer."""
+    if isinstance(value, float):
+        return (
+            f"{value!r} is too large to read as an integer when sent as a decimal number; "
+            "send the integer's digits, with no decimal point or exponent"
+        )
+    digits = _digit_count(value)
+    if digits is None or digits <= MAX_INTEGER_DIGITS:
+        return f"the integer is too large to read; {_SEND_SHORTER}"
+    return f"the integer has {digits} digits, too long to read; {_SEND_SHORTER}"
+
+
+def _digit_count(value: Any) -> int | None:
+    """How many digits the integer `value` (an int, or its text) has before any
+    decimal point; None when it is neither."""
+    if isinstance(value, str):
+        whole = value.strip().lstrip("+-").split(".", 1)[0]
+        return sum(c.isdigit() for c in whole)
+    if isinstance(value, int):
+        size = abs(value)
+        if size == 0:
+            return 1
+        # str() of such an int is what fails; the digits follow from its bit length.
+        digits = int(size.bit_length() * 0.30102999566398120) + 1
+        return digits - 1 if size < 10 ** (digits - 1) else digits
+    return None
 
 
 #: Pydantic's errors for a parameter the model left out or does not exist.

@@ -406,6 +406,12 @@ class Environment(ABC):
         whose `outputs` are what this would have returned. A rubric with a
         `score_group` hook scores, records and delivers each example's group together
         once its last rollout ends (see `vfgym.runner.run_batch`).
+
+        `metrics` has one column per metric any rollout has; NaN marks no value (a
+        reward function that failed, a rollout that errored, a metric of another
+        task's rubric in an EnvGroup), as in `Rubric.score_rollouts`. It is never
+        0.0, which would be a score the rollout did not get: average a column with a
+        NaN-aware mean (`numpy.nanmean`), as vfgym's summaries do.
         """
         from vfgym.runner import run_batch
 

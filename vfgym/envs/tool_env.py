@@ -12,7 +12,15 @@ from typing import Any
 from vfgym._async import maybe_await, never_suspends
 from vfgym.envs.multiturn_env import MultiTurnEnv
 from vfgym.offload import AbandonedThreadsError, CallTimeoutError, Offloader, OffloadMode
-from vfgym.tools import Tool, check_tool_name, clip, json_kind, quote, tool_name
+from vfgym.tools import (
+    Tool,
+    check_tool_name,
+    clip,
+    json_kind,
+    quote,
+    read_json_integer,
+    tool_name,
+)
 from vfgym.types import ChatMessage, Messages, State
 
 #: How many characters of a tool's reply the model reads by default: plenty for any
@@ -561,7 +569,7 @@ def _refuse_constant(name: str) -> Any:
 
 #: `json.loads(text, parse_constant=...)` builds a decoder on every call, a third of
 #: reading a call's arguments: one decoder, made once, does the same.
-_ARGUMENTS_DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
+_ARGUMENTS_DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_int=read_json_integer)
 
 
 def _call_arguments(name: str, raw: Any) -> dict[str, Any]:

@@ -11,6 +11,10 @@ A reward function that raises, or returns something that is not a number, is
 an error, not a zero: its metric is NaN, the error is appended to
 `state["reward_errors"]`, the metric `reward_errors` counts them for the
 rollout, and the reward is the weighted sum of the functions that succeeded.
+
+NaN is a metric's "no value" throughout: a failed function, an errored rollout,
+and a metric a rollout lacks in a batch's columns (`score_rollouts`, `generate`).
+A mean over a column should leave NaN out (`numpy.nanmean`), as vfgym's summaries do.
 """
 
 from __future__ import annotations
@@ -82,15 +86,42 @@ def blank_rows(scores: RolloutScores, rows: list[int]) -> RolloutScores:
     return scores
 
 
+#: The value of a metric a rollout has none for: its reward function failed, the
+#: rollout errored, or the metric is not its rubric's (an EnvGroup's other tasks).
+NO_VALUE = math.nan
+
+
 def scores_to_columns(scores: list[RolloutScore], names: Iterable[str]) -> RolloutScores:
-    """Turn per-rollout scores into columns; a metric one rollout lacks counts 0 there."""
+    """Turn per-rollout scores into columns; a metric one rollout lacks is NaN there.
+
+    NaN, not 0.0: a 0.0 would be a score the rollout never got and would pull the
+    metric's mean down; NaN is the "no value" that failed reward functions and errored
+    rollouts already have, which `generate` gives too and vfgym's summaries leave out
+    (reporting how many values each mean covers). Average a column with a NaN-aware
+    mean (`numpy.nanmean`).
+    """
     keys = list(dict.fromkeys(names))
     for score in scores:
         keys.extend(k for k in score.metrics if k not in keys)
     return RolloutScores(
         reward=[s.reward for s in scores],
-        metrics={k: [s.metrics.get(k, 0.0) for s in scores] for k in keys},
+        metrics={k: [s.metrics.get(k, NO_VALUE) for s in scores] for k in keys},
     )
+
+
+def _plain_score(reward: Any, metrics: Any) -> tuple[float, dict[str, float]]:
+    """(reward, metrics) as `score_rollout` gives them: a float and a plain dict of
+    floats, checked by `RolloutScore`.
+
+    A subclass's own `score_values_sync` may return any mapping (a read-only view);
+    handed out as it is, the Gym adapter's `info["metrics"]` could not be edited,
+    deep-copied or sent to a vector env's worker, where the async path's could.
+    """
+    if type(metrics) is dict and type(reward) is float:
+        if all(type(v) is float for v in metrics.values()):
+            return reward, metrics
+    score = RolloutScore(reward=reward, metrics=metrics)
+    return score.reward, score.metrics
 
 
 class _SyncPlan:
@@ -518,7 +549,7 @@ class Rubric:
         from it, and only when a reward function takes more than the State. The Gym
         adapter scores every episode's end this way."""
         if type(self).score_values_sync is not Rubric.score_values_sync:
-            return self.score_values_sync(*rollout_args(state))
+            return _plain_score(*self.score_values_sync(*rollout_args(state)))
         started = time.perf_counter()
         plan = self._sync_plan()  # raises before anything is called
         available = None
@@ -714,8 +745,10 @@ class Rubric:
 
         A rollout whose state has an `error` is not scored: its reward and every
         metric are NaN, as `generate` gives it, so re-scoring never turns a failed
-        rollout into a wrong answer. The `score_group` hook still receives the
-        whole batch, errored rollouts included.
+        rollout into a wrong answer. A metric that some rollouts have and another
+        lacks (an EnvGroup's tasks have their own rubrics) is NaN in that one, as in
+        `generate`: no value, rather than a 0.0 it never scored. The `score_group`
+        hook still receives the whole batch, errored rollouts included.
         """
         n = len(prompts)
         if tasks is None:
@@ -778,6 +811,7 @@ class Rubric:
         scores = [unscored] * n
         for i, score in zip(todo, done, strict=True):
             scores[i] = score
-        # NaN once the columns are built: they fill a metric a row lacks with 0.
+        # NaN once the columns are built: every metric of an errored row, not only
+        # those a row lacks.
         names = [*self.get_reward_func_names(), REWARD_ERRORS]
         return blank_rows(scores_to_columns(scores, names), errored)
