@@ -10,8 +10,9 @@ host — against hidden tests generated with the template's reference implementa
 the reward is the fraction of tests passed. Each test has a time limit, and a test
 that outlasts it fails however it ends (an answer that catches the alarm or stops the
 timer included); a result counts only if it equals the expected value exactly (a bool
-is not an int, a tuple stands for a list), compared on the host. The answer's top-level
-code runs once before the tests, within the sandbox's own time limit
+is not an int, a tuple stands for a list), compared on the host. The answer runs in a
+module of its own, apart from the harness's names, so it cannot rebind what times the
+tests. The answer's top-level code runs once before the tests, within the sandbox's own time limit
 (`SandboxConfig.timeout`, the limit of a `python` tool call, which the model meets
 while trying its code), and is not charged to any test; an answer whose top level
 runs longer defines nothing and scores 0, as the system prompt tells the model.
@@ -161,17 +162,24 @@ REPORT_FILE = ".vfgym-hidden-tests.jsonl"
 MAX_RESULT_CHARS = 20_000
 
 # The harness is defined in a cell of its own before the answer's code runs, so what
-# it uses (builtins, json, the signal timer, the clock) is taken before the answer can
-# rebind or patch any of it. A test fails when it outlasts the limit however it ends:
-# the alarm interrupts it, and an answer that catches the alarm's TimeoutError (a broad
-# `except Exception` in a loop) or stops the timer is judged by the clock held here. A
-# copy of the harness that an answer forks leaves quietly, so only the harness reports.
+# it uses (builtins, json, the signal timer, the clock) is bound in its own scope before
+# the answer can rebind or patch any of it; its functions look up no global name. One
+# call then runs the answer and the tests: the answer's code runs in a module of its own
+# (its globals, and `__main__` while it runs), so no name it can reach by its namespace
+# leads to the harness, and nothing is looked up by name after the answer ran. Its top
+# level runs under the alarm with the sandbox's own time limit, and the function is
+# taken from its namespace only when the top level ended in time. A test fails when it
+# outlasts the limit however it ends: the alarm interrupts it, and an answer that
+# catches the alarm's TimeoutError (a broad `except Exception` in a loop) or stops the
+# timer is judged by the clock held here. A copy of the harness that an answer forks
+# leaves quietly, so only the harness reports.
 _HARNESS = """def _vfgym_harness():
-    import builtins, copy, json, os, signal, time
-    getitem = globals().get
+    import builtins, copy, json, os, signal, sys, time, types
     is_callable, size, failure = builtins.callable, builtins.len, builtins.BaseException
     timeout_error, missing = builtins.TimeoutError, builtins.FileNotFoundError
     open_file, deepcopy, dumps, loads = builtins.open, copy.deepcopy, json.dumps, json.loads
+    compile_code, run_code, lookup = builtins.compile, builtins.exec, builtins.dict.get
+    new_module, modules, the_builtins = types.ModuleType, sys.modules, builtins
     getpid, leave, unlink = os.getpid, os._exit, os.unlink
     set_handler, alarm = signal.signal, signal.SIGALRM
     set_timer, timer, clock = signal.setitimer, signal.ITIMER_REAL, time.monotonic
@@ -179,22 +187,44 @@ _HARNESS = """def _vfgym_harness():
 
     def on_alarm(signum, frame):
         fired[0] = True
-        raise timeout_error("test took too long")
+        raise timeout_error("took too long")
 
-    def run_one(fn, args, limit):
+    def timed(call, argument, limit):
+        # [call(argument)], [] when it raised, None when it outlasted `limit`
         fired[0] = False
         set_handler(alarm, on_alarm)
         started = clock()
         set_timer(timer, limit)
         try:
-            text = dumps(fn(*deepcopy(args)))
+            value = [call(argument)]
+        except failure:
+            value = []
         finally:
             set_timer(timer, 0)
-        return None if fired[0] or clock() - started > limit else text
+        return None if fired[0] or clock() - started > limit else value
 
-    def check(name, cases, limit, path, budget, cap):
-        fn = getitem(name)
+    def load(code, name, budget):
+        module = new_module("__main__")
+        namespace = module.__dict__
+        namespace["__builtins__"] = the_builtins
+        modules["__main__"] = module  # `import __main__` finds the answer's own module
+        source = compile_code(code, "<answer>", "exec", dont_inherit=True)
+        # a top level that failed may still have defined the function; a slow one did not
+        done = timed(lambda tree: run_code(tree, namespace), source, budget)
+        return None if done is None else lookup(namespace, name)
+
+    def run_one(fn, args, limit):
+        done = timed(lambda copied: dumps(fn(*copied)), deepcopy(args), limit)
+        return done[0] if done else None
+
+    def run(code, name, budget, cases, limit, path, room, cap):
         pid = getpid()
+        try:
+            fn = load(code, name, budget)
+        except failure:  # the answer does not compile
+            fn = None
+        if getpid() != pid:  # a process the answer forked: only the harness reports
+            leave(0)
         try:
             unlink(path)  # whatever the answer left there (a FIFO would block the open)
         except missing:
@@ -207,21 +237,21 @@ _HARNESS = """def _vfgym_harness():
                     text = run_one(fn, args, limit)
                 except failure:
                     text = None
-                if getpid() != pid:  # a process the answer forked: only the harness reports
+                if getpid() != pid:
                     leave(0)
                 line = dumps(text if text is not None and size(text) <= cap else None)
-                if size(line) + 1 > budget:
+                if size(line) + 1 > room:
                     line = "null"
-                budget -= size(line) + 1
-                if budget < 0:
+                room -= size(line) + 1
+                if room < 0:
                     return
                 report.write(line + "\\n")
                 report.flush()
 
-    return check
-_vfgym_check = _vfgym_harness()
+    return run
+_vfgym_run = _vfgym_harness()
 del _vfgym_harness"""
-_HARNESS_CALL = "_vfgym_check($name, $cases, $limit, $path, $budget, $cap)"
+_HARNESS_CALL = "_vfgym_run($code, $name, $budget, $cases, $limit, $path, $room, $cap)"
 
 
 def same_value(got: Any, expected: Any) -> bool:
@@ -249,8 +279,10 @@ async def run_hidden_tests(
     """Run `code` and then the hidden tests in `sandbox`; which tests passed, in order.
 
     Only the inputs go into the sandbox; the expected values stay on the host,
-    where the results are compared. The results come back in a file (`REPORT_FILE`),
-    not in the tool output, whose limit is for what a model reads. The answer's
+    where the results are compared. One call runs the answer (in a module of its own,
+    so that nothing it rebinds reaches the harness) and then the tests; the results
+    come back in a file (`REPORT_FILE`), not in the tool output, whose limit is for
+    what a model reads. The answer's
     top-level code (imports, tables it builds, calls of its own) runs once before the
     tests, within `SandboxConfig.timeout` as a `python` tool call does, and is not
     charged to any test; an answer whose top level outlasts it (or kills its
@@ -262,26 +294,25 @@ async def run_hidden_tests(
     raises, so the rubric reports an error, not a zero.
     """
     limit = check_test_timeout(limit, "limit")
-    failed = [False] * len(tests)
+    budget = float(sandbox.config.timeout)
     await _load_harness(sandbox)
-    defined = await sandbox.run_python(code)  # a failing cell may still define the function
-    if defined.sandbox_lost or defined.state_reset:  # timed out or killed: nothing defined
-        return failed
     call = string.Template(_HARNESS_CALL).substitute(
+        code=repr(code),
         name=repr(function),
+        budget=repr(budget),
         cases=repr(json.dumps([t["args"] for t in tests])),
         limit=repr(limit),
         path=repr(posixpath.join(sandbox.config.workspace, REPORT_FILE)),
-        budget=int(sandbox.config.max_read_bytes),
+        room=int(sandbox.config.max_read_bytes),
         cap=MAX_RESULT_CHARS,
     )
-    result = await sandbox.run_python(call, timeout=limit * len(tests) + 10)
+    result = await sandbox.run_python(call, timeout=budget + limit * len(tests) + 10)
     if result.sandbox_lost:
-        return failed
+        return [False] * len(tests)
     try:
         report = await sandbox.read_file(REPORT_FILE)
     except (SandboxFileError, SandboxPathError):  # never written: no function to test
-        return failed
+        return [False] * len(tests)
     return compare_report(report, tests)
 
 
