@@ -19,7 +19,7 @@ from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 from vfgym.sandbox.channel import RunnerChannel
 from vfgym.sandbox.config import SandboxConfig
 from vfgym.sandbox.container import create_kwargs
-from vfgym.sandbox.docker_client import make_client, stream_endpoint
+from vfgym.sandbox.docker_client import docker_host, make_client, stream_endpoint
 from vfgym.sandbox.errors import (
     SandboxClosedError,
     SandboxError,
@@ -34,6 +34,7 @@ from vfgym.sandbox.image import default_image
 from vfgym.sandbox.labels import sandbox_labels
 from vfgym.sandbox.paths import workspace_relative
 from vfgym.sandbox.result import ExecResult
+from vfgym.sandbox.rlimits import rlimit_error
 
 logger = logging.getLogger(__name__)
 
@@ -156,6 +157,9 @@ class DockerSandbox:
         try:
             await asyncio.to_thread(client.api.start, self.container_id)
         except APIError as exc:
+            refused = rlimit_error(str(exc), config, docker_host(config.docker_host))
+            if refused is not None:
+                raise SandboxStartError(refused) from exc
             hint = ""
             if "runtime" in str(exc).lower():
                 hint = (
