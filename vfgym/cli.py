@@ -4,8 +4,8 @@ Every failure a user can cause ends with one clear sentence on stderr and a
 non-zero exit code, never a traceback (`-v` shows one for unexpected errors).
 Ctrl-C is handled here, in `main`, and nowhere at import time: no signal
 handler is installed, a KeyboardInterrupt is caught. (`vfgym eval` alone sets a
-SIGTERM handler, for the time its rollouts run, and puts the previous one back:
-see `cli_support.SigtermCancels`.) So that a Ctrl-C while
+SIGTERM handler, from its start-up to the end of its rollouts, and puts the previous
+one back: see `cli_support.SigtermCancels`.) So that a Ctrl-C while
 the command starts up lands in `main` too, this module imports only what the
 parser needs, and each subcommand imports its own modules once it runs.
 """

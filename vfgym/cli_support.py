@@ -125,6 +125,14 @@ def _unexpected_a_arguments(exc: UnexpectedArgumentError) -> str:
     return f"{head}; {exc.accepted}.{hint} Correct the name in -a, or leave it out."
 
 
+class Terminated(BaseException):
+    """SIGTERM during `SigtermCancels.raising()`: the work before the event loop stops here.
+
+    A BaseException, as KeyboardInterrupt is, so that no `except Exception` on the way
+    (an environment's loader, a wrapped import error) turns it into an error message.
+    """
+
+
 class SigtermCancels:
     """SIGTERM, while `installed()`, cancels the task that `run()` runs in.
 
@@ -132,7 +140,8 @@ class SigtermCancels:
     process) ends the process on the spot: the results file is left marked as running
     and nothing says how to continue. Cancelling the task instead unwinds the run as
     asyncio.Runner does for Ctrl-C, so the results are closed as interrupted and the
-    command can say how to resume. The handler is installed only for the run, from the
+    command can say how to resume; before the event loop runs, inside `raising()`, it
+    raises `Terminated` instead. The handler is installed only for the command, from the
     main thread, and the previous one put back; a second SIGTERM gets that previous one
     at once (by default: the process ends), for a run that does not unwind.
     """
@@ -141,6 +150,20 @@ class SigtermCancels:
         self.received = False
         self._task: asyncio.Task[Any] | None = None
         self._previous: Any = None
+        self._raising = False
+
+    @contextlib.contextmanager
+    def raising(self) -> Iterator[None]:
+        """SIGTERM raises `Terminated` here (the main thread's work before the event loop:
+        loading the environment, checking the results directory), as Ctrl-C raises
+        KeyboardInterrupt, so startup ends as cleanly as a run does. Needs `installed()`."""
+        if self.received:
+            raise Terminated
+        self._raising = True
+        try:
+            yield
+        finally:
+            self._raising = False
 
     async def run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Await `coro` in a task SIGTERM can cancel: start `asyncio.Runner.run` with it."""
@@ -179,6 +202,9 @@ class SigtermCancels:
     def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
         self.received = True
         signal.signal(signal.SIGTERM, self._previous)
+        if self._raising:
+            self._raising = False
+            raise Terminated
         task = self._task
         if task is not None and not task.done():
             task.cancel()
@@ -226,6 +252,7 @@ __all__ = [
     "EXIT_USAGE",
     "CommandError",
     "SigtermCancels",
+    "Terminated",
     "build_environment",
     "check_docker",
     "describe_environment",

@@ -33,6 +33,7 @@ from vfgym.cli_support import (
     EXIT_USAGE,
     CommandError,
     SigtermCancels,
+    Terminated,
     build_environment,
     check_docker,
     describe_environment,
@@ -537,39 +538,95 @@ def _check_sampling_args(env: Any, options: EvalOptions) -> None:
         raise CommandError(f"-S/--sampling-args: {exc}", EXIT_USAGE) from None
 
 
+@dataclass
+class _Startup:
+    """What `vfgym eval` has set up before its rollouts start, filled in step by step, so
+    that a SIGTERM during startup knows what to undo and what to say."""
+
+    options: EvalOptions
+    environ: Mapping[str, str]
+    endpoint: Endpoint | None = None
+    directory: Path | None = None
+    resume: bool = False
+    made_directory: bool = False
+    env: Any = None
+    policies: dict[str, Any] | None = None
+
+
+def _start_up(startup: _Startup) -> None:
+    """Everything before the rollouts: check the options, load the environment, check
+    the results directory. The user's mistakes raise CommandError."""
+    options = startup.options
+    _check_numbers(options)
+    info = describe_environment(options.env_id)
+    startup.endpoint = endpoint = resolve_endpoint(options, startup.environ)
+    startup.directory, startup.resume = resolve_output_dir(options, endpoint.model)
+    if info is not None and info.needs_sandbox:
+        check_docker(options.env_id)
+    startup.env = env = build_environment(options.env_id, options.env_args)
+    _check_sampling_args(env, options)
+    if endpoint.embedded:
+        startup.policies = embedded_policies(env, options.env_id)
+    startup.made_directory = not startup.directory.exists()
+    check_writable(startup.directory)  # first: a resume reads the files it checks
+    if startup.resume:
+        check_resumable(env, options, endpoint, startup.directory)
+
+
+def _terminated_at_startup(startup: _Startup, err: IO[str]) -> int:
+    """SIGTERM before any rollout started: one line, nothing left behind (a results
+    directory this run made, still empty, is removed; an earlier run's is untouched)."""
+    directory = startup.directory
+    if directory is not None and startup.made_directory and not startup.resume:
+        with contextlib.suppress(OSError):
+            directory.rmdir()  # only while empty
+    line = "Terminated (SIGTERM) before any rollout started; nothing was written"
+    if directory is not None and startup.resume and startup.endpoint is not None:
+        again = resume_command(startup.options, startup.endpoint, directory)
+        line += f" ({directory} is as it was; continue with: {again})"
+    print(f"\n{line}.", file=err)
+    return EXIT_TERMINATED
+
+
 def run_eval(
     options: EvalOptions,
     out: IO[str] | None = None,
     err: IO[str] | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> int:
-    """Run `vfgym eval`; returns the exit code (CommandError for the user's mistakes)."""
+    """Run `vfgym eval`; returns the exit code (CommandError for the user's mistakes).
+
+    SIGTERM ends it cleanly from the start: while it starts up (see `_start_up`) with
+    one line and exit code 143, during the rollouts as Ctrl-C does (see `_stopped`).
+    """
     out = sys.stdout if out is None else out
     err = sys.stderr if err is None else err
-    environ = os.environ if environ is None else environ
-    _check_numbers(options)
-    info = describe_environment(options.env_id)
-    endpoint = resolve_endpoint(options, environ)
-    directory, resume = resolve_output_dir(options, endpoint.model)
-    if info is not None and info.needs_sandbox:
-        check_docker(options.env_id)
-    env = build_environment(options.env_id, options.env_args)
-    _check_sampling_args(env, options)
-    policies = embedded_policies(env, options.env_id) if endpoint.embedded else None
-    check_writable(directory)  # first: a resume reads the files it checks
-    if resume:
-        check_resumable(env, options, endpoint, directory)
-    again = resume_command(options, endpoint, directory)
+    startup = _Startup(options, os.environ if environ is None else environ)
     sigterm = SigtermCancels()
+    with sigterm.installed():
+        try:
+            with sigterm.raising():
+                _start_up(startup)
+        except Terminated:
+            return _terminated_at_startup(startup, err)
+        stopped = _run_rollouts(startup, sigterm, err)
+    if stopped is not None:
+        return stopped
+    return _report(startup, out, err)
+
+
+def _run_rollouts(startup: _Startup, sigterm: SigtermCancels, err: IO[str]) -> int | None:
+    """The rollouts, in an event loop SIGTERM can cancel; the exit code when stopped early."""
+    options, endpoint = startup.options, startup.endpoint
+    directory, resume = startup.directory, startup.resume
+    assert endpoint is not None and directory is not None
     try:
-        with (
-            sigterm.installed(),
-            _quiet_rollout_warnings(options.verbose),
-            asyncio.Runner() as runner,
-        ):
-            why = _why_embedded(options, environ)
+        with _quiet_rollout_warnings(options.verbose), asyncio.Runner() as runner:
+            why = _why_embedded(options, startup.environ)
             # boxed: the outputs are not needed here, and their repr would be (see Box)
-            evaluation = _evaluate(env, options, endpoint, policies, directory, resume, err, why)
+            evaluation = _evaluate(
+                startup.env, options, endpoint, startup.policies, directory, resume, err, why
+            )
             runner.run(sigterm.run(boxed(evaluation)))
     except KeyboardInterrupt:
         return _stopped("Interrupted", EXIT_INTERRUPTED, options, endpoint, directory, resume, err)
@@ -583,13 +640,20 @@ def run_eval(
         raise CommandError(str(exc), EXIT_USAGE) from None
     except ResumeMismatch as exc:  # the inputs changed since the run started (data, version)
         raise CommandError(str(exc), EXIT_USAGE) from None
+    return None
 
+
+def _report(startup: _Startup, out: IO[str], err: IO[str]) -> int:
+    """The summary of a finished run, and what failed with the command that retries."""
+    directory, endpoint = startup.directory, startup.endpoint
+    assert directory is not None and endpoint is not None
     metadata, records = read_results(directory)
     summary = summarize_records(records, metadata)
     print(format_summary(summary, metadata), file=out)
     shown = shlex.quote(str(directory))
     print(f"results  {directory}  (HTML report: vfgym view {shown})", file=out)
     if summary.num_errored:
+        again = resume_command(startup.options, endpoint, directory)
         print(_errors_message(records, endpoint, directory, again), file=err)
         return EXIT_FAILED
     return 0
