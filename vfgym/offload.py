@@ -127,6 +127,14 @@ class Offloader:
         verdict = self._get(function_key(func))
         return {_UNKNOWN: "unknown", _INLINE: "inline", _THREAD: "thread"}[verdict]
 
+    def runs_inline(self, key: Any) -> bool:
+        """True when the next sync call kept under `key` runs inline (`call_as`'s key):
+        a caller that must wrap a thread's call (to wait for it on cancellation) can
+        skip the wrapping for a quick function."""
+        if self.mode != "auto":
+            return self.mode == "never"
+        return self._get(key) == _INLINE
+
     def _get(self, key: Any) -> int:
         # Keys that cannot be weakly referenced (the tuples a rubric uses) are found
         # in `_strong` first, without the TypeError a weak lookup would raise.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from openai import AsyncOpenAI, OpenAI
@@ -185,6 +185,7 @@ class EnvGroup(MultiTurnEnv):
         self.envs = list(envs)
         self.env_names = names
         self.env_map = dict(zip(names, envs, strict=True))
+        self._all_hooks_sync: bool | None = None  # (see `_driven_inline`)
         train = _tagged(names, [e.dataset for e in envs])
         evals = _tagged(
             names, [e.eval_dataset if e.eval_dataset is not None else e.dataset for e in envs]
@@ -344,23 +345,43 @@ class EnvGroup(MultiTurnEnv):
             return await maybe_await(env.init_state, *args, **kwargs)
         return await maybe_await(env.init_state, *args)
 
+    # The member's hooks run as the member's own rollouts run them: a sync one through
+    # its offloader, so that a blocking one does not stall every rollout on the loop.
+    # Except when every member's hooks are sync: then the Gym adapter drives the
+    # group's hooks with no event loop (see `hooks_are_sync`), and they run inline.
+
+    def _member_hook(
+        self, state: State, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Awaitable[Any]:
+        env = self.get_env_for_state(state)
+        hook = getattr(env, name)
+        if self._driven_inline():
+            return maybe_await(hook, *args, **kwargs)
+        return env.call_hook(hook, args, kwargs)
+
+    def _driven_inline(self) -> bool:
+        """`hooks_are_sync`, asked once (the members do not change), and False for a
+        group with a member that has no turns to step through."""
+        if self._all_hooks_sync is None:
+            self._all_hooks_sync = all(
+                isinstance(env, MultiTurnEnv) and env.hooks_are_sync
+                for env in self.env_map.values()
+            )
+        return self._all_hooks_sync
+
     async def setup_state(self, state: State, **kwargs: Any) -> State:
-        return await maybe_await(self.get_env_for_state(state).setup_state, state, **kwargs)
+        return await self._member_hook(state, "setup_state", (state,), kwargs)  # type: ignore[no-any-return]
 
     async def cleanup_state(self, state: State, **kwargs: Any) -> None:
-        await maybe_await(self.get_env_for_state(state).cleanup_state, state, **kwargs)
+        await self._member_hook(state, "cleanup_state", (state,), kwargs)
 
     async def is_completed(self, messages: Messages, state: State, **kwargs: Any) -> bool:
-        return bool(
-            await maybe_await(self.get_env_for_state(state).is_completed, messages, state, **kwargs)
-        )
+        return bool(await self._member_hook(state, "is_completed", (messages, state), kwargs))
 
     async def env_response(
         self, messages: Messages, state: State, **kwargs: Any
     ) -> tuple[Messages, State]:
-        return await maybe_await(
-            self.get_env_for_state(state).env_response, messages, state, **kwargs
-        )
+        return await self._member_hook(state, "env_response", (messages, state), kwargs)  # type: ignore[no-any-return]
 
     async def max_turns_reached(self, state: State) -> bool:
         return bool(await maybe_await(self.get_env_for_state(state).max_turns_reached, state))

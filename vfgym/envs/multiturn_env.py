@@ -52,11 +52,12 @@ class MultiTurnEnv(Environment):
         self._default_model_call = cls.get_model_response is Environment.get_model_response
         # Said once per environment: a budget its server's responses give no way to count.
         self._warned_uncounted_budget = False
-        # Where sync `setup_state` / `cleanup_state` run: they acquire and release
-        # (a sandbox, a connection) and may block, which on the event loop would stall
-        # every rollout sharing it; quick ones still run inline (see vfgym.offload).
-        self._episode_hooks = Offloader()
-        self._async_episode_hooks: dict[Any, bool] = {}
+        # Where sync hooks run (`setup_state` and `cleanup_state`, which acquire and
+        # release a sandbox or a connection; `env_response` and `is_completed`): one
+        # that blocks would stall every rollout sharing the loop; quick ones still run
+        # inline (see vfgym.offload).
+        self._sync_hooks = Offloader()
+        self._async_hooks: dict[Any, bool] = {}
 
     # ------------------------------------------------------------- hooks
 
@@ -96,34 +97,45 @@ class MultiTurnEnv(Environment):
         return getattr(type(self), name) is getattr(MultiTurnEnv, name)
 
     async def _completed(self, context: Messages, state: State, kwargs: dict[str, Any]) -> Any:
-        """`is_completed`, awaited only when it returned an awaitable. (Callers skip
-        the call for the default, which only reads `prompt_too_long`.)"""
-        result = (
-            self.is_completed(context, state, **kwargs)
-            if kwargs
-            else self.is_completed(context, state)
-        )
-        if hasattr(result, "__await__"):
-            return await result
-        return result
+        """`is_completed` (see `call_hook`). (Callers skip the call for the default,
+        which only reads `prompt_too_long`.)"""
+        return await self.call_hook(self.is_completed, (context, state), kwargs)
 
-    async def _episode_hook(
-        self, hook: Callable[..., Any], state: State, kwargs: dict[str, Any]
+    async def call_hook(
+        self, hook: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
-        """`setup_state` or `cleanup_state`; a sync one through the offloader, so that a
-        blocking one (acquiring a sandbox) does not stall the other rollouts.
+        """A hook the engine calls (`setup_state`, `is_completed`, `env_response`,
+        `cleanup_state`): an async one awaited, a sync one through the offloader. A
+        sync hook that blocks (acquiring a sandbox, a request, a subprocess) would
+        otherwise stall every rollout sharing the loop; a quick one (a game's move)
+        runs inline after its first call."""
+        function = getattr(hook, "__func__", hook)  # (a method: the class's function)
+        is_async = self._async_hooks.get(function)
+        if is_async is None:  # asked once per hook: the check costs more than the call
+            is_async = self._async_hooks[function] = is_async_callable(hook)
+        if is_async:
+            return await (hook(*args, **kwargs) if kwargs else hook(*args))
+        return await self._offloaded(function, hook, args, kwargs)
+
+    async def _offloaded(
+        self,
+        function: Any,
+        hook: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        """A sync hook called through the offloader (its verdict kept under `function`).
 
         A sync hook in a worker thread runs on when the rollout is cancelled: the
-        cancellation waits for it, so that `cleanup_state` sees all that `setup_state`
-        acquired and the two never run at once.
+        cancellation waits for it, so that `cleanup_state` sees all that the hooks
+        before it did (what `setup_state` acquired, the State an `env_response`
+        changed) and never runs at the same time as one of them. A hook that runs
+        inline cannot be interrupted, so it needs no such wait (nor the task it costs).
         """
-        function = getattr(hook, "__func__", hook)  # (a method: the class's function)
-        is_async = self._async_episode_hooks.get(function)
-        if is_async is None:  # asked once per hook: the check costs more than the call
-            is_async = self._async_episode_hooks[function] = is_async_callable(hook)
-        if is_async:
-            return await hook(state, **kwargs)
-        job = asyncio.ensure_future(self._episode_hooks.call(hook, state, **kwargs))
+        offloader = self._sync_hooks
+        if offloader.runs_inline(function):
+            return await offloader.call_as(function, hook, *args, **kwargs)
+        job = asyncio.ensure_future(offloader.call_as(function, hook, *args, **kwargs))
         try:
             return await asyncio.shield(job)
         except asyncio.CancelledError:
@@ -289,13 +301,7 @@ class MultiTurnEnv(Environment):
             completed = await self._completed(context, state, kwargs)
         if completed:
             return self._no_messages(), self._natural_stop(state, completed)
-        reply = (
-            self.env_response(context, state, **kwargs)
-            if kwargs
-            else self.env_response(context, state)
-        )
-        if hasattr(reply, "__await__"):
-            reply = await reply
+        reply = await self.call_hook(self.env_response, (context, state), kwargs)
         messages = self._take_reply(state, reply)
         # (an empty `**kwargs` costs a dict per call: this runs every turn)
         return messages, await (
@@ -520,7 +526,7 @@ class MultiTurnEnv(Environment):
                     retry=self.retry,
                 )
             if not self._default_hook("setup_state"):
-                prepared = await self._episode_hook(self.setup_state, state, kwargs)
+                prepared = await self.call_hook(self.setup_state, (state,), kwargs)
                 if prepared is not None:  # a hook that mutates in place may forget `return state`
                     state = self._prepared(state, prepared)
             stop = await self.check_stop(state, **kwargs)
@@ -571,7 +577,7 @@ class MultiTurnEnv(Environment):
         finally:
             try:
                 if not self._default_hook("cleanup_state"):
-                    await self._episode_hook(self.cleanup_state, state, kwargs)
+                    await self.call_hook(self.cleanup_state, (state,), kwargs)
             except Exception as exc:  # a failed cleanup must not hide the episode's result
                 state["cleanup_error"] = error_record(exc)
                 self.logger.warning("cleanup of rollout %s failed: %s", example_id, exc)

@@ -592,12 +592,14 @@ class GymEnv(gym.Env[Observation, Action]):
         prompt, answer, task, info, example_id = self._row_args(index)
         # What the hooks open (a sandbox session, a client) belongs to this loop.
         self._episode_loop = asyncio.get_running_loop()
-        completion = await env.init_completion()
-        state = await env.init_state(prompt, completion, answer, task, info, example_id)
+        completion = await maybe_await(env.init_completion)
+        args = (prompt, completion, answer, task, info, example_id)
+        state = await maybe_await(env.init_state, *args)
         state = _with_defaults(state, prompt, completion, answer, task, info, example_id)
         self._state, self._done, self._cleaned = state, False, False
         try:
-            ready = await maybe_await(env.setup_state, state)
+            # (a sync setup through the environment's offloader, as in its rollouts)
+            ready = await env.call_hook(env.setup_state, (state,), {})
         except BaseException as exc:
             self._failed(state, exc)
             await self._cleanup(state)
@@ -879,10 +881,17 @@ class GymEnv(gym.Env[Observation, Action]):
         if self._cleaned:
             return
         self._cleaned = True
+        env = self.environment
         try:
-            await maybe_await(self.environment.cleanup_state, state)
+            await env.call_hook(env.cleanup_state, (state,), {})
         except Exception as exc:
             self._cleanup_failed(state, exc)
+        except asyncio.CancelledError:
+            # An async cleanup was interrupted: a later close() runs it again. A sync
+            # one ran to its end (the cancellation waited for its thread).
+            if is_async_callable(env.cleanup_state):
+                self._cleaned = False
+            raise
         except BaseException:  # interrupted: a later close() runs it again
             self._cleaned = False
             raise
