@@ -58,6 +58,9 @@ class MultiTurnEnv(Environment):
         # inline (see vfgym.offload).
         self._sync_hooks = Offloader()
         self._async_hooks: dict[Any, bool] = {}
+        # The two hooks of every turn, awaited directly when async (see `call_hook`).
+        self._async_is_completed = is_async_callable(self.is_completed)
+        self._async_env_response = is_async_callable(self.env_response)
 
     # ------------------------------------------------------------- hooks
 
@@ -99,6 +102,13 @@ class MultiTurnEnv(Environment):
     async def _completed(self, context: Messages, state: State, kwargs: dict[str, Any]) -> Any:
         """`is_completed` (see `call_hook`). (Callers skip the call for the default,
         which only reads `prompt_too_long`.)"""
+        if self._async_is_completed:  # `call_hook`'s async case, without its call
+            result = (
+                self.is_completed(context, state, **kwargs)
+                if kwargs
+                else self.is_completed(context, state)
+            )
+            return await result if hasattr(result, "__await__") else result
         return await self.call_hook(self.is_completed, (context, state), kwargs)
 
     async def call_hook(
@@ -301,7 +311,16 @@ class MultiTurnEnv(Environment):
             completed = await self._completed(context, state, kwargs)
         if completed:
             return self._no_messages(), self._natural_stop(state, completed)
-        reply = await self.call_hook(self.env_response, (context, state), kwargs)
+        if self._async_env_response:  # `call_hook`'s async case, without its call
+            reply = (
+                self.env_response(context, state, **kwargs)
+                if kwargs
+                else self.env_response(context, state)
+            )
+            if hasattr(reply, "__await__"):
+                reply = await reply
+        else:
+            reply = await self.call_hook(self.env_response, (context, state), kwargs)
         messages = self._take_reply(state, reply)
         # (an empty `**kwargs` costs a dict per call: this runs every turn)
         return messages, await (
