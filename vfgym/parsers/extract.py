@@ -14,56 +14,57 @@ import re
 _BOX_OPENING = re.compile(r"\\(?:boxed|fbox)(?:(?P<braced>\s*\{)|[ \t]+)")
 
 
-def _closing_brace(text: str, start: int) -> int:
-    """Index of the brace closing the group that opens just before `start`, or -1.
+def _brace_pairs(text: str) -> dict[int, int]:
+    """The index of the closing brace of every `{` of `text` that closes, in one pass.
 
-    LaTeX's escaped braces (`\\{`, `\\}`) are literal set braces, not grouping,
-    so a box such as `\\boxed{\\left\\{ x \\right.}` still closes where TeX closes it.
+    LaTeX's escaped braces (`\\{`, `\\}`) are literal set braces, not grouping, so a
+    box such as `\\boxed{\\left\\{ x \\right.}` still closes where TeX closes it.
+    One pass for the whole text: a model stuck repeating an unclosed `\\boxed{` would
+    otherwise cost a scan to the end of the text per box.
     """
-    depth = 1
-    i = start
-    while i < len(text):
+    pairs: dict[int, int] = {}
+    opened: list[int] = []
+    i, n = 0, len(text)
+    while i < n:
         char = text[i]
         if char == "\\":
             i += 2  # an escaped character never opens or closes a group
             continue
         if char == "{":
-            depth += 1
-        elif char == "}":
-            depth -= 1
-            if depth == 0:
-                return i
+            opened.append(i)
+        elif char == "}" and opened:
+            pairs[opened.pop()] = i
         i += 1
-    return -1
+    return pairs
 
 
-def _bare_argument_end(text: str, start: int) -> int:
+def _bare_argument_end(text: str, start: int, pairs: dict[int, int]) -> int:
     """End of a brace-less box argument such as `\\boxed 5` starting at `start`, or -1.
 
     The argument is the one token up to whitespace, `$` or the end, the way math
     graders read `\\boxed 5`: `$\\boxed 5$` answers "5", not "5$". Braces inside
-    the token are kept whole, so `\\boxed \\frac{1}{2}` is not cut at `{1`; an
-    unmatched `}` belongs to an enclosing group and ends it. A token whose group
-    never closes, or no token at all (`\\boxed` at the end), is -1: not a complete box.
+    the token are kept whole (`pairs`: see `_brace_pairs`), so `\\boxed \\frac{1}{2}`
+    is not cut at `{1`; an unmatched `}` belongs to an enclosing group and ends it. A
+    token whose group never closes, or no token at all (`\\boxed` at the end), is -1:
+    not a complete box.
     """
-    depth = 0
-    i = start
-    while i < len(text):
+    i, n = start, len(text)
+    while i < n:
         char = text[i]
         if char == "\\":
             i += 2  # an escaped character (`\\$`, `\\{`) is part of the token
             continue
         if char == "{":
-            depth += 1
-        elif char == "}":
-            if depth == 0:
-                break
-            depth -= 1
-        elif depth == 0 and (char.isspace() or char == "$"):
+            close = pairs.get(i)
+            if close is None:
+                return -1
+            i = close + 1
+            continue
+        if char == "}" or char.isspace() or char == "$":
             break
         i += 1
-    end = min(i, len(text))
-    return -1 if depth or end == start else end
+    end = min(i, n)
+    return -1 if end == start else end
 
 
 def extract_boxed_answer(text: str) -> str:
@@ -75,11 +76,15 @@ def extract_boxed_answer(text: str) -> str:
     never close (or a `\\boxed` with nothing after it) is skipped in favour of an
     earlier complete one; with no complete box the text is returned as is.
     """
-    for match in reversed(list(_BOX_OPENING.finditer(text))):
+    openings = list(_BOX_OPENING.finditer(text))
+    if not openings:
+        return text
+    pairs = _brace_pairs(text)
+    for match in reversed(openings):
         if match.group("braced"):
-            end = _closing_brace(text, match.end())
+            end = pairs.get(match.end() - 1, -1)
         else:
-            end = _bare_argument_end(text, match.end())
+            end = _bare_argument_end(text, match.end(), pairs)
         if end != -1:
             return text[match.end() : end]
     return text
