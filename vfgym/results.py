@@ -6,6 +6,7 @@ finished and `resume` picks up where it stopped.
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import json
 import math
@@ -585,9 +586,13 @@ def result_lines(path: Path) -> Iterator[tuple[int, Any]]:
     character, and that must cost the one line, not make the whole file unreadable.
     Any refusal counts so (not UTF-8, not JSON, an integer past Python's digit limit,
     nesting past its recursion limit): a hand-edited line must not crash a resume.
+    A byte-order mark opening the file (an editor that saved it as "UTF-8 with BOM")
+    is not part of the first line.
     """
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, 1):
+            if number == 1 and raw.startswith(codecs.BOM_UTF8):
+                raw = raw[len(codecs.BOM_UTF8) :]
             if not raw.strip():
                 continue
             try:
