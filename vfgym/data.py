@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import numbers
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Union
@@ -23,7 +24,11 @@ DatasetLike = Union["datasets.Dataset", list[dict[str, Any]], tuple[dict[str, An
 
 
 def to_rows(data: Any) -> list[dict[str, Any]]:
-    """A list of row dicts from a `datasets.Dataset`, a list of dicts or a dict of columns."""
+    """A list of row dicts from a `datasets.Dataset`, a list of dicts, a dict of columns
+    or a pandas DataFrame (whose empty cells are NaN: `format_rows` reads those in the
+    columns it knows as missing)."""
+    if _is_frame(data):
+        return list(data.to_dict(orient="records"))
     if isinstance(data, list | tuple):
         bad = next((i for i, row in enumerate(data) if not isinstance(row, Mapping)), None)
         if bad is not None:
@@ -35,9 +40,44 @@ def to_rows(data: Any) -> list[dict[str, Any]]:
     if callable(to_list):  # datasets.Dataset
         return list(to_list())
     raise TypeError(
-        f"a dataset must be a datasets.Dataset, a list of dicts or a dict of columns, "
-        f"not {type(data).__name__}"
+        f"a dataset must be a datasets.Dataset, a list of dicts, a dict of columns or a "
+        f"pandas DataFrame, not {type(data).__name__}"
     )
+
+
+def _is_frame(data: Any) -> bool:
+    """A pandas DataFrame, recognised without importing pandas."""
+    return all(hasattr(type(data), name) for name in ("to_dict", "columns", "iloc"))
+
+
+#: The columns `format_rows` reads; in these a pandas missing cell means "not given".
+_KNOWN_COLUMNS = ("prompt", "question", "answer", "info", "task", "example_id")
+
+
+def _is_missing(value: Any) -> bool:
+    """None, or the way pandas marks an empty cell: NaN, `pd.NA`, `pd.NaT`.
+
+    A frame with one empty answer cell holds NaN there (a column with an empty cell
+    becomes floats): read as text it was the answer "nan", the task "nan", or an
+    `info` of type float.
+    """
+    if value is None:
+        return True
+    if isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral):
+        try:
+            return math.isnan(value)
+        except (TypeError, ValueError, OverflowError):
+            return False
+    return type(value).__name__ in ("NAType", "NaTType")
+
+
+def _without_missing(row: dict[str, Any]) -> dict[str, Any]:
+    """`row` as a new dict, its known columns' missing markers (see `_is_missing`) None."""
+    out = dict(row)
+    for key in _KNOWN_COLUMNS:
+        if key in out and out[key] is not None and _is_missing(out[key]):
+            out[key] = None
+    return out
 
 
 def _column_rows(data: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -260,8 +300,8 @@ def _question(row: dict[str, Any], index: int) -> str:
     question = row["question"]
     if question is None:
         raise ValueError(
-            f"dataset row {index} has no question (its 'question' is None); give each "
-            "row a question, or a ready 'prompt'"
+            f"dataset row {index} has no question (its 'question' is None, or an empty "
+            "cell of a DataFrame); give each row a question, or a ready 'prompt'"
         )
     if isinstance(question, str):
         return question
@@ -364,17 +404,18 @@ def format_rows(
     """Give every row `prompt`, `answer`, `info`, `task` and `example_id`.
 
     A row brings either a ready `prompt` or a `question` to wrap in the chat
-    format; other columns are kept as they are. Every row is checked here, so a bad
+    format; other columns are kept as they are. In the columns read here an empty
+    cell of a DataFrame (NaN) counts as not given. Every row is checked here, so a bad
     one is refused when the environment is built, naming the row, rather than by the
     model server on every rollout of it.
     """
     _check_system_prompt(system_prompt)
     shots = _few_shot_messages(few_shot)
+    rows = [_without_missing(row) for row in rows]
     _check_example_ids(rows)
     chat = message_type == "chat"
     formatted = []
-    for i, row in enumerate(rows):
-        out = dict(row)
+    for i, out in enumerate(rows):
         prompt: Messages | None = out.get("prompt")
         if prompt is None:
             question = _question(out, i)

@@ -5,7 +5,8 @@ It walks the same episode pieces a rollout does (`init_state`, `setup_state`,
 sees is exactly what a model would: the environment's replies, tool results and,
 for games, the board. Each line read from the input is one model turn; a line
 `/tool NAME {json}` makes a tool call and `/quit` ends the episode. Input is read
-from a stream, so a session can be scripted by piping lines in.
+from a stream, so a session can be scripted by piping lines in. A turn that needs
+line breaks (a fenced code block) is typed between `/paste` and `/end`.
 
 The event loop runs only while the environment works, never while waiting for
 the person, so Ctrl-C at the prompt interrupts at once and cleanup still runs.
@@ -36,9 +37,12 @@ from vfgym.envs.multiturn_env import MultiTurnEnv
 from vfgym.types import ChatMessage, State
 
 HELP = (
-    "Type the model's turn and press Enter. `/tool NAME {json arguments}` calls a tool, "
+    "Type the model's turn and press Enter. `/paste` starts a turn of several lines, "
+    "ended by a line `/end`. `/tool NAME {json arguments}` calls a tool, "
     "`/help` shows this, `/quit` (or end of input) ends the episode."
 )
+#: The line that ends a `/paste` turn.
+PASTE_END = "/end"
 #: What Python decodes undecodable bytes to under `surrogateescape`.
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -181,15 +185,52 @@ class PlaySession:
             if command == "/help":
                 self.say(HELP)
                 continue
+            if command == "/paste":
+                pasted = self.read_paste()
+                if pasted is None:
+                    continue
+                return self._text_turn(pasted)
             word, *rest = command.split(None, 1)
             if word == "/tool":
                 message = self._tool_message(rest[0] if rest else "")
                 if message is None:
                     continue
                 return message
-            if self.env.message_type == "completion":
-                return line
-            return {"role": "assistant", "content": line}
+            return self._text_turn(line)
+
+    def _text_turn(self, text: str) -> ChatMessage | str:
+        """`text` as the model's turn: the text itself for a completion environment."""
+        if self.env.message_type == "completion":
+            return text
+        return {"role": "assistant", "content": text}
+
+    def read_paste(self) -> str | None:
+        """The lines typed up to a line `/end`, joined as one turn; None (and said so)
+        when there are none. Each line is otherwise one turn, so an answer that needs
+        line breaks (a ```python block) could not be typed at all. End of input ends
+        the paste too: a piped script's last turn is sent as it was given.
+        """
+        self.say(f"(Pasting one turn: type or paste its lines, then a line {PASTE_END}.)")
+        lines: list[str] = []
+        while True:
+            if self.interactive:
+                self.out.write("| ")
+                self.out.flush()
+            try:
+                line = self.read_line()
+            except _NotText as exc:
+                self.say(f"That line is not valid {exc} text and was left out; type it again.")
+                continue
+            if line is None or line.strip() == PASTE_END:
+                break
+            if not self.interactive:
+                self.say(f"| {line}")
+            lines.append(line)
+        text = "\n".join(lines)
+        if not text.strip():
+            self.say("(An empty paste: nothing was sent. Type the model's turn, or /help.)")
+            return None
+        return text
 
     def _tool_message(self, rest: str) -> ChatMessage | None:
         if self.env.message_type != "chat":

@@ -42,6 +42,30 @@ def message_text(message: Any) -> str:
     return str(content)
 
 
+def content_text(content: Any) -> str:
+    """Text a parser was handed: a message's `content` as the openai client gives it.
+
+    None (a turn that only calls tools) is no text and a list of content parts is its
+    text parts joined, as `message_text` reads a message, so `parser.parse(message.content)`
+    never fails on the shape of a turn. Anything else is refused, saying what to give.
+    """
+    if isinstance(content, str):
+        return content
+    if content is None:
+        return ""
+    if isinstance(content, list | tuple):
+        return message_text({"content": list(content)})
+    if isinstance(content, dict) or hasattr(content, "role"):
+        raise TypeError(
+            "a parser's parse() takes a message's text, not the whole message; pass "
+            "message['content'], or use parser.parse_answer(completion) for a conversation"
+        )
+    raise TypeError(
+        f"a parser's parse() takes a message's text (a str, None or a list of content "
+        f"parts), not a {type(content).__name__}"
+    )
+
+
 def tool_calls(message: Any) -> list[Any]:
     """The tool calls of an assistant message (empty when it made none).
 

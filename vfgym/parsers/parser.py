@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from vfgym.parsers._chat import message_role, message_text
+from vfgym.parsers._chat import content_text, message_role, message_text
 from vfgym.types import ChatMessage, Messages
 
 
@@ -38,8 +38,12 @@ class Parser:
         self.extract_fn = extract_fn
 
     def parse(self, text: str) -> Any:
-        """Parse one piece of model text."""
-        return self.extract_fn(text)
+        """Parse one piece of model text.
+
+        `text` may also be a message's `content` as the openai client gives it: None
+        (a turn that only called tools) reads as "", content parts as their text.
+        """
+        return self.extract_fn(content_text(text))
 
     def get_assistant_messages(self, completion: list[ChatMessage]) -> list[ChatMessage]:
         """The assistant turns of a conversation, in order."""

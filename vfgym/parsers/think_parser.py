@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from vfgym.parsers._chat import is_tool_call_only, message_text
+from vfgym.parsers._chat import content_text, is_tool_call_only, message_text
 from vfgym.parsers.parser import Parser, identity
 from vfgym.types import Messages
 
@@ -37,7 +37,11 @@ class ThinkParser(Parser):
         super().__init__(extract_fn=extract_fn)
 
     def parse(self, text: str) -> Any:
-        """The text after </think>, stripped and passed to `extract_fn` ("" if never closed)."""
+        """The text after </think>, stripped and passed to `extract_fn` ("" if never closed).
+
+        None content (a tool-call turn) and content parts are read as `Parser.parse` reads them.
+        """
+        text = content_text(text)
         if THINK_CLOSE not in text:
             return self.extract_fn("")
         return self.extract_fn(text.rsplit(THINK_CLOSE, 1)[1].strip())
@@ -67,4 +71,4 @@ class MaybeThinkParser(Parser):
 
     def parse(self, text: str) -> Any:
         """The text after the last </think> (all of it when there is none), stripped."""
-        return self.extract_fn(text.rsplit(THINK_CLOSE, 1)[-1].strip())
+        return self.extract_fn(content_text(text).rsplit(THINK_CLOSE, 1)[-1].strip())

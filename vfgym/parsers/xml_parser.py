@@ -14,7 +14,7 @@ from itertools import pairwise
 from types import SimpleNamespace
 from typing import Any
 
-from vfgym.parsers._chat import is_tool_call_only, message_text
+from vfgym.parsers._chat import content_text, is_tool_call_only, message_text
 from vfgym.parsers._xml_scan import Scan, TagScanner
 from vfgym.parsers.parser import Parser, identity
 from vfgym.types import Messages
@@ -120,8 +120,10 @@ class XMLParser(Parser):
 
         With `last=True` the last occurrence of a field wins (a model that
         revises its answer), otherwise the first. `strip` trims whitespace
-        around each value.
+        around each value. None content (a tool-call turn) and content parts are read
+        as `Parser.parse` reads them.
         """
+        text = content_text(text)
         return self._fields_from(self._scanner.scan(text), text, strip, last)
 
     def _fields_from(self, scan: Scan, text: str, strip: bool, last: bool) -> XMLFields:
@@ -205,8 +207,9 @@ class XMLParser(Parser):
 
         0.4 x the share of fields present, plus 0.2 each for: every tag closed
         and no stray closing tag; fields in the declared order, each once; no
-        text outside the fields. Text with no field at all scores 0.
+        text outside the fields. Text with no field at all (None included) scores 0.
         """
+        text = content_text(text)
         scan = self._scanner.scan(text)
         if not scan.elements:
             return 0.0
