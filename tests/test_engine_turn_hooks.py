@@ -170,7 +170,7 @@ async def test_a_quick_sync_env_response_settles_inline(model_server) -> None:
 
 
 async def test_gym_reset_on_a_loop_takes_a_sync_init_state_and_init_completion() -> None:
-    """"Hooks may be sync or async": the adapter's async reset awaited both."""
+    """Hooks "may be sync or async": the adapter's async reset awaited both."""
 
     class OwnState(MultiTurnEnv):
         def init_completion(self) -> Messages:

@@ -10,10 +10,11 @@ reads a few of them, if any.
 
 `batch_infos` returns a `BatchedInfo`: a dict with exactly the keys Gymnasium's fold gives,
 in its order, whose values are built when first read — by indexing, `get`, `values`,
-`items`, unpacking into another dict, `==`, `repr`, copying or pickling — and are then equal
-to the fold's (same dtypes, values and masks; nested batches are `BatchedInfo`s too). A loop
-pays for the columns it reads; reading them all costs what building them at once did. The
-sub-envs' infos it reads from are new dicts each step, which nothing changes afterwards.
+`items`, unpacking into another dict, `==`, `repr` (and `pprint`, which lays a batch out as
+a dict), copying or pickling — and are then equal to the fold's (same dtypes, values and
+masks; nested batches are `BatchedInfo`s too). A loop pays for the columns it reads; reading
+them all costs what building them at once did. The sub-envs' infos it reads from are new
+dicts each step, which nothing changes afterwards.
 
 Unusual batches are folded by Gymnasium's own code, so even their quirks (and errors) stay
 the same: at once when a key could collide with a mask (a key that is not a string, or
@@ -93,6 +94,28 @@ def _batch_over(infos: tuple[Any, ...], n: int, layout: _Layout | None) -> dict[
     if not layout.columns:
         return {}
     return BatchedInfo._over(infos, n, layout)
+
+
+class _DictRepr:
+    """`BatchedInfo.__repr__`: on a batch, the repr of its built values; on the class,
+    `dict.__repr__` itself.
+
+    Why: `pprint` lays a mapping out key by key, sorted, only when its type's
+    `__repr__` is `dict.__repr__` (it reads the values through `items()`, which builds
+    them); any other `__repr__` it prints whole, on one line, unsorted. A repr that
+    were `dict.__repr__` on the batch too would print the values not built yet as
+    placeholders, so `repr(batch)` (which looks `__repr__` up through this descriptor
+    with the batch) gets the repr that builds them, and `pprint` (which looks it up on
+    the class) the dict's layout. Nothing is built before something prints the batch.
+    """
+
+    def __init__(self, method: Callable[[BatchedInfo], str]) -> None:
+        self.method = method
+
+    def __get__(self, batch: BatchedInfo | None, owner: type | None = None) -> Any:
+        if batch is None:
+            return dict.__repr__
+        return self.method.__get__(batch, owner)
 
 
 class BatchedInfo(dict[str, Any]):
@@ -200,9 +223,11 @@ class BatchedInfo(dict[str, Any]):
         self._build_all()
         return dict.__or__(other, self.copy()) if isinstance(other, dict) else NotImplemented
 
-    def __repr__(self) -> str:
+    def _built_repr(self) -> str:
         self._build_all()
         return dict.__repr__(self)
+
+    __repr__ = _DictRepr(_built_repr)  # type: ignore[assignment]
 
     @classmethod
     def fromkeys(cls, keys: Any, value: Any = None) -> dict[str, Any]:  # type: ignore[override]

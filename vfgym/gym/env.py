@@ -241,6 +241,10 @@ class GymEnv(gym.Env[Observation, Action]):
                 "lambda text: len(tokenizer.encode(text))) (gym.make takes it too) to "
                 "enforce the budget; max_turns still applies"
             )
+        if isinstance(per_step_reward, np.bool_):
+            per_step_reward = bool(per_step_reward)
+        if not isinstance(per_step_reward, bool):  # "no" would turn it on
+            raise TypeError(f"per_step_reward must be True or False, not {per_step_reward!r}")
         step_reward = getattr(env, "step_reward", None)
         if per_step_reward and not callable(step_reward):
             raise ValueError(

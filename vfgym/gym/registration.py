@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, get_args
 
 import gymnasium as gym
+import numpy as np
 from gymnasium.envs.registration import EnvSpec, get_env_id, parse_env_id
 from gymnasium.vector import AutoresetMode
 
@@ -115,7 +116,8 @@ def make_env(
         if "argument" not in str(exc):  # a bug in the loader, not a misspelt keyword
             raise
         adapter = ", ".join(ADAPTER_ARGS)
-        raise TypeError(f"{exc} (the Gym adapter's own keywords are: {adapter})") from exc
+        hint = _vector_option_hint(env_args)
+        raise TypeError(f"{exc} (the Gym adapter's own keywords are: {adapter}){hint}") from exc
     if not isinstance(env, MultiTurnEnv):
         raise TypeError(
             f"{environment!r} built a {type(env).__name__}, not a vfgym MultiTurnEnv; "
@@ -126,12 +128,49 @@ def make_env(
     return GymEnv(
         env,
         observation_mode=observation_mode,
-        per_step_reward=per_step_reward,
+        per_step_reward=_checked_per_step_reward(per_step_reward),
         render_mode=render_mode,
         dataset=dataset,  # type: ignore[arg-type]
         max_text_length=max_text_length,
         count_tokens=count_tokens,
         owns_environment=True,
+    )
+
+
+def _is_bool(value: object) -> bool:
+    return isinstance(value, bool | np.bool_)
+
+
+def _checked_per_step_reward(value: object) -> bool:
+    """`per_step_reward` as a bool; anything else is refused.
+
+    Why: a string such as "no" or "False" is truthy, and taken as it is it would turn
+    per-step rewards on, silently changing every reward of the episode."""
+    if not _is_bool(value):
+        raise TypeError(
+            f"per_step_reward must be True or False, not {value!r}: "
+            "gym.make(id, per_step_reward=True) rewards every step"
+        )
+    return bool(value)
+
+
+def _vector_option_hint(env_args: dict[str, Any]) -> str:
+    """What to do with vector-env options that reached a single env's loader.
+
+    Why: `gym.make(id, mode=...)`, or `gym.make_vec(id, vectorization_mode="sync",
+    autoreset_mode=...)` (which makes each sub-env with `gym.make` and these keywords),
+    would otherwise only say that the environment does not take them, as if they were
+    misspelt, when they are the vector env's and belong elsewhere."""
+    given = [name for name in ("mode", "autoreset_mode") if name in env_args]
+    if not given:
+        return ""
+    one = len(given) == 1
+    return (
+        f". {given} {'is an option' if one else 'are options'} of the vector env, not of "
+        f"the environment: pass {'it' if one else 'them'} to gym.make_vec(id, num_envs, mode=..., "
+        "autoreset_mode=...) without vectorization_mode (vfgym's GymVectorEnv); with "
+        "vectorization_mode='sync' or 'async', Gymnasium's vector envs take no `mode` and "
+        "take the autoreset mode as vector_kwargs={'autoreset_mode': AutoresetMode...}"
     )
 
 
@@ -374,6 +413,7 @@ def _check_defaults(defaults: dict[str, Any]) -> None:
 #: The adapter keywords whose values `register` can check without building the
 #: environment, each with the values `GymEnv` takes (a test of one) and their words.
 _ADAPTER_CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "per_step_reward": (_is_bool, "True or False"),
     "observation_mode": (
         lambda v: v in get_args(ObservationMode),
         " or ".join(map(repr, get_args(ObservationMode))),

@@ -871,7 +871,12 @@ def _check_options(options: Mapping[str, Any], envs: Sequence[GymEnv]) -> None:
         return
     index = options["index"]
     if not _is_int(index):
-        raise TypeError(f"options['index'] must be an int, not {index!r}")
+        raise TypeError(
+            f"options['index'] must be an int, not {index!r}: the same options go to every "
+            "sub-env it resets, which all start on that dataset row. To start sub-envs on "
+            "different rows, reset them one at a time: reset(options={'index': row, "
+            "'reset_mask': mask}) with mask selecting one sub-env"
+        )
     for i, env in enumerate(envs):
         if not -len(env.rows) <= index < len(env.rows):
             raise IndexError(
