@@ -76,3 +76,14 @@ def test_an_example_id_column_with_a_gap_is_refused_like_a_missing_one() -> None
     frame = pd.DataFrame([{"question": "a", "example_id": 10}, {"question": "b"}])
     with pytest.raises(ValueError, match="row 0 has an example_id and row 1 has none"):
         vf.SingleTurnEnv(dataset=frame)
+
+
+def test_two_rows_with_the_same_example_id_are_refused_naming_them() -> None:
+    """Accepted silently, the two examples were merged in results, pass@k and resumes."""
+    rows = [
+        {"question": "a", "answer": "1", "example_id": 7},
+        {"question": "b", "answer": "2", "example_id": 8},
+        {"question": "c", "answer": "3", "example_id": 7},
+    ]
+    with pytest.raises(ValueError, match=r"rows 0 and 2 have the same example_id 7"):
+        vf.SingleTurnEnv(dataset=rows)

@@ -377,7 +377,8 @@ def _task(task: Any, index: int) -> str:
 
 
 def _check_example_ids(rows: list[dict[str, Any]]) -> None:
-    """Refuse a dataset that gives some rows an `example_id` and not others.
+    """Refuse a dataset that gives some rows an `example_id` and not others, or two
+    rows the same one.
 
     A row without one is numbered by its position, which can be the id another row
     was given (results and summaries would then merge two examples); Arrow gives such
@@ -392,6 +393,19 @@ def _check_example_ids(rows: list[dict[str, Any]]) -> None:
             f"dataset row {given} has an example_id and row {missing} has none; give every "
             "row an example_id, or none (rows are then numbered by their position)"
         )
+    first_row: dict[Any, int] = {}
+    for i, row in enumerate(rows):
+        example_id = row["example_id"]
+        try:
+            earlier = first_row.setdefault(example_id, i)
+        except TypeError:  # unhashable: refused with its type when the row is formatted
+            continue
+        if earlier != i:
+            raise ValueError(
+                f"dataset rows {earlier} and {i} have the same example_id {example_id!r}; "
+                "give each example its own id (results, pass@k and resumes group rollouts "
+                "by it), or leave example_id out to number rows by their position"
+            )
 
 
 def format_rows(
