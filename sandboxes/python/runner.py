@@ -42,6 +42,7 @@ import os
 import resource
 import selectors
 import signal
+import socket
 import stat
 import struct
 import sys
@@ -59,6 +60,13 @@ KERNEL_FLAG = "--kernel"
 #: POSIX message queues, which outlive the processes that made them (where it is
 #: missing, as under gVisor, `refuse_posix_queues` keeps any from being made).
 SCRATCH_DIRS = ("/tmp", "/dev/shm", "/dev/mqueue")
+#: How long a reset waits for state that dies a moment after its processes (Unix
+#: sockets the kernel's collector frees, TCP connections closing on loopback).
+SETTLE_WAIT_S = 0.25
+TCP_TABLES = ("/proc/net/tcp", "/proc/net/tcp6")
+#: Present where the kernel is Linux's (runc), which lists TIME_WAIT connections in
+#: TCP_TABLES; gVisor has neither this file nor such a listing.
+TIME_WAIT_SYSCTL = "/proc/sys/net/ipv4/tcp_max_tw_buckets"
 HEADER = struct.Struct(">I")
 TAG_SIZE = 32  # HMAC-SHA256
 REQUEST_LABEL, REPLY_LABEL = b"vfgym request\0", b"vfgym reply\0"
@@ -535,6 +543,7 @@ class Runner:
         self.kernel_pid: int | None = None
         self.kernel_fds: dict[str, int] = {}
         self.sysv_ipc = SysvIpc()
+        self.tcp = TcpLeftovers()
         # Before any user code runs: what every reset puts back (see process_settings).
         self.settings = process_settings()
         # Before any child exists, so that every process of the sandbox inherits it.
@@ -990,18 +999,34 @@ class Runner:
     # -- reset
 
     def op_reset(self, request: dict) -> dict:
+        """Kill every other process and wipe what they left; report what stays.
+
+        What a reset cannot undo, since only a new container starts them afresh, are
+        counters that the previous user moves and the next user can read: the pid
+        counter (/proc/sys/kernel/ns_last_pid, the next session's own pid), the inode
+        numbers of each tmpfs, System V IPC sequence numbers, the network namespace's
+        counters (/proc/net/dev, /proc/net/snmp), the container's cgroup counters
+        (peak memory, CPU time, OOM kills), the runner's own CPU time and context
+        switches (/proc/1/stat), and the access times of /dev and /dev/pts. Code can
+        encode a few bits in them for the next user of the same container; pools that
+        must rule that out use `SandboxConfig(max_uses=1)`.
+        """
         # First so that limits forced down on the runner cannot stop the wipe itself;
         # again once every other process is dead, which is the check that counts.
         restore_process_settings(self.settings)
         self.kill_others(keep_kernel=False)
         removed = 0
         problems = restore_process_settings(self.settings)
+        # Before the wipe: a cycle of sockets in flight can hold files it would miss.
+        problems.extend(settle_unix_sockets())
+        problems.extend(self.tcp.check())
         problems.extend(restore_workspace_directory())
         for directory in (WORKSPACE, *SCRATCH_DIRS):
             try:
                 removed += wipe_directory(directory)
             except OSError as exc:
                 problems.append(f"{directory}: {exc}")
+        problems.extend(settle_directory_times((WORKSPACE, *SCRATCH_DIRS)))
         ipc_problems = self.sysv_ipc.wipe()
         if self.posix_queue_problem:
             ipc_problems.append(self.posix_queue_problem)
@@ -1227,12 +1252,12 @@ def restore_process_settings(baseline: dict[str, object]) -> list[str]:
 
 def restore_workspace_directory() -> list[str]:
     """Undo what user code can change on the workspace directory itself, which no wipe
-    removes: its mode (it may have locked itself out), its extended attributes and
-    its times (either would carry notes over to the next user). Returns problems."""
+    removes: its mode (it may have locked itself out) and its extended attributes
+    (they would carry notes over to the next user); its times are set after the wipe
+    (`settle_directory_times`). Returns problems."""
     problems = []
     try:
         os.chmod(WORKSPACE, 0o755)
-        os.utime(WORKSPACE)
     except OSError as exc:
         problems.append(f"{WORKSPACE}: {exc}")
     try:
@@ -1247,6 +1272,115 @@ def restore_workspace_directory() -> list[str]:
         except OSError as exc:
             problems.append(f"{WORKSPACE} (extended attribute {name}): {exc}")
     return problems
+
+
+def settle_directory_times(directories: tuple[str, ...]) -> list[str]:
+    """Set the times of every wiped directory to now, whether it was used or not.
+
+    Otherwise one the previous user wrote to carries the time of the wipe that
+    emptied it and one left alone an older time, so the next user could tell which
+    were used, and when. Write access is enough to set them to now. Returns problems.
+    """
+    problems = []
+    for directory in directories:
+        try:
+            os.utime(directory)
+        except FileNotFoundError:
+            continue  # /dev/mqueue is missing under gVisor
+        except OSError as exc:
+            problems.append(f"{directory} (times): {exc}")
+    return problems
+
+
+def proc_rows(path: str) -> list[str] | None:
+    """The rows of a /proc table below its header; None when it cannot be read."""
+    try:
+        with open(path) as handle:
+            return handle.read().splitlines()[1:]
+    except OSError:
+        return None
+
+
+def settle_unix_sockets() -> list[str]:
+    """Let the kernel free the Unix sockets that outlived every process; returns problems.
+
+    With every other process dead the runner holds no socket, so any socket listed is
+    held only by descriptors in flight: sent with SCM_RIGHTS into a queue that is
+    itself in flight (a socket sent into its own queue). Such a cycle keeps alive all
+    it carries: a bound abstract name the next user cannot bind, an unlinked file that
+    keeps /tmp full, a memfd's memory. Linux frees it when its collector runs, which
+    closing any Unix socket starts while descriptors are in flight, so the runner
+    closes one and waits a moment; gVisor never frees such cycles, and the sandbox is
+    then reported dirty so that its pool replaces it.
+    """
+    listed = proc_rows("/proc/net/unix")
+    if listed is None:
+        return ["cannot list the sandbox's Unix sockets (/proc/net/unix)"]
+    deadline = time.monotonic() + SETTLE_WAIT_S
+    while listed and time.monotonic() < deadline:
+        for end in socket.socketpair():
+            end.close()
+        time.sleep(0.002)
+        listed = proc_rows("/proc/net/unix") or []
+    if listed:
+        return [
+            f"{len(listed)} Unix sockets outlived their processes (held by descriptors in flight)"
+        ]
+    return []
+
+
+def tcp_opens() -> int | None:
+    """TCP connections opened in the sandbox so far (ActiveOpens + PassiveOpens of
+    /proc/net/snmp); None when they cannot be read."""
+    rows = [row.split() for row in proc_rows("/proc/net/snmp") or [] if row.startswith("Tcp:")]
+    if len(rows) < 2:
+        return None
+    counters = dict(zip(rows[0][1:], rows[1][1:], strict=False))
+    try:
+        return int(counters["ActiveOpens"]) + int(counters["PassiveOpens"])
+    except (KeyError, ValueError):
+        return None
+
+
+class TcpLeftovers:
+    """Finds TCP connections that outlive their processes.
+
+    A closed connection waits in TIME_WAIT for a minute, keeping its port: the next
+    user's bind() of it fails (EADDRINUSE) and, under Linux, /proc/net/tcp shows the
+    previous user's ports. Where Linux is the kernel the container is made with no
+    TIME_WAIT buckets (see `vfgym.sandbox.container`), so none is left, and any
+    connection still listed once its processes are dead makes the reset dirty. The
+    listing costs milliseconds (the kernel walks its whole connection table), so it
+    is read only after a use that opened connections, as the namespace's counters
+    tell. gVisor ignores that setting and lists no TIME_WAIT connection, so there a
+    use that opened any TCP connection cannot be proven clean.
+    """
+
+    def __init__(self) -> None:
+        self.listed = os.path.exists(TIME_WAIT_SYSCTL)
+        self.opens = tcp_opens()
+
+    def check(self) -> list[str]:
+        """Problems with the TCP state the next user would inherit."""
+        opens, self.opens = self.opens, tcp_opens()
+        if opens is None or self.opens is None:
+            return ["cannot count the sandbox's TCP connections (/proc/net/snmp)"]
+        if self.opens == opens:
+            return []  # no connection made since the last wipe: none can be left
+        if not self.listed:
+            return [
+                "TCP connections were made since the last wipe, and this runtime can neither "
+                "list nor refuse the TIME_WAIT that keeps their ports for a minute"
+            ]
+        deadline = time.monotonic() + SETTLE_WAIT_S
+        while True:
+            rows = [row for path in TCP_TABLES for row in proc_rows(path) or []]
+            if not rows or time.monotonic() > deadline:
+                break
+            time.sleep(0.002)  # on loopback a dying connection closes within moments
+        if rows:
+            return [f"{len(rows)} TCP connections outlived their processes (e.g. in TIME_WAIT)"]
+        return []
 
 
 DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC

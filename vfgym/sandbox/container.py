@@ -18,6 +18,13 @@ from vfgym.sandbox.config import SandboxConfig
 RUNSC_HOST_PIDS_PER_TASK = 64
 RUNSC_HOST_PIDS_BASE = 1024
 
+# A closed TCP connection waits in TIME_WAIT for a minute, keeping its port (a plain
+# bind() of it fails) and showing it in /proc/net/tcp: the next user of a pooled
+# container would see both. With no TIME_WAIT buckets the kernel frees a closed
+# connection at once; on loopback, the only network a sandbox has by default, TIME_WAIT
+# guards against nothing. gVisor ignores the setting (its reset copes otherwise).
+NO_TIME_WAIT = {"net.ipv4.tcp_max_tw_buckets": "0"}
+
 
 def _tmpfs_options(size: int, extra: str) -> str:
     return f"rw,nosuid,nodev,size={size},{extra}"
@@ -36,6 +43,7 @@ def create_kwargs(
     uid, _, gid = config.user.partition(":")
     gid = gid or uid
     pids_limit = config.pids
+    sysctls = dict(NO_TIME_WAIT)
     ulimits = [
         Ulimit(name="nofile", soft=config.max_open_files, hard=config.max_open_files),
         Ulimit(name="fsize", soft=config.max_file_size, hard=config.max_file_size),
@@ -44,6 +52,7 @@ def create_kwargs(
     if config.runtime.startswith("runsc"):  # also variants such as "runsc-debug"
         pids_limit = RUNSC_HOST_PIDS_BASE + config.pids * RUNSC_HOST_PIDS_PER_TASK
         ulimits.append(Ulimit(name="nproc", soft=config.pids, hard=config.pids))
+        sysctls = {}
     workspace_opts = _tmpfs_options(
         config.workspace_size,  # type: ignore[arg-type]
         f"uid={uid},gid={gid},mode=0755",
@@ -61,6 +70,7 @@ def create_kwargs(
         },
         shm_size=config.shm_size,
         ipc_mode="private",
+        sysctls=sysctls or None,
         cap_drop=["ALL"],
         security_opt=["no-new-privileges"],
         init=False,  # the runner is PID 1: it reaps zombies and cannot be killed from inside

@@ -41,7 +41,10 @@ class SandboxPool:
     emptied, Python session and environment fresh) and goes back to the pool; one
     that cannot be proven clean, that broke, or that reached `config.max_uses` is
     destroyed and replaced in the background. At start the pool removes orphaned
-    containers left by dead processes. Create one pool per process (or per event
+    containers left by dead processes. Counters that only a new container starts
+    afresh (pid and inode numbers, network and cgroup statistics) still let code pass
+    a few bits to the next user of its container; `max_uses=1` in the config gives
+    every user that ran code a fresh container instead. Create one pool per process (or per event
     loop); it holds no global state.
     """
 
