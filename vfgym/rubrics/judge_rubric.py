@@ -2,7 +2,9 @@
 
 The judge is any OpenAI-compatible chat endpoint. Reward functions ask for an
 argument named `judge` and await `judge(prompt, completion, answer, state)`,
-which returns the judge's text; what counts as a pass is theirs to decide.
+which returns the judge's text (a reply in content parts is its text parts
+joined); what counts as a pass is theirs to decide. A reply with no text (none
+at all, or not text) is an error, never an empty verdict read as a "no".
 Answers are cached per rollout in `state["judge_response"]`, so several reward
 functions (or several rubrics) share one verdict without asking twice. A verdict
 belongs to one question put to one judge, so the cache is keyed by both:
@@ -34,7 +36,7 @@ import string
 from typing import Any
 
 from vfgym._async import call_offloaded
-from vfgym.parsers._chat import message_role, message_text
+from vfgym.parsers._chat import message_field, message_role, message_text
 from vfgym.parsers.parser import Parser
 from vfgym.rubrics.rubric import Rubric
 from vfgym.types import Messages, State
@@ -60,22 +62,131 @@ Does the answer to grade agree with the reference answer? Reply with "yes" or "n
 
 JUDGE_PROMPT_FIELDS = frozenset({"question", "answer", "response"})
 
+#: Fields always filled with text: a format spec on them must format a string.
+_TEXT_FIELDS = frozenset({"question", "response"})
+
+#: Request arguments the rubric sets itself, with what to do instead of setting them.
+_REQUEST_OWN = {
+    "model": "name the judge model with judge_model=...",
+    "messages": "the judge is sent judge_prompt, filled in; change it with judge_prompt=...",
+    "stream": "the judge's reply is read whole; leave stream out",
+}
+
 
 def _check_template(template: str) -> None:
+    """Refuse a judge prompt that could not be filled for every rollout.
+
+    Checked once here rather than failing as a reward error at every rollout: an
+    unknown placeholder, conversion or a format spec that cannot format text, and a
+    replacement field inside a format spec (the model's own text would become a
+    format spec).
+    """
     if not isinstance(template, str):
         raise TypeError(f"judge_prompt must be a string, got {type(template).__name__}")
     try:
-        names = {f for _, f, _, _ in string.Formatter().parse(template) if f is not None}
+        fields = [(f, spec, conv) for _, f, spec, conv in string.Formatter().parse(template)]
     except ValueError as exc:
         raise ValueError(
             f"judge_prompt is not a valid format string ({exc}); write literal braces as {{{{ }}}}"
         ) from exc
-    unknown = names - JUDGE_PROMPT_FIELDS
+    fields = [field for field in fields if field[0] is not None]
+    unknown = {name for name, _, _ in fields} - JUDGE_PROMPT_FIELDS
     if unknown:
         raise ValueError(
             f"judge_prompt uses unknown placeholder(s) {sorted(unknown)}; it may use "
             f"{sorted(JUDGE_PROMPT_FIELDS)}, and literal braces must be doubled"
         )
+    for name, spec, conversion in fields:
+        _check_field(name, spec or "", conversion)
+
+
+def _check_field(name: str, spec: str, conversion: str | None) -> None:
+    shown = (
+        "{" + name + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "") + "}"
+    )
+    if conversion not in (None, "s", "r", "a"):
+        raise ValueError(
+            f"judge_prompt field {shown} has an unknown conversion !{conversion}; use !s, !r, "
+            "!a or none"
+        )
+    if "{" in spec or "}" in spec:
+        raise ValueError(
+            f"judge_prompt field {shown} has a field inside its format spec, which would be "
+            "filled with the rollout's text; write literal braces as {{ }}"
+        )
+    if spec and (conversion is not None or name in _TEXT_FIELDS):
+        try:
+            format("", spec)
+        except ValueError as exc:
+            raise ValueError(
+                f"judge_prompt field {shown} cannot format the text it is filled with ({exc}); "
+                "use a string format spec, or none"
+            ) from exc
+
+
+def _check_sampling_args(args: dict[str, Any]) -> None:
+    """Refuse arguments the judge request sets itself: passed on, each would fail every
+    judge call with an error that blames the server."""
+    for key, advice in _REQUEST_OWN.items():
+        if key in args and (key != "stream" or args[key]):
+            raise ValueError(f"judge_sampling_args may not set {key!r}: {advice}")
+
+
+def _content_text(content: Any) -> str | None:
+    """The text of a reply's content: a string, or the text parts of a list of parts
+    joined; "" for none at all; None for content that is not text (a number, an
+    object, only image parts), which no reward function can read as a verdict."""
+    if content is None or isinstance(content, str):
+        return content or ""
+    if not isinstance(content, list):
+        return None
+    texts = [
+        str(message_field(part, "text") or "")
+        for part in content
+        if message_field(part, "type") == "text"
+    ]
+    return "".join(texts) if texts or not content else None
+
+
+def _reply_text(model: str, response: Any) -> str:
+    """The judge's reply text out of a chat completion; RuntimeError, saying what was
+    wrong, for anything without a text verdict."""
+    choices = getattr(response, "choices", None)
+    if not choices:
+        error = getattr(response, "error", None)
+        detail = f": {message_field(error, 'message') or error}" if error else ""
+        raise RuntimeError(
+            f"judge model {model!r} returned no choices{detail}. Check the judge server and "
+            "the model name; the judge must answer with a chat completion"
+        )
+    message = getattr(choices[0], "message", None)
+    if message is None:
+        raise RuntimeError(
+            f"judge model {model!r} returned a choice with no message. Check that the judge "
+            "server speaks the chat-completions protocol"
+        )
+    content = getattr(message, "content", None)
+    text = _content_text(content)
+    if text is None:
+        raise RuntimeError(
+            f"judge model {model!r} replied with content that is not text "
+            f"({type(content).__name__}: {str(content)[:80]}); use a judge model that "
+            "answers in text"
+        )
+    if not text.strip():
+        # No verdict at all (a length cut-off, a refusal, a tool call): reward
+        # functions would read it as "no" and give a made-up 0.
+        refusal = getattr(message, "refusal", None)
+        reason = (
+            f"refused: {refusal}"
+            if refusal
+            else f"finish_reason {getattr(choices[0], 'finish_reason', None)!r}"
+        )
+        raise RuntimeError(
+            f"judge model {model!r} gave an empty reply ({reason}); raise max_tokens in "
+            "judge_sampling_args or check the judge prompt"
+        )
+    return text
 
 
 def question_of(prompt: Messages) -> str:
@@ -102,19 +213,31 @@ class JudgeRubric(Rubric):
         **kwargs: Any,
     ) -> None:
         super().__init__(parser=parser, parallelize_scoring=parallelize_scoring, **kwargs)
-        _check_template(judge_prompt)
         self._judge_client = judge_client
         self.judge_model = judge_model
-        self.judge_prompt = judge_prompt
+        self.judge_prompt = judge_prompt  # (checked, and offered to reward functions)
         self.judge_sampling_args = dict(judge_sampling_args or {})
+        _check_sampling_args(self.judge_sampling_args)
         self.class_objects.update(
             judge=self.judge,
             judge_model=self.judge_model,
-            judge_prompt=self.judge_prompt,
             judge_sampling_args=self.judge_sampling_args,
         )
         if judge_client is not None:
             self.class_objects["judge_client"] = judge_client
+
+    @property
+    def judge_prompt(self) -> str:
+        """The judge prompt template; one set later is checked as the constructor's is."""
+        return self._judge_prompt
+
+    @judge_prompt.setter
+    def judge_prompt(self, template: str) -> None:
+        _check_template(template)
+        self._judge_prompt = template
+        class_objects = getattr(self, "class_objects", None)  # (None before Rubric's init)
+        if class_objects is not None:
+            class_objects["judge_prompt"] = template
 
     @property
     def judge_client(self) -> Any:
@@ -139,7 +262,10 @@ class JudgeRubric(Rubric):
         self.class_objects["judge_client"] = client
 
     def _request_args(self) -> dict[str, Any]:
-        return {k: v for k, v in self.judge_sampling_args.items() if v is not None}
+        """The sampling arguments sent; checked each time, as the dict is public."""
+        args = {k: v for k, v in self.judge_sampling_args.items() if v is not None}
+        _check_sampling_args(args)
+        return args
 
     def judge_key(self) -> str:
         """Which judge answers, as the key of its answers in `state["judge_response"]`.
@@ -177,19 +303,7 @@ class JudgeRubric(Rubric):
                 f"judge model {self.judge_model!r} could not answer: {type(exc).__name__}: {exc}. "
                 "Check the judge server, the model name and the API key."
             ) from exc
-        choices = getattr(response, "choices", None)
-        if not choices:
-            raise RuntimeError(f"judge model {self.judge_model!r} returned no choices")
-        text = str(choices[0].message.content or "")
-        if not text.strip():
-            # No verdict at all (a length cut-off, a refusal, a tool call): reward
-            # functions would read it as "no" and give a made-up 0.
-            reason = getattr(choices[0], "finish_reason", None)
-            raise RuntimeError(
-                f"judge model {self.judge_model!r} gave an empty reply (finish_reason "
-                f"{reason!r}); raise max_tokens in judge_sampling_args or check the judge prompt"
-            )
-        return text
+        return _reply_text(self.judge_model, response)
 
     async def judge(
         self,

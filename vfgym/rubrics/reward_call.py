@@ -102,6 +102,16 @@ def _yields(func: Callable[..., Any]) -> bool:
     )
 
 
+def _is_callable_class(func: Callable[..., Any]) -> bool:
+    """True when `func` (or the function a partial wraps) is a class whose instances
+    are callable: calling the class makes one of them, never a number."""
+    while isinstance(func, functools.partial):
+        func = func.func
+    if not isinstance(func, type):
+        return False
+    return any("__call__" in vars(k) for k in func.__mro__ if k is not object)
+
+
 @dataclass(frozen=True, slots=True)
 class RewardSpec:
     """A reward function with its name and the arguments it accepts, read once."""
@@ -126,6 +136,14 @@ class RewardSpec:
         if not callable(func):
             raise TypeError(f"a reward function must be callable, got {type(func).__name__}")
         name = reward_func_name(func)
+        if _is_callable_class(func):
+            # (An async `__call__` would also make the class read as async, and its
+            # instance be awaited: "object ... can't be used in 'await' expression".)
+            raise TypeError(
+                f"reward function {name!r} is a class whose instances are the reward "
+                f"function: calling it makes a {name} object, not a number. Pass an "
+                f"instance, {name}(), instead of the class"
+            )
         if _yields(func):
             raise TypeError(
                 f"reward function {name!r} is a generator function (it uses yield); a "

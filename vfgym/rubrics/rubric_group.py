@@ -10,6 +10,10 @@ hook runs once (by default, each member's hook in turn), then each rollout is
 scored by every member (`score_rollout`); an errored rollout gets NaN throughout.
 `generate` runs the hook over each example's group when any member has one
 (`has_group_hook`).
+
+Reward functions given to the group itself join its first member and use that
+member's parser and class_objects; a group given its own parser or class_objects
+refuses them rather than score them with settings that are not the ones given.
 """
 
 from __future__ import annotations
@@ -33,6 +37,26 @@ def _settle_timing(state: State, total_before: float) -> None:
     state["timing"]["scoring_ms"] = spent
 
 
+def _own_settings(kwargs: dict[str, Any]) -> list[str]:
+    """The settings given to a group that only its own reward functions could use."""
+    given = []
+    if kwargs.get("parser") is not None:
+        given.append("parser")
+    if kwargs.get("class_objects"):
+        given.append("class_objects")
+    return given
+
+
+def _own_settings_message(settings: list[str]) -> str:
+    names = " and ".join(settings)
+    return (
+        f"RubricGroup was given its own {names} and reward functions, but a group's "
+        "functions join its first member rubric and are scored with that member's parser "
+        f"and class_objects, not the group's. Put them in a member of their own: "
+        f"RubricGroup([..., Rubric(funcs=[...], {settings[0]}=...)])"
+    )
+
+
 class RubricGroup(Rubric):
     """Scores with every member rubric in turn and adds the results up."""
 
@@ -45,6 +69,14 @@ class RubricGroup(Rubric):
         # Set first: `Rubric.__init__` hands `funcs=` to `add_reward_func`, which adds
         # them to the first member.
         self.rubrics = list(rubrics)
+        members_only = sorted({"offload_sync", "parallelize_scoring"} & set(kwargs))
+        if members_only:
+            raise TypeError(
+                f"RubricGroup does not take {' or '.join(members_only)}: each member scores "
+                f"with its own; set it on the member rubrics, e.g. Rubric(..., "
+                f"{members_only[0]}=...)"
+            )
+        self._own_settings = _own_settings(kwargs)
         super().__init__(**kwargs)
 
     def get_reward_func_names(self) -> list[str]:
@@ -60,7 +92,13 @@ class RubricGroup(Rubric):
         return [weight for r in self.rubrics for weight in r.get_reward_weights()]
 
     def add_reward_func(self, func: RewardFunc, weight: float = 1.0) -> None:
-        """Add the function to the first member rubric (the group itself holds none)."""
+        """Add the function to the first member rubric (the group itself holds none).
+
+        Refused when the group was given a parser or class_objects of its own: the
+        function would be scored with the first member's, silently not the group's.
+        """
+        if self._own_settings:
+            raise TypeError(_own_settings_message(self._own_settings))
         self.rubrics[0].add_reward_func(func, weight)
 
     async def score_rollout(
