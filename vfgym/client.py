@@ -61,7 +61,10 @@ class RetryPolicy:
     """How transient server failures are retried: exponential backoff with jitter.
 
     Retried: HTTP 408, 409, 429 and 5xx, timeouts, dropped connections, bodies
-    that are not valid JSON and 200 answers without a completion. Anything else
+    that are not valid JSON and 200 answers without a completion (an OpenAI or a
+    vLLM error object, or no choices). A pooled connection of an event loop that
+    has closed is dropped and the request sent again at once, without counting as
+    a retry (see `_stale_loop`). Anything else
     (a 400, a 401, a 404) is the caller's to fix and fails at once. A server's
     `x-should-retry` header overrides the status either way. A server's
     Retry-After (seconds or an HTTP date) replaces the backoff; every wait,
@@ -175,10 +178,39 @@ def is_transient(exc: BaseException) -> bool:
             return told == "true"
     if isinstance(exc, openai.APIConnectionError | openai.RateLimitError):
         return True  # APITimeoutError is an APIConnectionError
+    if _stale_loop(exc):
+        return True
     if isinstance(exc, openai.APIStatusError | EmptyModelResponse):
         status = exc.status_code
         return status is None or status >= 500 or status in _RETRIED_4XX
     return isinstance(exc, openai.APIResponseValidationError | json.JSONDecodeError)
+
+
+#: Connections of a closed event loop a request may meet before the retry policy
+#: counts them: openai's default pool keeps up to 100 idle ones (1,000 at most open).
+_MAX_STALE_CONNECTIONS = 1000
+
+
+def _stale_loop(exc: BaseException) -> bool:
+    """True when a pooled connection belongs to an event loop that has closed.
+
+    An `AsyncOpenAI` used under one `asyncio.run` and again under the next keeps the
+    first loop's connections in its pool; each fails once, is dropped from the pool,
+    and the request sent again goes over a connection of the running loop. (The
+    running loop itself cannot be the closed one: this code runs on it.)
+    """
+    return isinstance(exc, RuntimeError) and str(exc) == "Event loop is closed"
+
+
+def _failure_hint(exc: BaseException) -> str:
+    """What to do about a call that failed on every attempt, as far as `exc` tells."""
+    if _stale_loop(exc):
+        return (
+            "; the client's connections belong to an event loop that has closed: make the "
+            "AsyncOpenAI client inside the coroutine that asyncio.run runs, or call "
+            "evaluate_sync / generate_sync, which give each run connections of its own"
+        )
+    return "; check that it is up and not overloaded"
 
 
 def _retry_after(exc: BaseException) -> float | None:
@@ -224,7 +256,7 @@ def _checked(response: Any) -> Any:
         if getattr(choices[0], "message", response) is not None:
             return response
         raise EmptyModelResponse("the model server answered 200 with a choice that has no message")
-    error = getattr(response, "error", None)
+    error = _error_object(response)
     if error is None:
         raise EmptyModelResponse("the model server answered 200 with no choices")
     message = error.get("message", error) if isinstance(error, dict) else error
@@ -238,6 +270,19 @@ def _checked(response: Any) -> Any:
         + (f" (code {code})" if code is not None else ""),
         status_code=status,
     )
+
+
+def _error_object(response: Any) -> Any:
+    """The error a 200 answer carries instead of a completion, if any: OpenAI's shape
+    (`{"error": {...}}`) or vLLM's ErrorResponse (`{"object": "error", "message", "code"}`),
+    which a gateway may pass on with a 200."""
+    error = getattr(response, "error", None)
+    if error is not None or getattr(response, "object", None) != "error":
+        return error
+    return {
+        "message": getattr(response, "message", None) or "(no message)",
+        "code": getattr(response, "code", None),
+    }
 
 
 @functools.cache
@@ -387,31 +432,28 @@ class ModelCaller:
         sampling_args: dict[str, Any] | None,
     ) -> ModelResponse:
         """Retry after `exc` as the policy says, or raise the error the rollout reports."""
-        attempt = 0
+        attempt = stale = 0
         shrunk = False
         while True:
-            if isinstance(exc, openai.BadRequestError):
-                if not is_context_overflow(exc):
-                    raise ModelCallError(
-                        f"the model server rejected the request (HTTP 400): {exc}",
-                        attempts=attempt + 1,
-                    ) from exc
+            if isinstance(exc, openai.BadRequestError) and is_context_overflow(exc):
                 room, key = completion_room(exc), _max_tokens_key(sampling_args)
                 if shrunk or room is None or key is None or sampling_args[key] <= room:  # type: ignore[index]
                     raise ContextLengthExceeded(str(exc)) from exc
                 sampling_args = {**sampling_args, key: room}  # type: ignore[dict-item]
                 kwargs = self._with_sampling_args(sampling_args)
                 shrunk = True
-            elif not is_transient(exc):
-                raise ModelCallError(
-                    f"model call failed: {type(exc).__name__}: {exc}", attempts=attempt + 1
-                ) from exc
+            elif not is_transient(exc):  # a 400 is, unless its x-should-retry says otherwise
+                raise ModelCallError(_refusal_message(exc), attempts=attempt + 1) from exc
+            elif _stale_loop(exc) and stale < _MAX_STALE_CONNECTIONS:
+                # Sent again at once and not counted: the pool dropped that connection,
+                # and a pool may hold many from the earlier loop (see `_stale_loop`).
+                stale += 1
             else:
                 attempt += 1
                 if attempt > self.retry.max_retries:
                     raise ModelCallError(
                         f"model server still failing after {attempt} attempts "
-                        f"({type(exc).__name__}: {exc}); check that it is up and not overloaded",
+                        f"({type(exc).__name__}: {exc}){_failure_hint(exc)}",
                         attempts=attempt,
                     ) from exc
                 await asyncio.sleep(self.retry.delay(attempt, _retry_after(exc)))
@@ -419,6 +461,13 @@ class ModelCaller:
                 return _checked(await self._send(prompt, kwargs))
             except Exception as again:
                 exc = again
+
+
+def _refusal_message(exc: BaseException) -> str:
+    """The message of a call that is not retried: the caller's request is at fault."""
+    if isinstance(exc, openai.BadRequestError):
+        return f"the model server rejected the request (HTTP 400): {exc}"
+    return f"model call failed: {type(exc).__name__}: {exc}"
 
 
 async def request_model_response(

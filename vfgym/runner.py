@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import logging
 import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sized
@@ -28,6 +29,8 @@ from vfgym.gcpolicy import AUTO_FREEZE_ROLLOUTS, frozen_gc
 from vfgym.messages import check_message
 from vfgym.results import RESULTS_FILE, ResultsWriter, inputs_digest, make_record
 from vfgym.types import GenerateInputs, GenerateOutputs, SamplingArgs, State
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from vfgym.envs.environment import Environment
@@ -178,14 +181,47 @@ def _check_groups(rows: list[dict[str, Any]], rollouts_per_example: int) -> None
                 )
 
 
-def as_async_client(client: AsyncOpenAI | OpenAI) -> AsyncOpenAI:
+def _check_max_concurrent(max_concurrent: Any) -> int:
+    """`max_concurrent` as a number of workers, 0 for no limit (None, 0 or negative).
+
+    A fraction, a text or a bool failed deep in the scheduler with a TypeError that
+    named neither the argument nor what to pass (and True ran one at a time).
+    """
+    if max_concurrent is None:
+        return 0
+    if isinstance(max_concurrent, float) and max_concurrent.is_integer():
+        max_concurrent = int(max_concurrent)
+    if isinstance(max_concurrent, bool) or not isinstance(max_concurrent, int):
+        raise TypeError(
+            f"max_concurrent must be a whole number of rollouts at a time (-1, 0 or None "
+            f"for no limit), not {max_concurrent!r}"
+        )
+    return max(max_concurrent, 0)
+
+
+def has_own_http_client(client: AsyncOpenAI | OpenAI) -> bool:
+    """True when `client` was made with an `http_client` of the caller's (a proxy, TLS
+    settings, a transport), which no copy of the client could rebuild."""
+    http = getattr(client, "_client", None)
+    if http is None:
+        return False
+    try:
+        from openai._base_client import AsyncHttpxClientWrapper, SyncHttpxClientWrapper
+    except ImportError:  # another openai layout: assume the client's own pool
+        return False
+    return type(http) not in (SyncHttpxClientWrapper, AsyncHttpxClientWrapper)
+
+
+def as_async_client(client: AsyncOpenAI | OpenAI) -> AsyncOpenAI | OpenAI:
     """An async twin of a sync client, so a batch never parks one thread per request.
 
     The twin has the same key, base URL, organization, project, timeouts, retries
     and the headers and query parameters the caller added (a gateway's auth
-    header, an api-version). A custom `http_client` is not carried over.
+    header, an api-version). A sync client made with an `http_client` of its own
+    (a proxy, TLS settings) is returned as it is, since no twin could carry that
+    over: its requests then run in worker threads.
     """
-    if isinstance(client, AsyncOpenAI):
+    if isinstance(client, AsyncOpenAI) or has_own_http_client(client):
         return client
     return AsyncOpenAI(
         api_key=client.api_key,
@@ -200,18 +236,33 @@ def as_async_client(client: AsyncOpenAI | OpenAI) -> AsyncOpenAI:
 
 
 @contextlib.asynccontextmanager
-async def loop_local_client(client: AsyncOpenAI | OpenAI) -> AsyncIterator[AsyncOpenAI]:
+async def loop_local_client(
+    client: AsyncOpenAI | OpenAI,
+) -> AsyncIterator[AsyncOpenAI | OpenAI]:
     """An async client whose connections belong to the running event loop, closed on exit.
 
     An `AsyncOpenAI` keeps its connection pool bound to the loop that first used
     it, and `generate_sync` / `evaluate_sync` run on a loop of their own each
     time; reusing the caller's pool there fails every request ("Event loop is
     closed", "bound to a different event loop"). So the run gets a copy with a
-    fresh pool; key, base URL, headers, query and timeouts are kept. A custom
-    `http_client` given to the original is not carried over.
+    fresh pool; key, base URL, headers, query and timeouts are kept. An `http_client`
+    of the caller's (a proxy, TLS settings) cannot be: an async one belongs to its own
+    loop, which a warning says, and a sync client with one is used as it is (its
+    requests run in worker threads) and left open.
     """
     if isinstance(client, AsyncOpenAI):
+        if has_own_http_client(client):
+            logger.warning(
+                "this run has an event loop of its own, where the AsyncOpenAI client's own "
+                "http_client (bound to the loop it was used on) cannot serve; its requests "
+                "go through a default connection pool, without that http_client's settings "
+                "(a proxy, TLS). To keep them, pass a sync OpenAI client made with an "
+                "equivalent http_client, or await the async call on the client's loop"
+            )
         local = client.copy(http_client=DefaultAsyncHttpxClient())
+    elif has_own_http_client(client):
+        yield client
+        return
     else:
         local = as_async_client(client)
     try:
@@ -251,7 +302,7 @@ async def run_batch(
     num_examples: int | None = None,
     rollouts_per_example: int = 1,
     score_rollouts: bool = True,
-    max_concurrent: int = -1,
+    max_concurrent: int | None = -1,
     semaphore: asyncio.Semaphore | None = None,
     results_path: str | Path | None = None,
     state_columns: list[str] | None = None,
@@ -291,6 +342,7 @@ async def run_batch(
     and recorded the moment it ends.
     """
     per = _check_rollouts_per_example(rollouts_per_example)
+    limit_workers = _check_max_concurrent(max_concurrent)
     # Copying ten thousand input rows allocates enough to set off a full collection
     # of everything alive; a large batch freezes first (see vfgym.gcpolicy).
     early_freeze = _size_hint(inputs) >= AUTO_FREEZE_ROLLOUTS if gc_freeze is None else gc_freeze
@@ -301,6 +353,9 @@ async def run_batch(
         rows = rows[: num_examples * per]
     n = len(rows)
     aclient = as_async_client(client)
+    # Only the async twin of a sync client is ours to close: a `with_options` copy
+    # shares the caller's connection pool, and closing it closed the caller's client.
+    owned = aclient is not client
     if aclient.max_retries:
         # The RetryPolicy decides retries; the client's own would multiply them.
         aclient = aclient.with_options(max_retries=0)
@@ -336,7 +391,7 @@ async def run_batch(
     # A caller's semaphore is shared with other batches: every rollout takes it.
     # Our own limit is kept by running at most `max_concurrent` workers instead.
     limit = semaphore if semaphore is not None else contextlib.nullcontext()
-    workers = max_concurrent if semaphore is None and max_concurrent > 0 else 0
+    workers = limit_workers if semaphore is None else 0
     progress = _progress_bar(n, use_tqdm)
     callback_errors: dict[int, BaseException] = {}
 
@@ -496,7 +551,7 @@ async def run_batch(
     finally:
         if progress is not None:
             progress.close()
-        if aclient is not client:  # the async twin of a sync client is ours to close
+        if owned:
             await aclient.close()
 
     # The engine built every field itself: validating 10,000 conversations again
