@@ -186,6 +186,8 @@ class Environment(ABC):
             else:
                 merged[key] = value
         if sampling_args:
+            _drop_overridden_elsewhere(merged, sampling_args)
+        if sampling_args:
             _drop_default_alias(merged, sampling_args)
         _check_one_answer(merged)
         # Refused here too, not only at each request: a batch must stop before it
@@ -297,7 +299,7 @@ class Environment(ABC):
         infos: list[Info] | None = None,
         example_ids: list[int] | None = None,
         sampling_args: SamplingArgs | None = None,
-        max_concurrent: int = -1,
+        max_concurrent: int | None = -1,
         semaphore: asyncio.Semaphore | None = None,
         use_tqdm: bool = False,
         **kwargs: Any,
@@ -308,8 +310,9 @@ class Environment(ABC):
         entry point, this is the lower-level call verifiers trainers make. A
         rollout that raises ends with `state["error"]`; the others go on.
         """
-        from vfgym.runner import _progress_bar
+        from vfgym.runner import _check_max_concurrent, _progress_bar
 
+        workers = _check_max_concurrent(max_concurrent)
         n = len(prompts)
 
         def column(name: str, values: list[Any] | None, default: Callable[[int], Any]) -> list[Any]:
@@ -331,7 +334,7 @@ class Environment(ABC):
         )
         if semaphore is None:
             limit: AbstractAsyncContextManager[Any] = (
-                asyncio.Semaphore(max_concurrent) if max_concurrent > 0 else nullcontext()
+                asyncio.Semaphore(workers) if workers > 0 else nullcontext()
             )
         else:
             limit = semaphore
@@ -653,6 +656,20 @@ def fill_state_defaults(state: State, defaults: State) -> State:
 
 #: Names of one setting: the client sends one of them (the chat name when both are set).
 _MAX_TOKENS_NAMES = ("max_tokens", "max_completion_tokens")
+
+
+def _drop_overridden_elsewhere(merged: dict[str, Any], given: SamplingArgs) -> None:
+    """Drop an environment default the caller set in the other place: `top_k` in the
+    caller's `extra_body` overrides the environment's top-level `top_k`, and the other
+    way round (the server would otherwise get both, and which wins is its choice)."""
+    extra = merged["extra_body"]
+    given_extra = given.get("extra_body") or {}
+    for key in given_extra:
+        if key not in given:
+            merged.pop(key, None)
+    for key in given:
+        if key != "extra_body" and key not in given_extra:
+            extra.pop(key, None)
 
 
 def _drop_default_alias(merged: SamplingArgs, given: SamplingArgs) -> None:

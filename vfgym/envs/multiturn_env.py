@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from abc import abstractmethod
 from collections.abc import Callable
@@ -23,6 +24,9 @@ from vfgym.types import ChatMessage, Info, Messages, ModelResponse, SamplingArgs
 #: Why an episode ended. "completed" is a natural end (Gymnasium's `terminated`);
 #: the others cut it short (`truncated`), except "error", which is neither. "length"
 #: is an episode whose last model reply the server cut at its token limit.
+#: The sampling args that limit a turn's tokens (the newer name first).
+_MAX_TOKENS_KEYS = ("max_completion_tokens", "max_tokens")
+
 STOP_REASONS = ("completed", "max_turns", "token_budget", "context_length", "length", "error")
 TRUNCATING = frozenset({"max_turns", "token_budget", "context_length", "length"})
 
@@ -149,7 +153,9 @@ class MultiTurnEnv(Environment):
         try:
             return await asyncio.shield(job)
         except asyncio.CancelledError:
-            await asyncio.wait([job])
+            while not job.done():  # a second cancellation does not cut the wait short
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.wait([job])
             if not job.cancelled():
                 job.exception()  # seen: the cancellation is what goes on
             raise
@@ -477,11 +483,17 @@ class MultiTurnEnv(Environment):
         if budget is None:
             return sampling_args
         left = budget - state["completion_tokens"]
-        key = "max_completion_tokens" if "max_completion_tokens" in sampling_args else "max_tokens"
-        current = sampling_args.get(key)
-        if current is None or current > left:
+        # Every limit the turn sets is clamped; a key present with None sets none.
+        limits = [k for k in _MAX_TOKENS_KEYS if sampling_args.get(k) is not None]
+        if not limits:
+            key = (
+                "max_completion_tokens"
+                if "max_completion_tokens" in sampling_args
+                else "max_tokens"
+            )
             return {**sampling_args, key: left}
-        return sampling_args
+        over = {key: left for key in limits if sampling_args[key] > left}
+        return {**sampling_args, **over} if over else sampling_args
 
     # ---------------------------------------------------------------- loop
 
