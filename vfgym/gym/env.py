@@ -508,16 +508,17 @@ class GymEnv(gym.Env[Observation, Action]):
     def close(self) -> None:
         """End the running episode (its cleanup runs) and release the private event loop.
 
-        An episode driven with `areset`/`astep` should end with `aclose()`, on its own
-        loop, where its hooks opened what the cleanup releases. A close that raised
-        (interrupted, or the environment's release failed) can be called again."""
+        An episode whose async cleanup releases what its hooks opened on an event loop
+        (one driven with `areset`/`astep`) ends on that loop: an idle one runs the
+        cleanup first; one running (in this thread, as in a notebook, or another) cannot
+        be entered from here, so close() is refused, saying to `await env.aclose()`
+        there. A close that raised (interrupted, refused, or the environment's release
+        failed) can be called again."""
         if self._closed:
             return
         if self._busy:
-            raise RuntimeError(
-                "close() was called while a reset/step of this env is still running; "
-                "let it finish (await it) first, then close"
-            )
+            self._claim("close")  # raises
+        self._end_where_held(self._loop, "close")
         try:
             if not self._cleaned and self._state is not None:
                 if self._inline:
@@ -535,9 +536,14 @@ class GymEnv(gym.Env[Observation, Action]):
     async def aclose(self) -> None:
         """`close` for asyncio code: the running episode's cleanup and the environment's
         release (`aclose()`, when this env owns it) run on the caller's loop, where
-        resources the episode opened there belong."""
+        resources the episode opened there belong. An episode another loop holds (one
+        started with `reset()`, or `areset()` elsewhere) ends there first, as in
+        `close()`."""
         if self._closed:
             return
+        if self._busy:
+            self._claim("aclose")  # raises
+        self._end_where_held(asyncio.get_running_loop(), "aclose")
         self._claim("aclose")
         try:
             if not self._cleaned and self._state is not None:
@@ -550,6 +556,27 @@ class GymEnv(gym.Env[Observation, Action]):
             self._busy = False
             self._close_loop()
         self._closed = True  # only now: an interrupted close runs again when retried
+
+    def _end_where_held(
+        self, here: asyncio.AbstractEventLoop | None, call: Literal["close", "aclose"]
+    ) -> None:
+        """End the running episode on the event loop that holds it, when `call` would
+        otherwise run its async cleanup on `here`, another loop: only the loop its hooks
+        opened things on (a sandbox lease, a client) can give them back. An idle loop runs
+        the cleanup now (this thread waits); a running one cannot be entered from here,
+        so `call` is refused before anything changes, saying where to end the episode.
+        (A closed loop holds nothing any more: the cleanup runs on `here`.)"""
+        held = self._holding_loop()
+        if held is None or held is here or held.is_closed():
+            return
+        if held.is_running():
+            raise RuntimeError(_unreachable_loop(held, call))
+        self._busy = True
+        try:
+            self._done = True
+            run_on(held, self._cleanup(self._state))  # type: ignore[arg-type]
+        finally:
+            self._busy = False
 
     def _truncating(self, stop_reason: str) -> State:
         """The running episode, marked as ended by `stop_reason`; raises before anything
@@ -1035,10 +1062,17 @@ class GymEnv(gym.Env[Observation, Action]):
     def _claim(self, what: str) -> None:
         """Refuse a second reset/step on this env while one is running."""
         if self._busy:
+            if what in _ENDING_CALLS:
+                raise RuntimeError(
+                    f"{what}() was called while a reset/step of this env is still running; "
+                    f"let it finish (await it; a cancelled one first unwinds), then call "
+                    f"{what}() again"
+                )
             raise RuntimeError(
                 f"{what}() was called while another reset/step of this env is still "
-                "running; one env plays one episode at a time — use a vector env or one "
-                "GymEnv per concurrent episode"
+                "running (or, cancelled, still unwinding: await its task first); one env "
+                "plays one episode at a time — use a vector env or one GymEnv per "
+                "concurrent episode"
             )
         self._busy = True
 
@@ -1137,8 +1171,8 @@ class GymEnv(gym.Env[Observation, Action]):
             )
         if self._done:
             raise gym.error.ResetNeeded(
-                f"the episode has ended (stop reason: {self._state.get('stop_reason')}); "
-                "call reset() to start a new one"
+                f"the episode has ended (stop reason: {self._state.get('stop_reason')}"
+                f"{_error_told(self._state)}); call reset() to start a new one"
             )
         return self._state
 
@@ -1296,6 +1330,24 @@ class _Row:
 _FLAT = frozenset({str, int, float, bool, type(None)})
 
 
+#: Calls that end the episode, told to wait for a running reset/step (see `_claim`).
+_ENDING_CALLS = frozenset({"close", "aclose", "truncate", "atruncate", "end_episodes"})
+
+
+def _error_told(state: State) -> str:
+    """What ended an episode that ended in an error, for the error a later step raises:
+    "stop reason: error" alone does not say that a step was cancelled, or what failed."""
+    if state.get("stop_reason") != "error":
+        return ""
+    error = state.get("error")
+    if not isinstance(error, Mapping):
+        return ""
+    kind, message = error.get("type"), error.get("message")
+    if kind == "CancelledError":
+        return ": a reset/step of it was cancelled (e.g. by asyncio.wait_for), which ends it"
+    return f": {kind}: {str(message)[:200]}" if message else f": {kind}"
+
+
 #: GymEnv attributes holding event loops, which `copy.deepcopy` leaves out.
 _LOOPS = frozenset({"_loop", "_episode_loop"})
 
@@ -1338,6 +1390,27 @@ def _board_rest(text: str, board: str) -> str:
         if tail == shown or tail.endswith("\n" + shown):
             return "\n" + "\n".join(lines[cut:])
     return "\n\n" + board
+
+
+def _unreachable_loop(loop: asyncio.AbstractEventLoop, call: str) -> str:
+    """Why `call` (close or aclose) cannot end an episode held by `loop`, which is
+    running, and what to do instead."""
+    try:
+        here = asyncio.get_running_loop()
+    except RuntimeError:
+        here = None
+    if loop is here:
+        return (
+            f"{call}(): this episode started on the event loop running in this thread (with "
+            "areset()/astep()), and its async cleanup_state must run there to give back what "
+            "its hooks opened, which a sync call made from that loop cannot do: use "
+            "`await env.aclose()`"
+        )
+    return (
+        f"{call}(): this episode started on an event loop running in another thread, and "
+        "its async cleanup_state must run there to give back what its hooks opened: end it "
+        f"on that loop first (`await env.aclose()` there), then call {call}() here if needed"
+    )
 
 
 def _check_token_counter(count_tokens: Any) -> None:

@@ -24,6 +24,8 @@ serving what the env's hooks may wait on. When they return (or raise),
 autoreset started after the last wanted one — on the loop they started on, so none is
 left holding a sandbox, nor stranded on a loop that closes next
 (`asyncio.run(aplay_vector(...))`); a later call may run on any loop.
+`play_episode` and `aplay_episode` end theirs when they raise (a policy that fails,
+Ctrl-C, a cancellation); one cut short by `max_steps` is left running.
 """
 
 from __future__ import annotations
@@ -213,7 +215,10 @@ def play_episode(
     holds the whole conversation in `info["messages"]`. An `async def` policy is
     awaited (on a helper loop when called from sync code); a plain function that
     returns an awaitable is refused with a TypeError. `max_steps` (an int >= 1 or
-    None) stops early, leaving the episode running (`Trajectory.done` False).
+    None) stops early, leaving the episode running (`Trajectory.done` False). When
+    play stops on an error instead (the policy raises or returns no action, Ctrl-C,
+    a cancellation), the episode is ended first — its cleanup runs, unscored — so
+    nothing it holds (a sandbox) waits for a reset that may never come.
     """
     call = _policy_call(policy)
     max_steps = _check_count("max_steps", max_steps)
@@ -223,13 +228,51 @@ def play_episode(
         return run_sync(aplay_episode(env, policy, seed=seed, options=options, max_steps=max_steps))
     observation, info = env.reset(seed=seed, options=options)
     trajectory = Trajectory(observations=[observation], infos=[info])
-    while max_steps is None or trajectory.length < max_steps:
-        action = _sync_action(call, observation, info)
-        observation, reward, terminated, truncated, info = env.step(action)
-        _record(trajectory, action, observation, reward, terminated, truncated, info)
-        if terminated or truncated:
-            break
+    try:
+        while max_steps is None or trajectory.length < max_steps:
+            action = _sync_action(call, observation, info)
+            observation, reward, terminated, truncated, info = env.step(action)
+            _record(trajectory, action, observation, reward, terminated, truncated, info)
+            if terminated or truncated:
+                break
+    except BaseException:
+        _end_failed_episode(env)
+        raise
     return trajectory
+
+
+def _end_failed_episode(env: gym.Env) -> None:
+    """End the episode a play helper started and could not finish (the policy raised,
+    returned no action, was interrupted or cancelled), as `play_vector` ends its own:
+    its cleanup runs now, on the loop its hooks opened things on, instead of waiting
+    for a reset that may never come — or, for an async policy's helper loop, that
+    loop has closed and nothing could give them back. Not scored: no one asked for
+    its result. A failure to end it is left unraised, so the caller sees why play
+    stopped (the env's next reset or close tries again)."""
+    inner = getattr(env, "unwrapped", env)
+    if not isinstance(inner, GymEnv) or inner._busy or not inner._episode_running():
+        return
+    held = inner._holding_loop()
+    with contextlib.suppress(Exception):
+        if held is None:
+            inner._abandon_sync()
+        elif held is inner._loop:
+            inner._drive_loop(inner._abandon())
+
+
+async def _aend_failed_episode(env: gym.Env) -> None:
+    """`_end_failed_episode` for `aplay_episode`: on the caller's loop, or, for an
+    episode that runs on the env's own loop (a wrapped env, stepped with the sync
+    calls), there from a worker thread."""
+    inner = getattr(env, "unwrapped", env)
+    if not isinstance(inner, GymEnv) or inner._busy or not inner._episode_running():
+        return
+    held = inner._holding_loop()
+    with contextlib.suppress(Exception):
+        if held is not None and held is inner._loop:
+            await asyncio.to_thread(_end_failed_episode, env)
+        elif held is None or held is asyncio.get_running_loop():
+            await inner._abandon()
 
 
 def _end_own_loop_episode(env: gym.Env) -> None:
@@ -262,12 +305,16 @@ async def aplay_episode(
     areset, astep = _async_calls(env)
     observation, info = await areset(seed=seed, options=options)
     trajectory = Trajectory(observations=[observation], infos=[info])
-    while max_steps is None or trajectory.length < max_steps:
-        action = await maybe_await(call, observation, info)
-        observation, reward, terminated, truncated, info = await astep(action)
-        _record(trajectory, action, observation, reward, terminated, truncated, info)
-        if terminated or truncated:
-            break
+    try:
+        while max_steps is None or trajectory.length < max_steps:
+            action = await maybe_await(call, observation, info)
+            observation, reward, terminated, truncated, info = await astep(action)
+            _record(trajectory, action, observation, reward, terminated, truncated, info)
+            if terminated or truncated:
+                break
+    except BaseException:
+        await _aend_failed_episode(env)
+        raise
     return trajectory
 
 
@@ -447,7 +494,7 @@ def play_vector(
         return run_sync(aplay_vector(vec_env, policy, seed=seed, episodes=episodes))
     try:
         finished = _play_vector(vec_env, call, seed, episodes)
-    except Exception:
+    except BaseException:  # Ctrl-C in the policy too
         _end_left_running(vec_env, after_error=True)
         raise
     _end_left_running(vec_env, after_error=False)
@@ -490,7 +537,7 @@ async def aplay_vector(
     _check_vector(vec_env)
     try:
         finished = await _aplay_vector(vec_env, call, seed, episodes)
-    except Exception:
+    except BaseException:  # cancelled (asyncio.wait_for, Ctrl-C in asyncio.run) too
         await _aend_left_running(vec_env, after_error=True)
         raise
     await _aend_left_running(vec_env, after_error=False)
