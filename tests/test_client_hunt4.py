@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from loopback_http import Answer
+from test_client_edges import chat_body
 
 from vfgym.client import RetryPolicy, request_model_response
 from vfgym.envs import SingleTurnEnv
@@ -24,20 +25,7 @@ def shout(messages: Messages) -> str:
     return messages[-1]["content"].upper()
 
 
-def chat_body(text: str = "fine") -> dict[str, Any]:
-    return {
-        "id": "chatcmpl-1",
-        "object": "chat.completion",
-        "created": 0,
-        "model": "m",
-        "choices": [
-            {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
-        ],
-        "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
-    }
-
-
-OK: Answer = (200, chat_body(), {})
+OK: Answer = (200, chat_body("fine"), {})
 
 
 def make_env(words: tuple[str, ...] = ("hello",)) -> SingleTurnEnv:

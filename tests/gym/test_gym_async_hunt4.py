@@ -12,40 +12,10 @@ from typing import Any
 
 import gymnasium as gym
 import pytest
-from gym_test_envs import GuessEnv, bisect_policy
+from gym_test_envs import GuessEnv, Ledger, bisect_policy
 
 from vfgym.gym import GymEnv, GymVectorEnv, aplay_episode, aplay_vector, play_episode, play_vector
 from vfgym.types import Messages, State
-
-Loop = asyncio.AbstractEventLoop
-
-
-class Ledger:
-    """Which loop opened each episode and on which loop(s) its cleanup ran."""
-
-    def __init__(self) -> None:
-        self.opened: dict[int, Loop] = {}
-        self.cleaned: dict[int, list[Loop]] = {}
-
-    def open(self) -> int:
-        episode = len(self.opened)
-        self.opened[episode] = asyncio.get_running_loop()
-        return episode
-
-    def clean(self, episode: int) -> None:
-        self.cleaned.setdefault(episode, []).append(asyncio.get_running_loop())
-
-    def running(self) -> list[int]:
-        """Episodes opened and not cleaned up (yet)."""
-        return [e for e in self.opened if e not in self.cleaned]
-
-    def misplaced(self) -> dict[int, list[Loop]]:
-        """Episodes whose cleanup did not run exactly once, on the loop that opened them."""
-        return {
-            e: self.cleaned.get(e, [])
-            for e, loop in self.opened.items()
-            if [c is loop for c in self.cleaned.get(e, [])] != [True]
-        }
 
 
 class LeaseGuessEnv(GuessEnv):
