@@ -243,3 +243,22 @@ class Ledger:
             for e, loop in self.opened.items()
             if [c is loop for c in self.cleaned.get(e, [])] != [True]
         }
+
+
+class LeasedGuessEnv(GuessEnv):
+    """`GuessEnv` whose episode holds something of the loop its setup ran on and gives
+    it back in an async cleanup that must run there, as a sandbox lease does."""
+
+    def __init__(self, ledger: Ledger, **kwargs: Any) -> None:
+        self.ledger = ledger
+        super().__init__(**kwargs)
+
+    async def setup_state(self, state: State, **kwargs: Any) -> State:
+        GuessEnv.setup_state(self, state)
+        await asyncio.sleep(0)
+        state["episode"] = self.ledger.open()
+        return state
+
+    async def cleanup_state(self, state: State, **kwargs: Any) -> None:
+        await asyncio.sleep(0)
+        self.ledger.clean(state["episode"])

@@ -12,30 +12,10 @@ from typing import Any
 
 import gymnasium as gym
 import pytest
-from gym_test_envs import GuessEnv, Ledger, bisect_policy
+from gym_test_envs import GuessEnv, LeasedGuessEnv, Ledger, bisect_policy
 
 from vfgym.gym import GymEnv, GymVectorEnv, aplay_episode, aplay_vector, play_episode, play_vector
 from vfgym.types import Messages, State
-
-
-class LeaseGuessEnv(GuessEnv):
-    """`GuessEnv` holding something of its setup's loop until an async cleanup gives it
-    back there (as a sandbox lease does), with a sync `env_response` (so it runs through
-    the environment's offloader)."""
-
-    def __init__(self, ledger: Ledger, **kwargs: Any) -> None:
-        self.ledger = ledger
-        super().__init__(**kwargs)
-
-    async def setup_state(self, state: State, **kwargs: Any) -> State:
-        GuessEnv.setup_state(self, state)
-        await asyncio.sleep(0)
-        state["episode"] = self.ledger.open()
-        return state
-
-    async def cleanup_state(self, state: State, **kwargs: Any) -> None:
-        await asyncio.sleep(0)
-        self.ledger.clean(state["episode"])
 
 
 @pytest.fixture
@@ -45,7 +25,7 @@ def ledger() -> Ledger:
 
 @pytest.fixture
 def leased(ledger: Ledger) -> Iterator[GymEnv]:
-    env = GymEnv(LeaseGuessEnv(ledger))
+    env = GymEnv(LeasedGuessEnv(ledger))
     yield env
     env.close()
 
@@ -236,7 +216,7 @@ def test_play_episode_ends_the_episode_when_the_policy_fails(leased, ledger, pol
 async def test_aplay_episode_ends_the_episode_when_it_is_cancelled(ledger, wrapped):
     """Cancelled while the policy waits on its model (`asyncio.wait_for`), the episode
     was left running; wrapped envs are stepped in a worker thread on their own loop."""
-    gym_env = GymEnv(LeaseGuessEnv(ledger))
+    gym_env = GymEnv(LeasedGuessEnv(ledger))
     env: gym.Env = gym.wrappers.TimeLimit(gym_env, 20) if wrapped else gym_env
     never = asyncio.Event()
 
@@ -257,7 +237,7 @@ async def test_aplay_episode_ends_the_episode_when_it_is_cancelled(ledger, wrapp
 def test_play_vector_ends_its_episodes_on_keyboard_interrupt(ledger, mode):
     """`play_vector` promises to end the episodes it leaves when it raises; it did for an
     Exception only, not for Ctrl-C in the policy."""
-    vec = GymVectorEnv([GymEnv(LeaseGuessEnv(ledger)) for _ in range(2)], mode=mode)
+    vec = GymVectorEnv([GymEnv(LeasedGuessEnv(ledger)) for _ in range(2)], mode=mode)
     try:
         with pytest.raises(KeyboardInterrupt):
             play_vector(vec, _interrupting, seed=0)
@@ -268,7 +248,7 @@ def test_play_vector_ends_its_episodes_on_keyboard_interrupt(ledger, mode):
 
 
 def test_aplay_vector_cancelled_in_asyncio_run_leaves_no_episode_on_the_closed_loop(ledger):
-    vec = GymVectorEnv([GymEnv(LeaseGuessEnv(ledger)) for _ in range(2)], mode="async")
+    vec = GymVectorEnv([GymEnv(LeasedGuessEnv(ledger)) for _ in range(2)], mode="async")
 
     async def waiting(observation: str) -> str:
         await asyncio.Event().wait()  # a model that never answers

@@ -12,33 +12,13 @@ from typing import Any
 
 import gymnasium as gym
 import pytest
-from gym_test_envs import GuessEnv, Ledger, bisect_policy
+from gym_test_envs import LeasedGuessEnv, Ledger, bisect_policy
 
 from vfgym.gym import GymEnv, GymVectorEnv, Trajectory, aplay_vector, play_vector
-from vfgym.types import State
-
-
-class LoopBoundGuessEnv(GuessEnv):
-    """`GuessEnv` whose episode holds something of the loop its setup ran on and gives
-    it back in an async cleanup that must run there, as a sandbox lease does."""
-
-    def __init__(self, ledger: Ledger, **kwargs: Any) -> None:
-        self.ledger = ledger
-        super().__init__(**kwargs)
-
-    async def setup_state(self, state: State, **kwargs: Any) -> State:
-        GuessEnv.setup_state(self, state)
-        await asyncio.sleep(0)
-        state["episode"] = self.ledger.open()
-        return state
-
-    async def cleanup_state(self, state: State, **kwargs: Any) -> None:
-        await asyncio.sleep(0)
-        self.ledger.clean(state["episode"])
 
 
 def _vector(ledger: Ledger, mode: str = "async", n: int = 3) -> GymVectorEnv:
-    return GymVectorEnv([GymEnv(LoopBoundGuessEnv(ledger)) for _ in range(n)], mode=mode)
+    return GymVectorEnv([GymEnv(LeasedGuessEnv(ledger)) for _ in range(n)], mode=mode)
 
 
 def _summary(trajectories: list[Trajectory]) -> list[tuple[Any, ...]]:
