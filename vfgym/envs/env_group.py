@@ -149,7 +149,10 @@ class EnvGroup(MultiTurnEnv):
     """Routes each row to the environment named by its `task` column.
 
     The datasets of the member environments are concatenated with `task` set to
-    each environment's name, and example ids renumbered so they stay unique.
+    each environment's name, and example ids renumbered so they stay unique. A member
+    that is itself an EnvGroup keeps its rows' own tasks and routes them on (a task
+    two members would claim is refused); env_names are non-empty text, as a row's
+    `task` is.
 
     A rollout is the member's own rollout. The turn-by-turn API (`setup_state`,
     `advance`, `cleanup_state`... what the Gym adapter and `vfgym play` drive) is
@@ -170,6 +173,7 @@ class EnvGroup(MultiTurnEnv):
         names = list(env_names) if env_names is not None else [f"env_{i}" for i in range(len(envs))]
         if len(names) != len(envs):
             raise ValueError(f"{len(envs)} environments but {len(names)} env_names")
+        _check_names(names)
         if len(set(names)) != len(names):
             raise ValueError(f"env_names must be unique, got {names}")
         kinds = {e.message_type for e in envs}
@@ -185,15 +189,18 @@ class EnvGroup(MultiTurnEnv):
         self.envs = list(envs)
         self.env_names = names
         self.env_map = dict(zip(names, envs, strict=True))
+        # The member that plays each task a row may carry: a member's own name, and
+        # for a member that is an EnvGroup, each task of its own (it routes on).
+        self._routes = _routes(names, envs)
         self._all_hooks_sync: bool | None = None  # (see `_driven_inline`)
-        train = _tagged(names, [e.dataset for e in envs])
+        train = _tagged(names, envs, [e.dataset for e in envs])
         evals = _tagged(
-            names, [e.eval_dataset if e.eval_dataset is not None else e.dataset for e in envs]
+            names, envs, [e.eval_dataset if e.eval_dataset is not None else e.dataset for e in envs]
         )
         super().__init__(
             dataset=train or None,
             eval_dataset=evals or None,
-            rubric=EnvGroupRubric(self.env_map),
+            rubric=EnvGroupRubric(self._routes),
             message_type=envs[0].message_type,
             **kwargs,
         )
@@ -225,14 +232,14 @@ class EnvGroup(MultiTurnEnv):
                 [formatted] = format_rows([row], message_type=self.message_type)
             else:
                 task = row.get("task")
-                env = self.env_map.get(task) if isinstance(task, str) else None
+                env = self._routes.get(task) if isinstance(task, str) else None
                 if env is None:
                     why = f"its task {task!r} is none of them" if task else "it has no 'task'"
                     raise ValueError(
                         f"input row {i} has no 'prompt', so the environment its task names "
                         f"must format it, and {why}: set the row's 'task' to one of this "
                         f"group's tasks or give it a ready 'prompt'; tasks are "
-                        f"{sorted(self.env_map)}"
+                        f"{sorted(self._routes)}"
                     )
                 [formatted] = env.format_dataset([row])
                 formatted["task"] = task
@@ -243,12 +250,17 @@ class EnvGroup(MultiTurnEnv):
 
     def get_env_for_task(self, task: str) -> Environment:
         try:
-            return self.env_map[task]
+            return self._routes[task]
         except (KeyError, TypeError):
             raise UnknownTaskError(
-                f"no environment for task {task!r}; tasks are {sorted(self.env_map)} (a "
+                f"no environment for task {task!r}; tasks are {sorted(self._routes)} (a "
                 "row's 'task' names the environment that plays it)"
             ) from None
+
+    def _player(self, task: str) -> Environment:
+        """The environment that plays `task` itself, through any nested groups."""
+        env = self.get_env_for_task(task)
+        return env._player(task) if isinstance(env, EnvGroup) else env
 
     # -------------------------------------------------------------- rollouts
 
@@ -344,6 +356,24 @@ class EnvGroup(MultiTurnEnv):
         if kwargs:
             return await maybe_await(env.init_state, *args, **kwargs)
         return await maybe_await(env.init_state, *args)
+
+    async def call_hook(
+        self, hook: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        """A routed hook (`setup_state`, ...) as the member's `call_hook` calls its own.
+
+        A driver on an event loop (the Gym adapter's `areset`/`astep`) calls the hooks
+        through here: a member's sync hook that blocks then runs through the member's
+        offloader, off the loop, even when every member's hooks are sync (which
+        otherwise run inline, for the adapter's loop-free `reset`/`step`).
+        """
+        name = getattr(hook, "__name__", "")
+        routed = name in _ROUTED_HOOKS and getattr(hook, "__self__", None) is self
+        if not routed or getattr(hook, "__func__", None) is not getattr(EnvGroup, name):
+            return await super().call_hook(hook, args, kwargs)
+        state = args[-1]  # (every routed hook takes the State last)
+        env = self.get_env_for_state(state)
+        return await env.call_hook(getattr(env, name), args, kwargs)
 
     # The member's hooks run as the member's own rollouts run them: a sync one through
     # its offloader, so that a blocking one does not stall every rollout on the loop.
@@ -452,7 +482,7 @@ class EnvGroup(MultiTurnEnv):
         """Tokenize with the tools of each rollout's own environment."""
         from vfgym.processing import process_env_results
 
-        tools = [self.get_env_for_task(s.get("task", "default")).oai_tools for s in states]
+        tools = [self._player(s.get("task", "default")).oai_tools for s in states]
         return process_env_results(
             prompts,
             completions,
@@ -466,6 +496,46 @@ class EnvGroup(MultiTurnEnv):
             message_type=self.message_type,
             oai_tools=tools,
         )
+
+
+#: The hooks the group routes to the member its State's task names (see `call_hook`).
+_ROUTED_HOOKS = frozenset({"setup_state", "is_completed", "env_response", "cleanup_state"})
+
+
+def _check_names(names: list[Any]) -> None:
+    """Refuse a name no row could carry as its task: a row's task that is empty (or
+    not given) reads as "default", and one that is not text breaks where tasks are
+    compared, so every rollout of that member would fail."""
+    for i, name in enumerate(names):
+        if not isinstance(name, str):
+            raise TypeError(
+                f"env_names[{i}] is {name!r} ({type(name).__name__}), not a str: a row's "
+                f"'task' names its environment with text; give it a name such as {str(name)!r}"
+            )
+        if not name:
+            raise ValueError(
+                f"env_names[{i}] is an empty name, which a row's 'task' cannot carry (an "
+                "empty task reads as 'default'); give every environment a non-empty name"
+            )
+
+
+def _routes(names: list[str], envs: list[Environment]) -> dict[str, Environment]:
+    """Each task a row may carry -> the member that plays it. A member that is an
+    EnvGroup keeps its rows' own tasks (so it can route them on) and is the member
+    for each; a task two members would claim is refused, as it could play only one."""
+    routes: dict[str, Environment] = {}
+    owners: dict[str, str] = {}
+    for name, env in zip(names, envs, strict=True):
+        tasks = list(env._routes) if isinstance(env, EnvGroup) else [name]
+        for task in tasks:
+            if task in routes:
+                raise ValueError(
+                    f"EnvGroup task {task!r} is claimed by both {owners[task]!r} and {name!r} "
+                    "(a member that is an EnvGroup brings its own tasks); rename one so "
+                    "every row's 'task' names one environment"
+                )
+            routes[task], owners[task] = env, name
+    return routes
 
 
 #: Limits each member enforces itself, in its rollouts and in Gym steps alike: one given
@@ -495,9 +565,14 @@ def _not_steppable(task: str, env: Environment) -> str:
     )
 
 
-def _tagged(names: list[str], datasets: list[list[dict[str, Any]] | None]) -> list[dict[str, Any]]:
+def _tagged(
+    names: list[str], envs: list[Environment], datasets: list[list[dict[str, Any]] | None]
+) -> list[dict[str, Any]]:
+    """The members' rows, each tagged with the task that routes it to its member (a
+    nested group's rows keep their own) and renumbered so example ids stay unique."""
     rows: list[dict[str, Any]] = []
-    for name, data in zip(names, datasets, strict=True):
+    for name, env, data in zip(names, envs, datasets, strict=True):
+        nested = isinstance(env, EnvGroup)
         for row in data or ():
-            rows.append({**row, "task": name, "example_id": len(rows)})
+            rows.append({**row, "task": row["task"] if nested else name, "example_id": len(rows)})
     return rows

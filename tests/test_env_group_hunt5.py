@@ -1,0 +1,165 @@
+"""EnvGroup at its edges: nested groups, and sync members' blocking hooks under an
+event loop (the Gym adapter's `areset`/`astep`)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+import vfgym.gym as vgym
+from vfgym.envs import EnvGroup, MultiTurnEnv, SingleTurnEnv
+from vfgym.rubrics import Rubric
+from vfgym.types import Messages, State
+
+
+def exact(completion: Messages, answer: str) -> float:
+    return 1.0 if completion[-1]["content"] == answer else 0.0
+
+
+def single(question: str, answer: str) -> SingleTurnEnv:
+    return SingleTurnEnv(
+        dataset=[{"question": question, "answer": answer}], rubric=Rubric(funcs=[exact])
+    )
+
+
+# -- a member that is itself an EnvGroup -------------------------------------------------
+
+
+async def test_a_member_that_is_an_env_group_plays_its_own_tasks(model_server) -> None:
+    server = await model_server(lambda messages: "4")
+    inner = EnvGroup(
+        [single("a", "4"), single("b", "5")],
+        env_names=["a", "b"],
+        sampling_args={"temperature": 0.3},
+    )
+    outer = EnvGroup([inner, single("c", "4")], env_names=["inner", "c"])
+    assert [row["task"] for row in outer.get_eval_dataset()] == ["a", "b", "c"]
+    out = await outer.evaluate(server.client(), "m", rollouts_per_example=2)
+    assert [state.get("error") for state in out.state] == [None] * 6
+    assert out.task == ["a", "a", "b", "b", "c", "c"]
+    assert out.reward == [1.0, 1.0, 0.0, 0.0, 1.0, 1.0]
+    temperatures = [request.get("temperature") for request in server.requests]
+    assert sorted(temperatures, key=str) == [0.3] * 4 + [None] * 2  # the inner group's
+
+
+def test_gym_steps_a_row_of_a_nested_group_through_its_member() -> None:
+    inner = EnvGroup([SlowSetup(), Quick()], env_names=["slow", "quick"])
+    env = vgym.GymEnv(EnvGroup([inner, Quick()], env_names=["inner", "top"]))
+    try:
+        _, info = env.reset(options={"index": 1})
+        assert info["state"]["task"] == "quick"
+        _, reward, terminated, _, info = env.step("done")
+        assert terminated and reward == 1.0 and info["metrics"]["said_done"] == 1.0
+    finally:
+        env.close()
+
+
+def test_a_task_two_members_would_claim_is_refused() -> None:
+    inner = EnvGroup([single("a", "4"), single("c", "4")], env_names=["a", "c"])
+    with pytest.raises(ValueError, match=r"task 'c' is claimed by both 'inner' and 'c'"):
+        EnvGroup([inner, single("c", "4")], env_names=["inner", "c"])
+
+
+# -- sync members' blocking hooks on the caller's loop -----------------------------------
+
+
+class SlowSetup(MultiTurnEnv):
+    """A sync setup that blocks (a sandbox acquired, a request made)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(dataset=[{"question": "go", "answer": ""}], max_turns=2, **kwargs)
+
+    def setup_state(self, state: State, **kwargs: Any) -> State:
+        time.sleep(0.3)
+        return state
+
+    def is_completed(self, messages: Messages, state: State, **kwargs: Any) -> bool:
+        return False
+
+    def env_response(self, messages: Messages, state: State, **kwargs: Any) -> tuple[Any, State]:
+        return [{"role": "user", "content": "again"}], state
+
+    def cleanup_state(self, state: State, **kwargs: Any) -> None:
+        time.sleep(0.3)
+
+
+def said_done(completion: Messages) -> float:
+    return 1.0 if completion[-1]["content"] == "done" else 0.0
+
+
+class Quick(MultiTurnEnv):
+    """Ends when the model says "done"."""
+
+    def __init__(self) -> None:
+        rubric = Rubric(funcs=[said_done])
+        super().__init__(dataset=[{"question": "say done"}], max_turns=3, rubric=rubric)
+
+    def is_completed(self, messages: Messages, state: State, **kwargs: Any) -> bool:
+        return bool(state["completion"]) and state["completion"][-1]["content"] == "done"
+
+    def env_response(self, messages: Messages, state: State, **kwargs: Any) -> tuple[Any, State]:
+        return [{"role": "user", "content": "say done"}], state
+
+
+async def ticks_while(work: Any) -> int:
+    """How often a 10 ms ticker ran on the loop while `work` was awaited."""
+    count = 0
+    done = False
+
+    async def tick() -> None:
+        nonlocal count
+        while not done:
+            await asyncio.sleep(0.01)
+            count += 1
+
+    ticker = asyncio.ensure_future(tick())
+    try:
+        await work
+    finally:
+        done = True
+        await ticker
+    return count
+
+
+@pytest.mark.parametrize("grouped", [False, True], ids=["member", "group"])
+async def test_areset_runs_a_sync_members_blocking_hooks_off_the_loop(grouped: bool) -> None:
+    member = SlowSetup()
+    env = vgym.GymEnv(EnvGroup([member, SlowSetup()], ["a", "b"]) if grouped else member)
+    try:
+        assert await ticks_while(env.areset(options={"index": 0})) >= 10
+        await env.astep("x")
+        assert await ticks_while(env.astep("y")) >= 10  # the end: cleanup runs
+    finally:
+        await env.aclose()
+
+
+# -- env_names ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("names", "error", "says"),
+    [
+        (["", "x"], ValueError, r"env_names\[0\] is an empty name"),
+        ([0, "x"], TypeError, r"env_names\[0\] is 0 \(int\), not a str"),
+        (["x", None], TypeError, r"env_names\[1\] is None \(NoneType\), not a str"),
+    ],
+)
+def test_env_names_that_no_row_could_carry_are_refused(names, error, says) -> None:
+    with pytest.raises(error, match=says):
+        EnvGroup([single("a", "4"), single("b", "4")], env_names=names)
+
+
+async def test_odd_but_real_env_names_play_and_resume(model_server, tmp_path) -> None:
+    server = await model_server(lambda messages: "4")
+    names = ["a/b c", 'ü\n"x']
+    group = EnvGroup([single("a", "4"), single("b", "5")], env_names=names)
+    out = await group.evaluate(server.client(), "m", rollouts_per_example=2, results_path=tmp_path)
+    assert out.task == [names[0]] * 2 + [names[1]] * 2 and out.reward == [1.0, 1.0, 0.0, 0.0]
+    again = await group.evaluate(
+        server.client(), "m", rollouts_per_example=2, results_path=tmp_path, resume=True
+    )
+    assert again.task == out.task and again.reward == out.reward
+    assert len(server.requests) == 4  # the resumed run asked the model nothing
