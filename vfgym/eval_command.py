@@ -54,6 +54,11 @@ from vfgym.summary import error_text, format_summary, latest_records, summarize_
 
 DEFAULT_API_KEY_VAR = "OPENAI_API_KEY"
 EMBEDDED_MODELS = ("reference", "random")
+#: The most rollouts one run takes on: every one is an input row built before the first
+#: starts (about half a kilobyte each, before its conversation; ten million is some 5 GB),
+#: so far more would run the machine out of memory and have the process killed with
+#: nothing said. Larger evaluations are split into several runs.
+MAX_ROLLOUTS = 10_000_000
 _CONNECTION_ERRORS = frozenset({"APIConnectionError", "APITimeoutError", "ConnectError"})
 
 
@@ -520,6 +525,24 @@ def _check_numbers(options: EvalOptions) -> None:
         raise CommandError("-c/--max-concurrent must be positive (or -1 for no limit)", EXIT_USAGE)
 
 
+def _check_run_size(env: Any, options: EvalOptions) -> None:
+    """Refuse a run too large to hold (`-r 100000000000000`, a slip of the finger) before
+    anything starts, rather than run out of memory building its inputs."""
+    try:
+        examples = len(env.get_eval_dataset(n=options.num_examples))
+    except ValueError as exc:  # no rows at all
+        raise CommandError(f"{options.env_id}: {exc}", EXIT_USAGE) from None
+    total = examples * options.rollouts_per_example
+    if total > MAX_ROLLOUTS:
+        raise CommandError(
+            f"{examples:,} examples x {options.rollouts_per_example:,} rollouts each is "
+            f"{total:,} rollouts, more than one run holds ({MAX_ROLLOUTS:,}); lower "
+            "-r/--rollouts-per-example or -n/--num-examples, or split the evaluation into "
+            "several runs",
+            EXIT_USAGE,
+        )
+
+
 def _is_unreachable(error: Any) -> bool:
     if not isinstance(error, Mapping):
         return False
@@ -565,6 +588,7 @@ def _start_up(startup: _Startup) -> None:
         check_docker(options.env_id)
     startup.env = env = build_environment(options.env_id, options.env_args)
     _check_sampling_args(env, options)
+    _check_run_size(env, options)
     if endpoint.embedded:
         startup.policies = embedded_policies(env, options.env_id)
     startup.made_directory = not startup.directory.exists()
