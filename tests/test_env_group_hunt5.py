@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 import pytest
+from test_engine_hunt import say_ok
 
 import vfgym.gym as vgym
 from vfgym.envs import EnvGroup, MultiTurnEnv, SingleTurnEnv
@@ -163,3 +164,16 @@ async def test_odd_but_real_env_names_play_and_resume(model_server, tmp_path) ->
     )
     assert again.task == out.task and again.reward == out.reward
     assert len(server.requests) == 4  # the resumed run asked the model nothing
+
+
+async def test_a_ready_prompt_row_whose_task_names_no_member_is_refused_up_front(
+    model_server,
+) -> None:
+    """Rows without a prompt were refused before anything ran; rows with one failed
+    each rollout on its own with UnknownTaskError."""
+    server = await model_server(say_ok)
+    group = EnvGroup([SingleTurnEnv(dataset=[{"question": "q"}])], env_names=["one"])
+    inputs = {"prompt": [[{"role": "user", "content": "hi"}]], "task": ["two"]}
+    with pytest.raises(ValueError, match=r"input row 0: no environment for task 'two'"):
+        await group.generate(inputs, server.client(), "m")
+    assert server.requests == []

@@ -70,6 +70,9 @@ def normalize_inputs(env: Environment, inputs: Any) -> list[dict[str, Any]]:
     if any(row.get("prompt") is None for row in rows):
         return env.format_dataset(rows)
     message_type = env.message_type
+    # An EnvGroup routes each row by its task: one naming no member would fail every
+    # rollout of it, so it is refused here, as a row without a prompt is when formatted.
+    route = getattr(env, "get_env_for_task", None)
     for i, row in enumerate(rows):  # (rows of to_rows are new dicts: changed in place)
         where = f"input row {i}"
         _check_given_prompt(row["prompt"], where, message_type)
@@ -77,6 +80,11 @@ def normalize_inputs(env: Environment, inputs: Any) -> list[dict[str, Any]]:
         row["info"] = row_info(row.get("info"), where)
         row["task"] = row.get("task") or "default"
         row.setdefault("example_id", i)
+        if route is not None:
+            try:
+                route(row["task"])
+            except KeyError as exc:  # UnknownTaskError
+                raise ValueError(f"{where}: {exc.args[0]}") from None
     return rows
 
 
