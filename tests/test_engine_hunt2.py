@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from typing import Any
 
 import pytest
 from test_engine_hunt import GO, Again, say_ok
@@ -158,12 +159,20 @@ async def test_a_rollout_cancelled_during_a_blocking_sync_setup_cleans_up_what_i
 
     server = await model_server(say_ok)
     env = Acquires(dataset=[{"question": "q"}])
-    task = asyncio.ensure_future(env.rollout(server.client(), "m", GO))
+    await cancel_while_a_hook_runs(env, server.client(), started, release)
+    assert seen == ["held"]
+    assert server.requests == []
+
+
+async def cancel_while_a_hook_runs(
+    env: Any, client: Any, started: threading.Event, release: threading.Event
+) -> None:
+    """Cancel a rollout of `env` once its sync hook has `started` (in a worker thread),
+    let the hook go on 50 ms later (`release`), and see the rollout end cancelled."""
+    task = asyncio.ensure_future(env.rollout(client, "m", GO))
     while not started.is_set():
         await asyncio.sleep(0.001)
     task.cancel()
     asyncio.get_running_loop().call_later(0.05, release.set)
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert seen == ["held"]
-    assert server.requests == []

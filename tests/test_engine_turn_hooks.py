@@ -14,6 +14,7 @@ import time
 
 import pytest
 from test_engine_hunt import GO, say_ok
+from test_engine_hunt2 import cancel_while_a_hook_runs
 
 from vfgym.envs import EnvGroup, MultiTurnEnv
 from vfgym.gym import GymEnv
@@ -140,13 +141,7 @@ async def test_a_rollout_cancelled_during_a_blocking_sync_env_response_waits_for
 
     server = await model_server(say_ok)
     env = Slow(dataset=[{"question": "q"}], max_turns=3)
-    task = asyncio.ensure_future(env.rollout(server.client(), "m", GO))
-    while not started.is_set():
-        await asyncio.sleep(0.001)
-    task.cancel()
-    asyncio.get_running_loop().call_later(0.05, release.set)
-    with pytest.raises(asyncio.CancelledError):
-        await task
+    await cancel_while_a_hook_runs(env, server.client(), started, release)
     assert order == ["reply done", "cleanup"]
 
 
