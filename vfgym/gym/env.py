@@ -586,7 +586,7 @@ class GymEnv(gym.Env[Observation, Action]):
                 f"truncate() ends an episode cut short; stop_reason must be one of "
                 f"{sorted(TRUNCATING)}, not {stop_reason!r}"
             )
-        state = self._require_running()
+        state = self._require_running("truncate")
         self.environment.finish(state, stop_reason)
         self._done = True
         return state
@@ -1162,9 +1162,10 @@ class GymEnv(gym.Env[Observation, Action]):
             f"{call}() here"
         )
 
-    def _require_running(self) -> State:
+    def _require_running(self, call: str = "step") -> State:
+        """The running episode's State; raises, naming `call`, when none runs."""
         if self._state is None:
-            raise gym.error.ResetNeeded("call reset() before step()")
+            raise gym.error.ResetNeeded(f"call reset() before {call}()")
         if self._closed:
             raise gym.error.ResetNeeded(
                 "this env was closed; call reset() to start a new episode (or make a new env)"

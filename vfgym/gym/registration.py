@@ -23,6 +23,7 @@ vector env's own options (`mode`, `autoreset_mode`) are keyword arguments too, o
 from __future__ import annotations
 
 import functools
+import importlib
 import importlib.util
 import logging
 import operator
@@ -97,7 +98,8 @@ def make_env(
     count_tokens: Callable[[str], int] | None = None,
     **env_args: Any,
 ) -> GymEnv:
-    """Build the environment (a registry name or a factory) and wrap it in a `GymEnv`.
+    """Build the environment (a registry name, a 'module:function' reference or a
+    factory) and wrap it in a `GymEnv`.
 
     This is the entry point of every id registered through `vfgym.gym`; `env_args`
     go to the environment's loader.
@@ -108,7 +110,9 @@ def make_env(
             f"environment, not {type(environment).__name__}"
         )
     try:
-        if isinstance(environment, str):
+        if is_reference(environment):
+            env = resolve_reference(environment)(**env_args)
+        elif isinstance(environment, str):
             env = load_environment(environment, **env_args)
         else:
             env = environment(**env_args)
@@ -116,7 +120,7 @@ def make_env(
         if "argument" not in str(exc):  # a bug in the loader, not a misspelt keyword
             raise
         adapter = ", ".join(ADAPTER_ARGS)
-        hint = _vector_option_hint(env_args)
+        hint = _vector_spec_hint(env_args) or _vector_option_hint(env_args)
         raise TypeError(f"{exc} (the Gym adapter's own keywords are: {adapter}){hint}") from exc
     if not isinstance(env, MultiTurnEnv):
         raise TypeError(
@@ -154,6 +158,23 @@ def _checked_per_step_reward(value: object) -> bool:
     return bool(value)
 
 
+def _vector_spec_hint(env_args: dict[str, Any]) -> str:
+    """What to do when `gym.make` got the spec of a vector env.
+
+    Why: `gym.make_vec` records its own keywords (`num_envs`, `vectorization_mode`, ...)
+    in the spec of the vector env it makes, so `gym.make(vec.spec)` hands them to the
+    environment's loader, whose error would otherwise read as a misspelt keyword
+    (`num_envs`: did you mean `num_examples`?)."""
+    given = sorted(name for name in MAKE_VEC_ARGS if name in env_args)
+    if not given:
+        return ""
+    return (
+        f". {given} are keywords of gym.make_vec, which records them in the spec of the "
+        "vector env it makes: this is the spec of a vector env. Make it again with "
+        "gym.make_vec(spec), or make one env with gym.make(spec.id, **kwargs)"
+    )
+
+
 def _vector_option_hint(env_args: dict[str, Any]) -> str:
     """What to do with vector-env options that reached a single env's loader.
 
@@ -172,6 +193,66 @@ def _vector_option_hint(env_args: dict[str, Any]) -> str:
         "vectorization_mode='sync' or 'async', Gymnasium's vector envs take no `mode` and "
         "take the autoreset mode as vector_kwargs={'autoreset_mode': AutoresetMode...}"
     )
+
+
+def is_reference(environment: object) -> bool:
+    """True for a 'module:function' string, as Gymnasium writes entry points.
+
+    Registry names never hold a ':' (`register` refuses ids that do for the same
+    reason: `gym.make` reads what precedes one as a module)."""
+    return isinstance(environment, str) and ":" in environment
+
+
+def resolve_reference(reference: str) -> Callable[..., Any]:
+    """The callable that a 'module:qualified.name' string names, imported.
+
+    Errors say which part failed, since the string may come from a saved spec
+    (`EnvSpec.from_json`) long after it was written."""
+    module_name, _, qualname = reference.partition(":")
+    try:
+        target: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ValueError(
+            f"environment {reference!r}: cannot import module {module_name!r} ({exc}); "
+            "install or put on sys.path the package that defines the environment"
+        ) from exc
+    for part in qualname.split("."):
+        if not hasattr(target, part):
+            raise ValueError(
+                f"environment {reference!r}: {getattr(target, '__name__', target)!r} has no "
+                f"attribute {part!r}; give 'module:function' of a function that builds the "
+                "environment"
+            )
+        target = getattr(target, part)
+    if not callable(target):
+        raise TypeError(
+            f"environment {reference!r} is not callable ({type(target).__name__}); give "
+            "'module:function' of a function that builds the environment"
+        )
+    return target
+
+
+def as_reference(environment: Callable[..., Any]) -> str | None:
+    """`environment` as a 'module:qualified.name' string that imports back to the same
+    object, or None when there is none (a lambda, a nested or `__main__` function).
+
+    Why: a spec's kwargs hold the environment; as a string, `EnvSpec.to_json()` can
+    save the spec and `EnvSpec.from_json` + `gym.make` rebuild it, as for Gymnasium's
+    own ids. A function with no importable name stays the object itself: Gymnasium's
+    async vector env ships it by value (cloudpickle), which a `__main__` name would
+    break in a spawned worker."""
+    module = getattr(environment, "__module__", None)
+    qualname = getattr(environment, "__qualname__", None)
+    if not isinstance(module, str) or not isinstance(qualname, str):
+        return None
+    if module == "__main__" or "<" in qualname:  # <lambda>, <locals>
+        return None
+    reference = f"{module}:{qualname}"
+    try:
+        resolved = resolve_reference(reference)
+    except (TypeError, ValueError):
+        return None
+    return reference if resolved is environment else None
 
 
 def _one_sandbox_each(env: MultiTurnEnv) -> None:
@@ -254,8 +335,11 @@ def register(
 ) -> EnvSpec:
     """Register a Gymnasium id for a vfgym environment; returns its `EnvSpec`.
 
-    `environment` is a registry name ("wordle") or a function that builds the
-    environment, such as a module's `load_environment`. `defaults` are keyword
+    `environment` is a registry name ("wordle"), a function that builds the
+    environment, such as a module's `load_environment`, or such a function as a
+    'module:function' string (Gymnasium's form of entry points). A function that can be
+    imported by name is kept in the spec by that name, so `spec.to_json()` and
+    `EnvSpec.from_json` work as for Gymnasium's own ids. `defaults` are keyword
     arguments for it (and for the adapter, see `make_env`); `gym.make(id, **kw)`
     overrides them. `max_episode_steps`, `reward_threshold` and `nondeterministic` are
     the `EnvSpec`'s, as in `gym.register`.
@@ -274,6 +358,8 @@ def register(
     _check_environment(environment)
     _check_defaults(defaults)
     _check_adapter_defaults(defaults)
+    if callable(environment):  # kept by name when it has one, so the spec saves as JSON
+        environment = as_reference(environment) or environment
     gym.register(
         id=id,
         entry_point=ENTRY_POINT,
@@ -363,7 +449,9 @@ def _check_environment(environment: object) -> None:
     """Refuse what `make_env` could never build: neither a known name nor a function.
 
     A name is looked up among the entry points only, so no environment module is
-    imported (nor any broken one's error raised) until the id is made.
+    imported (nor any broken one's error raised) until the id is made. A
+    'module:function' string is imported now: it names one function, whose module the
+    caller means to use.
     """
     if not isinstance(environment, str):
         if not callable(environment):
@@ -371,6 +459,9 @@ def _check_environment(environment: object) -> None:
                 "environment must be a registered name or a function that builds a vfgym "
                 f"environment (e.g. a load_environment), not {type(environment).__name__}"
             )
+        return
+    if is_reference(environment):
+        resolve_reference(environment)
         return
     try:
         find_entry_point(environment)  # the registry's own name rules (aliases, suggestions)

@@ -369,6 +369,18 @@ class GymVectorEnv(VectorEnv):
             setattr(copied, key, None if key == "_loop" else copy.deepcopy(value, memo))
         return copied
 
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        """Refused, naming the vector env and what builds one elsewhere.
+
+        Why: otherwise pickling reaches a sub-env first, and its error speaks of a
+        single GymEnv and `gym.make`, not of what was being pickled."""
+        raise TypeError(
+            "a GymVectorEnv cannot be pickled: its sub-envs hold functions and live "
+            "resources. To build one in another process, send a function that makes it, "
+            "e.g. functools.partial(gym.make_vec, 'vfgym/Wordle-v0', num_envs=8); "
+            "copy.deepcopy(vec) copies one in this process"
+        )
+
     def __repr__(self) -> str:
         name = f"{self.spec.id}, " if self.spec is not None else ""
         return f"GymVectorEnv({name}num_envs={self.num_envs}, mode={self.mode!r})"
