@@ -8,25 +8,39 @@ dumped to JSON and loaded back.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal, NotRequired
+from typing import Annotated, Any, Literal, NotRequired
 
 from openai.types.chat import ChatCompletion, ChatCompletionMessageToolCall
 from openai.types.chat.chat_completion_tool_param import ChatCompletionToolParam
 from openai.types.completion import Completion
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    model_validator,
+    with_config,
+)
 from typing_extensions import TypedDict
 
 
+@with_config(ConfigDict(extra="allow"))
 class ChatMessage(TypedDict, total=False):
     """One chat message in the OpenAI wire format.
 
     `content` is required by the protocol for every role except an assistant turn
     that only calls tools, so every key is optional here and validated where used.
+    It may be content parts (`[{"type": "text", "text": ...}]`, images), as the
+    protocol allows and dataset rows accept. Keys beyond these (`reasoning_content`,
+    a server's own fields) are kept: a model holding a conversation must not drop
+    what the server is sent.
     """
 
     role: str
-    content: str | None
+    content: str | list[dict[str, Any]] | None
     tool_calls: NotRequired[list[Any]]
     tool_call_id: NotRequired[str]
     name: NotRequired[str]
@@ -40,6 +54,20 @@ Info = dict[str, Any]
 SamplingArgs = dict[str, Any]
 ModelResponse = ChatCompletion | Completion | None
 RewardFunc = Callable[..., float | Awaitable[float]]
+
+
+def _null_is_nan(value: Any, info: ValidationInfo) -> Any:
+    """JSON's null as NaN, when loading JSON: NaN is the "no value" of a reward or a
+    metric (a failed reward function, an errored rollout), and JSON has no NaN, so
+    `model_dump_json` writes null (as results.jsonl does). Python's None is still
+    refused: there it is a scorer's mistake, not a NaN that went through JSON."""
+    if value is None and info.mode == "json":
+        return math.nan
+    return value
+
+
+#: A reward or metric value: a float, NaN for none, written to JSON as null and read back.
+Score = Annotated[float, BeforeValidator(_null_is_nan)]
 
 
 class GenerateInputs(BaseModel):
@@ -99,8 +127,8 @@ class GenerateOutputs(ColumnsModel):
     state: list[State]
     info: list[Info]
     task: list[str]
-    reward: list[float]
-    metrics: dict[str, list[float]] = Field(default_factory=dict)
+    reward: list[Score]
+    metrics: dict[str, list[Score]] = Field(default_factory=dict)
     example_id: list[int] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
 
@@ -108,19 +136,25 @@ class GenerateOutputs(ColumnsModel):
 class RolloutScore(BaseModel):
     """The rubric's verdict on one rollout."""
 
-    reward: float
-    metrics: dict[str, float] = Field(default_factory=dict)
+    reward: Score
+    metrics: dict[str, Score] = Field(default_factory=dict)
 
 
 class RolloutScores(ColumnsModel):
     """The rubric's verdicts on many rollouts, column-wise."""
 
-    reward: list[float]
-    metrics: dict[str, list[float]] = Field(default_factory=dict)
+    reward: list[Score]
+    metrics: dict[str, list[Score]] = Field(default_factory=dict)
 
 
 class ProcessedOutputs(ColumnsModel):
-    """Token-level training data: ids, masks and logprobs per rollout."""
+    """Token-level training data: ids, masks and logprobs per rollout.
+
+    Every column has one row per rollout, and each mask (and the logprobs) is as
+    long as its ids: a trainer zips them token by token, so a short row would mask
+    the wrong tokens with no sign of it. That is checked when the model is built.
+    `is_truncated`, which the reference does not list, is all False when not given.
+    """
 
     prompt_ids: list[list[int]]
     prompt_mask: list[list[int]]
@@ -129,6 +163,40 @@ class ProcessedOutputs(ColumnsModel):
     completion_logprobs: list[list[float]]
     rewards: list[float]
     is_truncated: list[bool] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _columns_line_up(self) -> ProcessedOutputs:
+        n = len(self.prompt_ids)
+        if not self.is_truncated and "is_truncated" not in self.model_fields_set:
+            self.is_truncated = [False] * n
+        _check_rows(self, n)
+        for k in range(n):
+            _check_tokens(self, k, "prompt_ids", ("prompt_mask",))
+            _check_tokens(self, k, "completion_ids", ("completion_mask", "completion_logprobs"))
+        return self
+
+
+def _check_rows(processed: ProcessedOutputs, n: int) -> None:
+    """Refuse a column of `processed` whose row count is not `n`, the prompts'."""
+    for name in type(processed).model_fields:
+        size = len(getattr(processed, name))
+        if size != n:
+            raise ValueError(
+                f"ProcessedOutputs: {name} has {size} row(s) but prompt_ids has {n}; give every "
+                "column one row per rollout"
+            )
+
+
+def _check_tokens(processed: ProcessedOutputs, k: int, ids: str, others: tuple[str, ...]) -> None:
+    """Refuse rollout `k` when a column in `others` is not as long as its `ids` row."""
+    size = len(getattr(processed, ids)[k])
+    for name in others:
+        length = len(getattr(processed, name)[k])
+        if length != size:
+            raise ValueError(
+                f"ProcessedOutputs: rollout {k}: {ids} has {size} token(s) but {name} "
+                f"{length}; give one {name.split('_')[-1]} entry per token id"
+            )
 
 
 __all__ = [
