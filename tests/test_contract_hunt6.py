@@ -264,11 +264,6 @@ def test_num_examples_zero_means_the_same_to_evaluate_and_generate(server) -> No
     assert len(evaluated.reward) == len(generated.reward)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="vfgym/runner.py run_batch: GenerateInputs.completion is neither passed to "
-    "rollout (as run_rollouts passes its completions) nor refused: it is silently dropped",
-)
 def test_generate_inputs_completion_opens_the_rollout(server) -> None:
     env = Feedback(dataset=[{"question": "unused"}], max_turns=1)
     opening = [{"role": "user", "content": "a hint before the first turn"}]
@@ -277,12 +272,6 @@ def test_generate_inputs_completion_opens_the_rollout(server) -> None:
     assert out.completion[0][0] == opening[0]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="vfgym/runner.py normalize_inputs: a row with a ready prompt keeps a non-text "
-    "answer/task as given (int 42, None), where a question row's becomes text "
-    "(vfgym.data._answer); GenerateOutputs.answer is then no list[str]",
-)
 def test_a_ready_prompt_rows_answer_is_text_as_a_question_rows_is() -> None:
     env = vf.SingleTurnEnv(dataset=[{"question": "q"}], rubric=vf.Rubric(funcs=[exact]))
     rows = [
@@ -294,3 +283,29 @@ def test_a_ready_prompt_rows_answer_is_text_as_a_question_rows_is() -> None:
     assert out.answer == ["42", ""]
     assert out.reward == [1.0, 0.0]
     assert out.task == ["7", "default"]
+
+
+def test_a_question_rows_completion_opens_the_rollout_too(server) -> None:
+    env = vf.SingleTurnEnv(dataset=[{"question": "unused"}])
+    opening = [{"role": "user", "content": "an opening"}]
+    out = env.generate_sync([{"question": "q", "completion": opening}], server.sync_client(), "m")
+    assert out.completion[0][0] == opening[0] and out.completion[0][1]["role"] == "assistant"
+    assert opening == [{"role": "user", "content": "an opening"}]  # the caller's, unchanged
+
+
+@pytest.mark.parametrize(
+    ("message_type", "row", "error"),
+    [
+        ("chat", {"prompt": QUESTION, "completion": "text"}, "in chat give a list"),
+        ("chat", {"question": "q", "completion": {"role": "user"}}, "in chat give a list"),
+        ("completion", {"prompt": "Q:", "completion": QUESTION}, "give one str"),
+    ],
+)
+def test_an_opening_of_the_wrong_form_is_refused_before_any_request(
+    server, message_type: str, row: dict[str, Any], error: str
+) -> None:
+    env = vf.SingleTurnEnv(dataset=[{"question": "unused"}], message_type=message_type)
+    server.clear_requests()
+    with pytest.raises(TypeError, match=rf"input row 0: 'completion'.*{error}"):
+        env.generate_sync([row], server.sync_client(), "m")
+    assert server.requests == []

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from openai import AsyncOpenAI, DefaultAsyncHttpxClient, OpenAI
 
-from vfgym.data import row_info, to_rows
+from vfgym.data import _answer, _task, row_info, to_rows
 from vfgym.envs.environment import errored_state
 from vfgym.errors import ResultCallbackError, error_record
 from vfgym.gcpolicy import AUTO_FREEZE_ROLLOUTS, frozen_gc
@@ -67,18 +67,25 @@ def normalize_inputs(env: Environment, inputs: Any) -> list[dict[str, Any]]:
     if isinstance(inputs, GenerateInputs):
         inputs = inputs.model_dump(exclude_none=True)
     rows = to_rows(inputs)
-    if any(row.get("prompt") is None for row in rows):
-        return env.format_dataset(rows)
     message_type = env.message_type
+    if any(row.get("prompt") is None for row in rows):
+        formatted = env.format_dataset(rows)
+        for i, row in enumerate(formatted):
+            if row.get("completion") is not None:
+                _check_opening(row["completion"], f"input row {i}", message_type)
+        return formatted
     # An EnvGroup routes each row by its task: one naming no member would fail every
     # rollout of it, so it is refused here, as a row without a prompt is when formatted.
     route = getattr(env, "get_env_for_task", None)
     for i, row in enumerate(rows):  # (rows of to_rows are new dicts: changed in place)
         where = f"input row {i}"
         _check_given_prompt(row["prompt"], where, message_type)
-        row.setdefault("answer", "")
+        if row.get("completion") is not None:
+            _check_opening(row["completion"], where, message_type)
+        # The answer and task as a dataset row's become (text), so every row's are str.
+        row["answer"] = _answer(row.get("answer"))
         row["info"] = row_info(row.get("info"), where)
-        row["task"] = row.get("task") or "default"
+        row["task"] = _task(row.get("task"), i)
         row.setdefault("example_id", i)
         if route is not None:
             try:
@@ -86,6 +93,22 @@ def normalize_inputs(env: Environment, inputs: Any) -> list[dict[str, Any]]:
             except KeyError as exc:  # UnknownTaskError
                 raise ValueError(f"{where}: {exc.args[0]}") from None
     return rows
+
+
+def _check_opening(completion: Any, where: str, message_type: str) -> None:
+    """Refuse a given opening completion of the wrong form for the environment: the
+    rollout would fail on it (or, in chat, render a text as something else)."""
+    if message_type == "chat" and not isinstance(completion, list):
+        raise TypeError(
+            f"{where}: 'completion' (the rollout's opening) is of type "
+            f"{type(completion).__name__}; in chat give a list of messages, or leave it out"
+        )
+    if message_type != "chat" and not isinstance(completion, str):
+        raise TypeError(
+            f"{where}: 'completion' (the rollout's opening) is of type "
+            f"{type(completion).__name__}; with message_type='completion' give one str, "
+            "or leave it out"
+        )
 
 
 #: Roles whose message is complete with a role and a text content alone.
@@ -426,12 +449,16 @@ async def run_batch(
         """Roll out row `i`; a custom rollout that raised gives an errored State."""
         row = rows[i]
         prompt = row["prompt"]
+        # A given opening completion (GenerateInputs.completion), as `run_rollouts`
+        # passes its `completions`: the rollout continues from it.
+        opening = row.get("completion")
         async with limit:
             try:
                 return await env.rollout(
                     aclient,
                     model,
                     list(prompt) if isinstance(prompt, list) else prompt,
+                    list(opening) if isinstance(opening, list) else opening,
                     answer=row["answer"],
                     task=row["task"],
                     info=dict(row["info"]),
