@@ -7,6 +7,7 @@ subcommand can stop with a clear sentence instead of a traceback.
 from __future__ import annotations
 
 import contextlib
+import difflib
 import json
 import signal
 import threading
@@ -44,6 +45,13 @@ class CommandError(Exception):
         self.code = code
 
 
+#: What each JSON option's error shows as an example: one of that option's own settings.
+_JSON_EXAMPLES = {
+    "-S/--sampling-args": """'{"temperature": 0.7}'""",
+    "-a/--env-args": """'{"difficulty": "hard"}'""",
+}
+
+
 def parse_json_object(flag: str, text: str | None) -> dict[str, Any]:
     """The JSON object given to `flag`, or a CommandError naming the flag and the JSON error."""
     if text is None or not text.strip():
@@ -51,10 +59,10 @@ def parse_json_object(flag: str, text: str | None) -> dict[str, Any]:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
+        example = _JSON_EXAMPLES.get(flag, """'{"key": 1}'""")
         raise CommandError(
             f"{flag} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno} "
-            f"(in {text!r}). Give a JSON object in single quotes, "
-            """e.g. '{"temperature": 0.7}'""",
+            f"(in {text!r}). Give a JSON object in single quotes, e.g. {example}",
             EXIT_USAGE,
         ) from None
     if not isinstance(value, dict):
@@ -245,6 +253,61 @@ def check_docker(env_id: str) -> None:
     client.close()
 
 
+def check_served_model(
+    base_url: str | None, api_key: str, model: str, timeout: float = 10.0
+) -> None:
+    """Refuse, before a run starts, a model name the server says it does not serve.
+
+    A wrong `-m` (`Qwen3-8B` for a server started as `vllm serve Qwen/Qwen3-8B`) would
+    fail every rollout with a 404 and leave a results directory that only resumes with
+    that same wrong name. Only a clear "no such model" refuses: a server that cannot
+    list its models, refuses the key or is unreachable is left to the run, which
+    retries and reports; and a name its list lacks but GET /v1/models/NAME still finds
+    (Ollama's `llama3` for the listed `llama3:latest`) is accepted.
+    """
+    import openai
+
+    with openai.OpenAI(
+        base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout
+    ) as client:
+        try:
+            served = [str(card.id) for card in client.models.list()]
+        except Exception:  # any failure to list: not evidence against the name
+            return
+        if not served or model in served:
+            return
+        if _may_serve(client, model):
+            return
+        where = str(client.base_url).rstrip("/")
+    raise CommandError(_not_served(where, model, served), EXIT_USAGE)
+
+
+def _may_serve(client: Any, model: str) -> bool:
+    """False only when the server answers GET /v1/models/NAME with 404 Not Found."""
+    import openai
+
+    try:
+        client.models.retrieve(model)
+    except openai.NotFoundError:
+        return False
+    except Exception:  # no such route, an odd body: not evidence against the name
+        return True
+    return True
+
+
+def _not_served(where: str, model: str, served: list[str]) -> str:
+    """The refusal of `model`: the closest served names, then (some of) the others."""
+    close = [name for name in served if model.lower() in name.lower()]
+    close += difflib.get_close_matches(model, served, n=3, cutoff=0.5)
+    close = list(dict.fromkeys(close))[:3]
+    guess = f" Did you mean {' or '.join(repr(n) for n in close)}?" if close else ""
+    shown = ", ".join(served[:10]) + (f" and {len(served) - 10} more" if len(served) > 10 else "")
+    return (
+        f"the server at {where} does not serve a model named {model!r}.{guess} It serves: "
+        f"{shown} (GET /v1/models). Give one of those names with -m/--model."
+    )
+
+
 __all__ = [
     "EXIT_FAILED",
     "EXIT_INTERRUPTED",
@@ -255,6 +318,7 @@ __all__ = [
     "Terminated",
     "build_environment",
     "check_docker",
+    "check_served_model",
     "describe_environment",
     "parse_json_object",
     "setup_script_hint",

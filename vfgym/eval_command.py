@@ -36,6 +36,7 @@ from vfgym.cli_support import (
     Terminated,
     build_environment,
     check_docker,
+    check_served_model,
     describe_environment,
 )
 from vfgym.results import (
@@ -591,25 +592,33 @@ def _start_up(startup: _Startup) -> None:
     _check_run_size(env, options)
     if endpoint.embedded:
         startup.policies = embedded_policies(env, options.env_id)
+    else:
+        check_served_model(endpoint.base_url, endpoint.api_key or "EMPTY", endpoint.model)
     startup.made_directory = not startup.directory.exists()
     check_writable(startup.directory)  # first: a resume reads the files it checks
     if startup.resume:
         check_resumable(env, options, endpoint, startup.directory)
 
 
-def _terminated_at_startup(startup: _Startup, err: IO[str]) -> int:
-    """SIGTERM before any rollout started: one line, nothing left behind (a results
-    directory this run made, still empty, is removed; an earlier run's is untouched)."""
-    directory = startup.directory
+def _stopped_at_startup(startup: _Startup, how: str, code: int, err: IO[str]) -> int:
+    """SIGTERM or Ctrl-C before any rollout started: one line, nothing left behind (a
+    results directory this run made, still empty, is removed; an earlier run's is
+    untouched), and the command that starts the run again or, on --resume, continues it."""
+    directory, endpoint = startup.directory, startup.endpoint
     if directory is not None and startup.made_directory and not startup.resume:
         with contextlib.suppress(OSError):
             directory.rmdir()  # only while empty
-    line = "Terminated (SIGTERM) before any rollout started; nothing was written"
-    if directory is not None and startup.resume and startup.endpoint is not None:
-        again = resume_command(startup.options, startup.endpoint, directory)
-        line += f" ({directory} is as it was; continue with: {again})"
+    line = f"{how} before any rollout started; nothing was written"
+    if directory is not None and endpoint is not None:
+        if startup.resume:
+            again = resume_command(startup.options, endpoint, directory)
+            line += f" ({directory} is as it was; continue with: {again})"
+        else:
+            line += (
+                f" (start it again with: {restart_command(startup.options, endpoint, directory)})"
+            )
     print(f"\n{line}.", file=err)
-    return EXIT_TERMINATED
+    return code
 
 
 def run_eval(
@@ -632,7 +641,9 @@ def run_eval(
             with sigterm.raising():
                 _start_up(startup)
         except Terminated:
-            return _terminated_at_startup(startup, err)
+            return _stopped_at_startup(startup, "Terminated (SIGTERM)", EXIT_TERMINATED, err)
+        except KeyboardInterrupt:
+            return _stopped_at_startup(startup, "Interrupted", EXIT_INTERRUPTED, err)
         stopped = _run_rollouts(startup, sigterm, err)
     if stopped is not None:
         return stopped
