@@ -13,6 +13,7 @@ dataset of any size reproduces exactly.
 from __future__ import annotations
 
 import functools
+import inspect
 import random
 import re
 import unicodedata
@@ -136,6 +137,7 @@ class TextGame(MultiTurnEnv):
         if max_invalid_moves < 1:
             raise ValueError("max_invalid_moves must be at least 1")
         self.max_invalid_moves = max_invalid_moves
+        _refuse_async_rules(type(self))
         self._own_invalid_rule = (
             type(self).lost_on_invalid_moves is not TextGame.lost_on_invalid_moves
         )
@@ -252,6 +254,8 @@ class TextGame(MultiTurnEnv):
                     raise InvalidMove(_NO_MOVE)
                 state["tagged_moves"] += 1
                 feedback = self.apply_move(game, move)
+                if type(feedback) is not str:
+                    raise self._bad_feedback(feedback)
             except InvalidMove as exc:
                 feedback = self._refused(state, exc)
                 over = self.is_over(game) or state["invalid_moves"] >= self.max_invalid_moves
@@ -300,15 +304,31 @@ class TextGame(MultiTurnEnv):
         try:
             if not move:
                 raise InvalidMove(_NO_MOVE)
-            return self.apply_move(state["game_state"], move)
+            feedback = self.apply_move(state["game_state"], move)
         except InvalidMove as exc:
             return self._refused(state, exc)
+        if type(feedback) is not str:
+            raise self._bad_feedback(feedback)
+        return feedback
+
+    def _bad_feedback(self, feedback: Any) -> TypeError:
+        """The error for an `apply_move` that returned no text: the player would read
+        "None" (or the next request would fail at the model server)."""
+        return TypeError(
+            f"{type(self).__name__}.apply_move must return the feedback text (a str) the "
+            f"player reads after its move, got {type(feedback).__name__}: {feedback!r:.60}; "
+            "end it with `return feedback`, or raise InvalidMove for a refused move"
+        )
 
     def _refused(self, state: State, exc: InvalidMove) -> str:
-        """Count an invalid move and say why it was refused and how many are left."""
+        """Count an invalid move and say why it was refused and how many are left
+        (after a full stop, so a reason ending in a number does not run into the count)."""
         state["invalid_moves"] += 1
         left = self.max_invalid_moves - state["invalid_moves"]
-        return f"Invalid move: {exc} {_invalid_tail(left)}"
+        reason = str(exc)
+        if not reason.endswith((".", "!", "?")):
+            reason += "."
+        return f"Invalid move: {reason} {_invalid_tail(left)}"
 
     def render_state(self, state: State) -> str:
         """Text rendering of the episode's position (used by the Gym adapter's render)."""
@@ -414,6 +434,33 @@ class GameRubric(Rubric):
         # The weighted sum in the functions' order: 0.0 + win * 1.0, and each metric
         # times 0.0 adds nothing to a finite sum.
         return 0.0 + win, metrics
+
+
+#: The rules a subclass supplies, all called as plain functions by the turn loop.
+_RULES = (
+    "new_game",
+    "apply_move",
+    "is_over",
+    "score",
+    "render",
+    "start_turn",
+    "efficiency",
+    "lost_on_invalid_moves",
+)
+
+
+def _refuse_async_rules(cls: type[TextGame]) -> None:
+    """Refuse a rule written as `async def`: its call returns a coroutine, which is
+    truthy (an `is_over` ends every game at once, scored as won) or becomes the text
+    the player reads, with no error. A game's rules are plain sync code."""
+    for name in _RULES:
+        rule = getattr(cls, name, None)
+        if inspect.iscoroutinefunction(rule) or inspect.isasyncgenfunction(rule):
+            raise TypeError(
+                f"{cls.__name__}.{name} is async: a TextGame's rules are called as plain "
+                f"functions, so write it with plain `def`. For work that must wait (a "
+                "sandbox, an HTTP judge), subclass vf.MultiTurnEnv, whose hooks may be async"
+            )
 
 
 def check_whole(knob: str, value: Any, example: int) -> None:

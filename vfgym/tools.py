@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import logging
 import re
 import types
 import typing
@@ -21,6 +22,8 @@ import pydantic
 
 from vfgym.docstrings import parse_docstring
 from vfgym.types import ChatCompletionToolParam
+
+logger = logging.getLogger(__name__)
 
 #: The function names OpenAI's API accepts (other OpenAI-compatible servers follow it).
 _VALID_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -222,7 +225,15 @@ def _arguments_model(
             f"({str(exc).splitlines()[0]}); annotate it with a JSON type (str, int, float, "
             "bool, list[...], dict[str, ...], Literal[...], a pydantic model), or hide it "
             "from the model (StatefulToolEnv's args_to_skip)"
+            + (_SANDBOX_HINT if "parameter 'sandbox' " in culprit else "")
         ) from None
+
+
+#: What a tool's unsupported `sandbox` parameter most likely means.
+_SANDBOX_HINT = (
+    ". A tool whose `sandbox` parameter takes the rollout's sandbox belongs in a "
+    "vf.SandboxEnv, which fills it in and hides it from the model"
+)
 
 
 def _unsupported_field(name: str, fields: dict[str, Any], config: pydantic.ConfigDict) -> str:
@@ -283,13 +294,15 @@ class Tool:
                 f"its parameters are {list(signature.parameters)}"
             )
         not_offered = hidden | _bound_keywords(func)
+        hints = _type_hints(described)
+        _warn_star_args(name, signature, hints, not_offered)
         offered = [
             param
             for param in signature.parameters.values()
             if param.kind not in (param.VAR_POSITIONAL, param.VAR_KEYWORD)
             and param.name not in not_offered
         ]
-        hints = _type_hints(described)
+        _warn_undescribed(name, summary, [p.name for p in offered if p.name not in hints])
         fields = {
             f"arg{index}": _field(param, hints.get(param.name, Any), arg_docs.get(param.name))
             for index, param in enumerate(offered)
@@ -514,6 +527,44 @@ def _json_text_decoded(arguments: dict[str, Any], errors: list[Any]) -> dict[str
             decoded[key] = parsed
             changed = True
     return decoded if changed else None
+
+
+def _warn_star_args(
+    name: str, signature: inspect.Signature, hints: dict[str, Any], hidden: frozenset[str]
+) -> None:
+    """Say that a `*args` parameter is not offered: a model sends named JSON arguments,
+    so it could never fill one, and a tool whose input comes only through it would be
+    offered to the model as one that takes nothing."""
+    for param in signature.parameters.values():
+        if param.kind is param.VAR_POSITIONAL and param.name not in hidden:
+            item = hints.get(param.name)
+            shown = getattr(item, "__name__", None) or ("Any" if item is None else repr(item))
+            logger.warning(
+                "tool %r takes *%s, which a model cannot fill (its arguments are named JSON "
+                "values), so it is not offered; take a list instead, `%s: list[%s]`",
+                name,
+                param.name,
+                param.name,
+                shown,
+            )
+
+
+def _warn_undescribed(name: str, summary: str | None, untyped: list[str]) -> None:
+    """Say once, when the tool is made, what the model will not be told: a parameter
+    without a type hint gets no type in the schema (and is passed as sent, a "2" as
+    text), and a tool without a docstring gets a placeholder description."""
+    missing = []
+    if untyped:
+        missing.append(f"no type hint for {', '.join(untyped)} (passed as the model sends them)")
+    if not summary:
+        missing.append("no docstring (described only as its name)")
+    if missing:
+        logger.warning(
+            "tool %r has %s: the model is told only what the schema says; add type hints "
+            "and a docstring with an Args section",
+            name,
+            " and ".join(missing),
+        )
 
 
 def _bound_keywords(func: Callable[..., Any]) -> frozenset[str]:

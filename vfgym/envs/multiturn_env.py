@@ -404,6 +404,15 @@ class MultiTurnEnv(Environment):
                     f"got {type(env_messages).__name__} as the messages; e.g. "
                     "`return [{'role': 'user', 'content': text}], state`, or `[]` for none"
                 )
+            for item in env_messages:
+                # `_is_chat_message` inlined for the usual message (a dict with a role and
+                # a text): the check runs on every turn of every rollout.
+                if not (
+                    type(item) is dict
+                    and item.get("role") in CHAT_ROLES
+                    and type(item.get("content")) is str
+                ) and not (isinstance(item, dict) and _is_chat_message(item)):
+                    raise self._bad_message(item)
             state["completion"].extend(env_messages)
         else:
             try:
@@ -417,11 +426,12 @@ class MultiTurnEnv(Environment):
         return env_messages
 
     def _bad_message(self, item: Any) -> TypeError:
-        """The error for a chat `env_response` message that is no message dict: said
-        here, not as the next model call's HTTP 400, and not left in the completion."""
+        """The error for a chat `env_response` message that is no chat message: said
+        here, not as the next model call's HTTP 400 (which blames the model server) or a
+        Gym observation that crashes or reads it wrong, and not left in the completion."""
         return TypeError(
-            f"{type(self).__name__}.env_response returned a message that is a "
-            f"{type(item).__name__}, not a dict: {item!r:.80}. Return chat messages, e.g. "
+            f"{type(self).__name__}.env_response returned a message that {_flaw(item)}: "
+            f"{item!r:.80}. Return chat messages, e.g. "
             "`return [{'role': 'user', 'content': text}], state`"
         )
 
@@ -593,13 +603,7 @@ class MultiTurnEnv(Environment):
                     else completion_text(response)  # type: ignore[arg-type]
                 )
                 self.record_model_turn(state, message, response)
-                reply, stop = await (
-                    self.advance(state, **kwargs) if kwargs else self.advance(state)
-                )
-                if chat:  # (the Gym adapter's sync steps skip this check: it is their hot path)
-                    for item in reply:
-                        if not isinstance(item, dict):
-                            raise self._bad_message(item)
+                _, stop = await (self.advance(state, **kwargs) if kwargs else self.advance(state))
             self.finish(state, self._final_stop(state, stop, response))
         except Exception as exc:  # the batch goes on; the rollout is reported as errored
             state["error"] = error_record(exc)
@@ -640,6 +644,33 @@ def turn_limit(max_turns: Any) -> int:
 def _is_message(value: dict[str, Any]) -> bool:
     """True for a chat message, which a State (it always has a prompt) never is."""
     return "role" in value and "prompt" not in value
+
+
+#: The roles a chat message may have (those an OpenAI-compatible chat template knows).
+CHAT_ROLES = frozenset({"system", "user", "assistant", "tool", "developer"})
+
+
+def _is_chat_message(message: dict[str, Any]) -> bool:
+    """True for a dict a chat server takes as a message: a known role, and content
+    that is text, None (an assistant's tool calls) or a list of parts."""
+    content = message.get("content")
+    return message.get("role") in CHAT_ROLES and (
+        content is None or isinstance(content, str | list)
+    )
+
+
+def _flaw(item: Any) -> str:
+    """What is wrong with `item` as a chat message, for `_bad_message`."""
+    if not isinstance(item, dict):
+        return f"is a {type(item).__name__}, not a dict"
+    if "role" not in item:
+        return "has no 'role'"
+    if item["role"] not in CHAT_ROLES:
+        return f"has the role {item['role']!r}, not one of {sorted(CHAT_ROLES)}"
+    return (
+        f"has content of type {type(item.get('content')).__name__}; "
+        "content must be text (a str), None or a list of parts"
+    )
 
 
 def _describe(reply: Any) -> str:

@@ -31,6 +31,29 @@ DEFAULT_MAX_TOOL_RESULT_CHARS = 20_000
 MIN_TOOL_RESULT_CHARS = 100
 
 
+def checked_tools(tools: Any) -> list[Callable[..., Any]]:
+    """`tools` as the list of functions it must be, or an error saying how to pass them:
+    left alone, one function or a schema dict fails deep in `inspect` ("'function'
+    object is not iterable", "{...} is not a callable object")."""
+    if tools is None:
+        return []
+    if callable(tools) or not isinstance(tools, list | tuple):
+        name = getattr(tools, "__name__", None)
+        example = f"tools=[{name}]" if isinstance(name, str) else "tools=[my_tool, other_tool]"
+        raise TypeError(
+            f"tools must be a list of functions, e.g. {example}, not a "
+            f"{type(tools).__name__}: {tools!r:.80}"
+        )
+    for index, tool in enumerate(tools):
+        if not callable(tool):
+            raise TypeError(
+                f"tool {index} is a {type(tool).__name__}, not a function: {tool!r:.80}. "
+                "A tool is a Python function whose schema is built from its type hints and "
+                "docstring; pass the function itself"
+            )
+    return list(tools)
+
+
 def default_error_formatter(exc: Exception) -> str:
     """What the model reads when its tool call fails: the error's type and message."""
     return f"Error: {type(exc).__name__}: {exc}"
@@ -157,7 +180,7 @@ class ToolEnv(MultiTurnEnv):
             for p in inspect.signature(self.call_tool).parameters.values()
         )
         super().__init__(max_turns=max_turns, oai_tools=[], **kwargs)
-        for tool in tools or []:
+        for tool in checked_tools(tools):
             self.add_tool(tool)
 
     # ------------------------------------------------------------- tools

@@ -11,7 +11,9 @@ from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import Any
 
+from vfgym._async import maybe_await
 from vfgym.envs.stateful_tool_env import StatefulToolEnv
+from vfgym.envs.tool_env import checked_tools
 from vfgym.sandbox.config import SandboxConfig
 from vfgym.sandbox.errors import INFRASTRUCTURE_ERRORS, SandboxLostError, SandboxStartError
 from vfgym.sandbox.pool import SandboxPool
@@ -56,6 +58,23 @@ def _as_sandbox_config(value: SandboxConfig | Mapping[str, Any] | None) -> Sandb
             f"SandboxConfig's fields are {', '.join(sorted(known))}"
         )
     return SandboxConfig(**value)
+
+
+def _refuse_misnamed_sandbox(
+    tool: Callable[..., Any], parameters: Iterable[inspect.Parameter], skip: set[str]
+) -> None:
+    """Refuse a parameter annotated as a sandbox under another name than `sandbox`:
+    only that name is filled in, and the model would be offered the sandbox as an
+    argument of its own (which fails as a schema no one can send)."""
+    for param in parameters:
+        annotation = param.annotation
+        named = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")
+        if param.name not in skip and named == DockerSandbox.__name__:
+            raise TypeError(
+                f"tool {getattr(tool, '__name__', tool)!r} takes the sandbox as "
+                f"{param.name!r}: a SandboxEnv hands the rollout's sandbox only to a "
+                f"parameter called `{SANDBOX_ARG}`, so name it `{SANDBOX_ARG}`"
+            )
 
 
 class SandboxEnv(StatefulToolEnv):
@@ -111,7 +130,7 @@ class SandboxEnv(StatefulToolEnv):
             self.add_tool(self.python)
         if bash_tool:
             self.add_tool(self.bash)
-        for tool in tools or []:
+        for tool in checked_tools(tools):
             self.add_tool(tool)
 
     # ------------------------------------------------------------- tools
@@ -138,8 +157,10 @@ class SandboxEnv(StatefulToolEnv):
     def add_tool(self, tool: Callable[..., Any], args_to_skip: Iterable[str] = ()) -> None:
         """Offer `tool`; a `sandbox` parameter of it is always filled in by the env."""
         skip = set(args_to_skip)
-        if SANDBOX_ARG in inspect.signature(tool).parameters:
+        parameters = inspect.signature(tool).parameters
+        if SANDBOX_ARG in parameters:
             skip.add(SANDBOX_ARG)
+        _refuse_misnamed_sandbox(tool, parameters.values(), skip)
         super().add_tool(tool, args_to_skip=sorted(skip))
 
     async def update_tool_args(
@@ -218,9 +239,12 @@ class SandboxEnv(StatefulToolEnv):
         """The sandbox of the rollout that `state` belongs to."""
         key = id(state)
         if key not in self._leases:
+            name = type(self).__name__
             raise RuntimeError(
                 "this rollout holds no sandbox: setup_state acquires one, cleanup_state "
-                "releases it; call tools only in between"
+                "releases it; call tools only in between. An override of setup_state (as "
+                f"{name}.setup_state) must call `state = await super().setup_state(state, "
+                "**kwargs)`"
             )
         return self._leases[key][1]
 
@@ -258,7 +282,7 @@ class SandboxEnv(StatefulToolEnv):
         lease = pool.acquire()
         sandbox = await lease.__aenter__()
         self._leases[id(state)] = (lease, sandbox, pool)
-        await self.prepare_sandbox(sandbox, state)
+        await maybe_await(self.prepare_sandbox, sandbox, state)  # (a plain `def` hook too)
         return sandbox
 
     async def _release(self, state: State) -> None:

@@ -30,6 +30,11 @@ class SandboxClosedError(SandboxError):
     """The sandbox (or pool) was used after it was closed."""
 
 
+class SandboxLoopError(SandboxError):
+    """A sandbox was called from another event loop than the one it started on (a sync
+    tool that runs it with `asyncio.run`, say): its stream belongs to that loop."""
+
+
 class SandboxPathError(SandboxError, ValueError):
     """A file path points outside the workspace or through a symlink."""
 
@@ -56,4 +61,5 @@ INFRASTRUCTURE_ERRORS: tuple[type[SandboxError], ...] = (
     SandboxStartError,
     SandboxLostError,
     SandboxClosedError,
+    SandboxLoopError,
 )

@@ -26,6 +26,7 @@ from vfgym.sandbox.errors import (
     SandboxFileError,
     SandboxFileNotFoundError,
     SandboxImageError,
+    SandboxLoopError,
     SandboxLostError,
     SandboxPathError,
     SandboxStartError,
@@ -49,6 +50,12 @@ LEASE_ENDED = (
     "this sandbox's lease has ended (it went back to its pool for the next user); use a "
     "pooled sandbox only inside `async with pool.acquire() as sandbox:` and acquire again "
     "for more work"
+)
+OTHER_LOOP = (
+    "this sandbox was called from another event loop than the one it started on (each "
+    "asyncio.run() makes a new one), and its stream belongs to that loop: call it from "
+    "that loop, e.g. make a tool that uses it `async def` and `await sandbox.run_python(...)` "
+    "rather than running it with asyncio.run() in a sync tool"
 )
 CLOSED_DURING_CALL = (
     "the sandbox was closed while the call ran (its pool was closed, or close() was "
@@ -91,6 +98,7 @@ class DockerSandbox:
         self._closed = False
         self._retired = False  # a pool's lease on it ended: see hand_over()
         self._lost: str | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # the one its stream is bound to
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -151,6 +159,7 @@ class DockerSandbox:
         except APIError as exc:
             raise SandboxStartError(f"could not create a sandbox container: {exc}") from exc
         endpoint = stream_endpoint(config.docker_host, client.api.api_version)
+        self._loop = asyncio.get_running_loop()
         self._channel = await RunnerChannel.attach(
             endpoint, self.container_id, _max_frame(config), config.start_timeout
         )
@@ -241,6 +250,10 @@ class DockerSandbox:
             raise SandboxClosedError("this sandbox was not started; use `async with` or start()")
         if self._lost is not None:
             raise SandboxLostError(f"this sandbox was lost earlier ({self._lost}); use a new one")
+        if asyncio.get_running_loop() is not self._loop:
+            # Refused before any byte is sent: a request from another loop would leave
+            # the stream out of step, and the sandbox unusable for the next user.
+            raise SandboxLoopError(OTHER_LOOP)
         return self._channel
 
     def _timeout(self, timeout: float | None) -> float:
