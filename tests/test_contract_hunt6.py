@@ -229,39 +229,40 @@ def test_process_env_results_lines_up_every_column(server, message_type: str) ->
 # -- fixes that belong to files under other hands (environment.py, runner.py) ---------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="vfgym/envs/environment.py: evaluate/get_eval_inputs compare None with 1 "
-    "(TypeError: '<' not supported) where generate reads None as 1",
-)
 def test_evaluate_reads_rollouts_per_example_none_as_generate_does(server) -> None:
     env = vf.SingleTurnEnv(dataset=[{"question": "q"}])
     out = env.evaluate_sync(server.sync_client(), "m", rollouts_per_example=None)
     assert len(out.reward) == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="vfgym/envs/environment.py: get_eval_inputs passes 2.0 to range() "
-    "('float' object cannot be interpreted as an integer) instead of the check generate makes",
-)
 def test_evaluate_says_what_a_fractional_rollouts_per_example_should_be(server) -> None:
     env = vf.SingleTurnEnv(dataset=[{"question": "q"}])
     with pytest.raises(TypeError, match="rollouts_per_example must be a whole number"):
         env.evaluate_sync(server.sync_client(), "m", rollouts_per_example=2.5)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="num_examples=0 evaluates no rows (environment.py _row_count) but generates "
-    "all of them (runner.py run_batch slices only when num_examples > 0)",
-)
-def test_num_examples_zero_means_the_same_to_evaluate_and_generate(server) -> None:
+def test_num_examples_zero_is_refused_by_evaluate_and_generate_alike(server) -> None:
+    """evaluate ran no rows and generate all of them: zero is now refused by both."""
     env = vf.SingleTurnEnv(dataset=[{"question": "a"}, {"question": "b"}])
     client = server.sync_client()
-    evaluated = env.evaluate_sync(client, "m", num_examples=0)
-    generated = env.generate_sync(env.get_eval_inputs(), client, "m", num_examples=0)
-    assert len(evaluated.reward) == len(generated.reward)
+    server.clear_requests()
+    with pytest.raises(ValueError, match="num_examples=0 asks for no examples"):
+        env.evaluate_sync(client, "m", num_examples=0)
+    with pytest.raises(ValueError, match="num_examples=0 asks for no examples"):
+        env.generate_sync(env.get_eval_inputs(), client, "m", num_examples=0)
+    assert server.requests == []
+    assert len(env.evaluate_sync(client, "m", num_examples=None).reward) == 2
+    assert len(env.generate_sync(env.get_eval_inputs(), client, "m", num_examples=1).reward) == 1
+
+
+@pytest.mark.parametrize("num_examples", [1.5, "2", True])
+def test_a_num_examples_that_is_no_whole_number_is_refused(server, num_examples: Any) -> None:
+    """generate compared it with 0 ("'>' not supported" for a text, True as 1)."""
+    env = vf.SingleTurnEnv(dataset=[{"question": "a"}])
+    with pytest.raises(TypeError, match="n must be a whole number of rows"):
+        env.generate_sync(
+            env.get_eval_inputs(), server.sync_client(), "m", num_examples=num_examples
+        )
 
 
 def test_generate_inputs_completion_opens_the_rollout(server) -> None:

@@ -113,6 +113,10 @@ def test_an_errored_rollout_with_unrenderable_messages_does_not_sink_the_batch(
     bad = {"prompt": [{"role": "user", "content": "go"}], "info": {"reply": bad_reply}}
     env, out = rollout(server, [good, bad])
     assert not out.state[0].get("error") and out.state[1].get("error")
+    # refused where it was made, not left in the completion
+    assert "env_response" in out.state[1]["error"]["message"]
+    assert "narrator" in out.state[1]["error"]["message"]
+    assert bad_reply not in out.completion[1]
     processed = env.process_env_results(
         out.prompt, out.completion, out.state, out.reward, TOKENIZER
     )
@@ -125,11 +129,13 @@ def test_an_errored_rollout_with_unrenderable_messages_does_not_sink_the_batch(
         out.prompt[:1], out.completion[:1], out.state[:1], out.reward[:1], TOKENIZER
     )
     assert processed.completion_ids[0] == alone.completion_ids[0]
-    # a rollout that did not error still fails loudly
+    # a rollout that did not error, whose completion holds such a message (played by
+    # hand), still fails loudly
     broken = dict(out.state[1])
     broken.pop("error")
+    completion = out.completion[1] + [bad_reply]
     with pytest.raises(ValueError, match="narrator"):
-        env.process_env_results(out.prompt[1:], out.completion[1:], [broken], [0.0], TOKENIZER)
+        env.process_env_results(out.prompt[1:], [completion], [broken], [0.0], TOKENIZER)
 
 
 class TextEnv(vf.MultiTurnEnv):

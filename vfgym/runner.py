@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from openai import AsyncOpenAI, DefaultAsyncHttpxClient, OpenAI
 
 from vfgym.data import _answer, _task, row_info, to_rows
-from vfgym.envs.environment import errored_state
+from vfgym.envs.environment import _row_count, errored_state
 from vfgym.errors import ResultCallbackError, error_record
 from vfgym.gcpolicy import AUTO_FREEZE_ROLLOUTS, frozen_gc
 from vfgym.messages import check_message
@@ -171,6 +171,20 @@ def _check_rollouts_per_example(rollouts_per_example: Any) -> int:
     if rollouts_per_example < 1:
         raise ValueError(f"rollouts_per_example must be at least 1, not {rollouts_per_example}")
     return rollouts_per_example
+
+
+def _check_num_examples(num_examples: Any) -> int | None:
+    """`num_examples` as a row count, or None for every example (None or -1).
+
+    Zero is refused rather than read: `evaluate` would run nothing and `generate`
+    everything, and either hides a caller's mistake behind a run of the wrong size.
+    Anything but a whole number is refused as a dataset's row count is.
+    """
+    if type(num_examples) in (int, float) and num_examples == 0:
+        raise ValueError(
+            "num_examples=0 asks for no examples; give a positive number, or -1 (None) for all"
+        )
+    return _row_count(num_examples)
 
 
 def _check_groups(rows: list[dict[str, Any]], rollouts_per_example: int) -> None:
@@ -373,6 +387,7 @@ async def run_batch(
     and recorded the moment it ends.
     """
     per = _check_rollouts_per_example(rollouts_per_example)
+    examples = _check_num_examples(num_examples)
     limit_workers = _check_max_concurrent(max_concurrent)
     # Copying ten thousand input rows allocates enough to set off a full collection
     # of everything alive; a large batch freezes first (see vfgym.gcpolicy).
@@ -380,8 +395,8 @@ async def run_batch(
     async with frozen_gc(early_freeze):
         rows = normalize_inputs(env, inputs)
     _check_groups(rows, per)  # before any request is made or any file written
-    if num_examples is not None and num_examples > 0:
-        rows = rows[: num_examples * per]
+    if examples is not None:
+        rows = rows[: examples * per]
     n = len(rows)
     aclient = as_async_client(client)
     # Only the async twin of a sync client is ours to close: a `with_options` copy

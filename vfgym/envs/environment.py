@@ -455,13 +455,19 @@ class Environment(ABC):
         return run_sync(run())
 
     def get_eval_inputs(
-        self, num_examples: int = -1, rollouts_per_example: int = 1, seed: int | None = None
+        self,
+        num_examples: int | None = -1,
+        rollouts_per_example: int | None = 1,
+        seed: int | None = None,
     ) -> list[dict[str, Any]]:
-        """The evaluation rows, each repeated `rollouts_per_example` times in a row."""
-        if rollouts_per_example < 1:
-            raise ValueError("rollouts_per_example must be at least 1")
-        rows = self.get_eval_dataset(n=num_examples, seed=seed)
-        return [row for row in rows for _ in range(rollouts_per_example)]
+        """The evaluation rows, each repeated `rollouts_per_example` times in a row
+        (None: once, as `generate` reads it)."""
+        from vfgym.runner import _check_num_examples, _check_rollouts_per_example
+
+        per = 1 if rollouts_per_example is None else rollouts_per_example
+        per = _check_rollouts_per_example(per)
+        rows = self.get_eval_dataset(n=_check_num_examples(num_examples), seed=seed)
+        return [row for row in rows for _ in range(per)]
 
     async def evaluate(
         self,
@@ -484,7 +490,7 @@ class Environment(ABC):
             client=client,
             model=model,
             sampling_args=sampling_args,
-            rollouts_per_example=rollouts_per_example,
+            rollouts_per_example=1 if rollouts_per_example is None else rollouts_per_example,
             score_rollouts=score_rollouts,
             max_concurrent=max_concurrent,
             results_path=results_path,
