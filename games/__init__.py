@@ -4,3 +4,7 @@ Each game is one module with a `load_environment(**kwargs)` function; every one 
 registered through the `vfgym.environments` entry-point group, the same mechanism a
 third-party package of games uses.
 """
+
+from vfgym.games._base import InvalidMove, TextGame, move_message
+
+__all__ = ["InvalidMove", "TextGame", "move_message"]
