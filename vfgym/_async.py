@@ -213,12 +213,25 @@ def _close_dropped_loop(loop: asyncio.AbstractEventLoop) -> None:
 
 
 def close_loop(loop: asyncio.AbstractEventLoop | None) -> None:
-    """Shut down a private loop's default executor and close it (from any thread)."""
+    """Close a private loop as `asyncio.run` closes its own (from any thread): the
+    tasks left on it are cancelled and run to their end, then its async generators
+    and default executor are shut down.
+
+    A private loop runs only while a call drives it, so work a hook started in the
+    background (a sandbox pool refilling itself) is still pending when it closes;
+    dropped there, its cleanup would never run (a container being created would
+    outlive the process)."""
     if loop is None or loop.is_closed():
         return
 
     def shut_down() -> None:
         try:
+            pending = [task for task in asyncio.all_tasks(loop) if not task.done()]
+            for task in pending:
+                task.cancel()
+            if pending:
+                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            loop.run_until_complete(loop.shutdown_asyncgens())
             loop.run_until_complete(loop.shutdown_default_executor())
         finally:
             loop.close()
