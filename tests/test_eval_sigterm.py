@@ -10,72 +10,11 @@ waits for a go file, so the signal lands inside the loader every time.
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
-from held_import import vfgym_command
-
-SLOW_ENV = '''
-import os, time
-from pathlib import Path
-
-import vfgym
-
-
-def load_environment(**kwargs):
-    """guess-the-number, once the test's go file exists."""
-    Path(os.environ["SLOW_ENV_LOADING"]).touch()
-    while not Path(os.environ["SLOW_ENV_GO"]).exists():
-        time.sleep(0.01)
-    return vfgym.load_environment("guess-the-number", difficulty="easy")
-'''
-
-
-def _environ(tmp_path: Path) -> dict[str, str]:
-    modules = tmp_path / "modules"
-    modules.mkdir(exist_ok=True)
-    (modules / "slow_env.py").write_text(SLOW_ENV)
-    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL")}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(modules), env.get("PYTHONPATH")]))
-    env["SLOW_ENV_LOADING"] = str(tmp_path / "loading")
-    env["SLOW_ENV_GO"] = str(tmp_path / "go")
-    return env
-
-
-def _eval(tmp_path: Path, args: list[str], sigterm: bool) -> subprocess.CompletedProcess[str]:
-    """`vfgym eval slow_env ARGS` in `tmp_path`; with `sigterm`, sent while it loads."""
-    (tmp_path / "loading").unlink(missing_ok=True)
-    go = tmp_path / "go"
-    if sigterm:
-        go.unlink(missing_ok=True)
-    else:
-        go.touch()
-    command = [*vfgym_command(), "eval", "slow_env", "-n", "2", "-r", "1", *args]
-    process = subprocess.Popen(
-        command,
-        cwd=tmp_path,
-        env=_environ(tmp_path),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        if sigterm:
-            deadline = time.monotonic() + 120
-            while not (tmp_path / "loading").exists():
-                assert process.poll() is None, process.communicate()
-                assert time.monotonic() < deadline, "the loader never started"
-                time.sleep(0.02)
-            process.send_signal(signal.SIGTERM)
-        out, err = process.communicate(timeout=120)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
-    return subprocess.CompletedProcess(command, process.returncode, out, err)
+from slow_loading import eval_while_loading
 
 
 def _check_terminated_at_startup(done: subprocess.CompletedProcess[str]) -> str:
@@ -88,22 +27,22 @@ def _check_terminated_at_startup(done: subprocess.CompletedProcess[str]) -> str:
 
 
 def test_sigterm_while_the_environment_loads_exits_143_with_one_line(tmp_path: Path) -> None:
-    done = _eval(tmp_path, ["-o", "run"], sigterm=True)
+    done = eval_while_loading(tmp_path, ["-o", "run"], signal.SIGTERM)
     _check_terminated_at_startup(done)
     assert not (tmp_path / "run").exists()
     assert not (tmp_path / "outputs").exists()
 
 
 def test_sigterm_while_loading_for_a_resume_leaves_the_run_resumable(tmp_path: Path) -> None:
-    first = _eval(tmp_path, ["-o", "run"], sigterm=False)
+    first = eval_while_loading(tmp_path, ["-o", "run"], None)
     assert first.returncode == 0, first.stderr
     run = tmp_path / "run"
     before = {path.name: path.read_bytes() for path in run.iterdir()}
 
-    done = _eval(tmp_path, ["--resume", "run"], sigterm=True)
+    done = eval_while_loading(tmp_path, ["--resume", "run"], signal.SIGTERM)
     line = _check_terminated_at_startup(done)
     assert "--resume run" in line
     assert {path.name: path.read_bytes() for path in run.iterdir()} == before
 
-    again = _eval(tmp_path, ["--resume", "run"], sigterm=False)
+    again = eval_while_loading(tmp_path, ["--resume", "run"], None)
     assert again.returncode == 0, again.stderr

@@ -7,15 +7,12 @@ the names it serves at GET /v1/models), talked to by the real openai client.
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import time
 from pathlib import Path
 
 import pytest
 from cli_runs import no_configured_model, run  # noqa: F401  (an autouse fixture)
-from held_import import vfgym_command
+from slow_loading import eval_while_loading
 
 from vfgym.registry import load_environment
 from vfgym.server import ModelServer
@@ -68,68 +65,11 @@ def test_a_name_the_list_lacks_but_the_server_retrieves_runs(
 
 # ------------------------------------------------------- Ctrl-C while loading
 
-SLOW_ENV = '''
-import os, time
-from pathlib import Path
-
-import vfgym
-
-
-def load_environment(**kwargs):
-    """guess-the-number, once the test's go file exists."""
-    Path(os.environ["SLOW_ENV_LOADING"]).touch()
-    while not Path(os.environ["SLOW_ENV_GO"]).exists():
-        time.sleep(0.01)
-    return vfgym.load_environment("guess-the-number", difficulty="easy")
-'''
-
-
-def _slow_eval(tmp_path: Path, args: list[str], interrupt: bool) -> subprocess.CompletedProcess:
-    """`vfgym eval slow_env ARGS` in `tmp_path`; with `interrupt`, SIGINT (Ctrl-C) is sent
-    while the environment loads, then the loader is let go."""
-    modules = tmp_path / "modules"
-    modules.mkdir(exist_ok=True)
-    (modules / "slow_env.py").write_text(SLOW_ENV)
-    environ = {
-        k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL")
-    }
-    environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(modules), environ.get("PYTHONPATH")]))
-    loading, go = tmp_path / "loading", tmp_path / "go"
-    environ.update(SLOW_ENV_LOADING=str(loading), SLOW_ENV_GO=str(go))
-    loading.unlink(missing_ok=True)
-    go.unlink(missing_ok=True)
-    if not interrupt:
-        go.touch()
-    command = [*vfgym_command(), "eval", "slow_env", "-n", "2", "-r", "1", *args]
-    process = subprocess.Popen(
-        command,
-        cwd=tmp_path,
-        env=environ,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        if interrupt:
-            deadline = time.monotonic() + 120
-            while not loading.exists():
-                assert process.poll() is None, process.communicate()
-                assert time.monotonic() < deadline, "the loader never started"
-                time.sleep(0.02)
-            process.send_signal(signal.SIGINT)
-            go.touch()  # a loader that ignores the interrupt would end by itself
-        out, err = process.communicate(timeout=120)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
-    return subprocess.CompletedProcess(command, process.returncode, out, err)
-
 
 def test_ctrl_c_while_the_environment_loads_says_how_to_start_again(tmp_path: Path) -> None:
     """The README: Ctrl-C stopped before any rollout finished prints the command that
     starts the run again (-o DIR), and leaves nothing behind."""
-    done = _slow_eval(tmp_path, ["-o", "run"], interrupt=True)
+    done = eval_while_loading(tmp_path, ["-o", "run"], signal.SIGINT)
     assert done.returncode == 130, done.stderr
     assert "Traceback" not in done.stderr and "KeyboardInterrupt" not in done.stderr
     (line,) = done.stderr.strip().splitlines()
@@ -139,10 +79,10 @@ def test_ctrl_c_while_the_environment_loads_says_how_to_start_again(tmp_path: Pa
 
 
 def test_ctrl_c_while_loading_for_a_resume_says_how_to_continue(tmp_path: Path) -> None:
-    first = _slow_eval(tmp_path, ["-o", "run"], interrupt=False)
+    first = eval_while_loading(tmp_path, ["-o", "run"], None)
     assert first.returncode == 0, first.stderr
     before = {path.name: path.read_bytes() for path in (tmp_path / "run").iterdir()}
-    done = _slow_eval(tmp_path, ["--resume", "run"], interrupt=True)
+    done = eval_while_loading(tmp_path, ["--resume", "run"], signal.SIGINT)
     assert done.returncode == 130, done.stderr
     (line,) = done.stderr.strip().splitlines()
     assert "Interrupted before any rollout started" in line and "--resume run" in line, line
