@@ -346,7 +346,7 @@ def _chat_prompt(
     return _with_system_and_few_shot(messages, system_prompt, few_shot)
 
 
-def _answer(answer: Any) -> str:
+def answer_text(answer: Any) -> str:
     """The answer as the text reward functions compare: a dict or a list as JSON (which
     `json.loads` reads back; its Python repr would not be), anything else as `str`."""
     if answer is None:
@@ -361,7 +361,7 @@ def _answer(answer: Any) -> str:
     return str(answer)
 
 
-def _task(task: Any, index: int) -> str:
+def task_name(task: Any, index: int) -> str:
     """The row's task name: "default" when it has none; a number (a task id) as its
     text, so a task 0 is not read as none."""
     if task is None or task == "":
@@ -443,9 +443,9 @@ def format_rows(
                 "message_type='chat' for chat messages"
             )
         out["prompt"] = prompt
-        out["answer"] = _answer(out.get("answer"))
+        out["answer"] = answer_text(out.get("answer"))
         out["info"] = row_info(out.get("info"), f"dataset row {i}")
-        out["task"] = _task(out.get("task"), i)
+        out["task"] = task_name(out.get("task"), i)
         if out.get("example_id") is None:
             out["example_id"] = i
         formatted.append(out)

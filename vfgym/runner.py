@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 from openai import AsyncOpenAI, DefaultAsyncHttpxClient, OpenAI
 
-from vfgym.data import _answer, _task, row_info, to_rows
-from vfgym.envs.environment import _row_count, errored_state
+from vfgym.data import answer_text, row_info, task_name, to_rows
+from vfgym.envs.environment import errored_state, row_count
 from vfgym.errors import ResultCallbackError, error_record
 from vfgym.gcpolicy import AUTO_FREEZE_ROLLOUTS, frozen_gc
 from vfgym.messages import check_message
@@ -83,9 +83,9 @@ def normalize_inputs(env: Environment, inputs: Any) -> list[dict[str, Any]]:
         if row.get("completion") is not None:
             _check_opening(row["completion"], where, message_type)
         # The answer and task as a dataset row's become (text), so every row's are str.
-        row["answer"] = _answer(row.get("answer"))
+        row["answer"] = answer_text(row.get("answer"))
         row["info"] = row_info(row.get("info"), where)
-        row["task"] = _task(row.get("task"), i)
+        row["task"] = task_name(row.get("task"), i)
         row.setdefault("example_id", i)
         if route is not None:
             try:
@@ -184,7 +184,7 @@ def _check_num_examples(num_examples: Any) -> int | None:
         raise ValueError(
             "num_examples=0 asks for no examples; give a positive number, or -1 (None) for all"
         )
-    return _row_count(num_examples)
+    return row_count(num_examples)
 
 
 def _check_groups(rows: list[dict[str, Any]], rollouts_per_example: int) -> None:

@@ -736,7 +736,7 @@ def _no_rows(env: Environment, name: str) -> str:
     )
 
 
-def _row_count(n: Any) -> int | None:
+def row_count(n: Any) -> int | None:
     """`n` rows as an int, or None for all of them (None or a negative number).
 
     A text or a fraction failed deep inside slicing, and True was read as 1.
@@ -755,7 +755,7 @@ def _row_count(n: Any) -> int | None:
 
 def _take(rows: list[dict[str, Any]], n: Any, seed: int | None) -> list[dict[str, Any]]:
     """The first `n` of `rows` (shuffled by `seed` first) as a new list."""
-    count = _row_count(n)
+    count = row_count(n)
     if seed is not None:
         rows = list(rows)
         random.Random(seed).shuffle(rows)
