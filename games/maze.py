@@ -27,6 +27,7 @@ from vfgym.games._base import (
     InvalidMove,
     TextGame,
     check_choice,
+    check_whole,
     game_rows,
     move_message,
 )
@@ -316,12 +317,15 @@ def load_environment(
         if not isinstance(value, int) or not 2 <= value <= MAX_CELLS:
             raise ValueError(f"{name} must be a whole number of cells from 2 to {MAX_CELLS}")
     check_choice("view", view, VIEWS)
-    if not isinstance(radius, int) or radius < 1:
+    check_whole("radius", radius, example=2)
+    check_whole("max_invalid_moves", max_invalid_moves, example=3)
+    if radius < 1:
         raise ValueError(f"radius must be a whole number of squares, at least 1, not {radius!r}")
     if max_turns is not None and max_turns < 1:
         raise ValueError("max_turns must be at least 1 (or None for the default)")
-    # Exploring reveals at least one new floor square per turn, and there are 2wh - 1.
-    turns = max_turns or 2 * w * h + 2
+    # Exploring reveals at least one new floor square per turn, and there are 2wh - 1;
+    # beside them, every invalid move short of the last one allowed.
+    turns = max_turns or max(2 * w * h + 2, 2 * w * h - 1 + max_invalid_moves - 1)
 
     def make(rng: random.Random, index: int) -> tuple[str, dict[str, Any], str]:
         info, answer = generate_item(rng, w, h)

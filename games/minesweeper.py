@@ -36,6 +36,7 @@ from vfgym.games._base import (
     InvalidMove,
     TextGame,
     check_choice,
+    check_whole,
     game_rows,
     move_message,
     move_number,
@@ -415,17 +416,24 @@ def load_environment(
     w, h, m = PRESETS[difficulty]
     w, h = (w if width is None else width), (h if height is None else height)
     m = m if mines is None else mines
+    # A bool is an int to isinstance: mines=True played a 1-mine game reported as
+    # "Mines: True"; check_whole refuses it, as every game's counts are refused.
     for name, value in (("width", w), ("height", h)):
-        if not isinstance(value, int) or not 3 <= value <= MAX_SIDE:
+        check_whole(name, value, example=8)
+        if not 3 <= value <= MAX_SIDE:
             raise ValueError(f"{name} must be a whole number from 3 to {MAX_SIDE}, not {value!r}")
-    if not isinstance(m, int) or not 1 <= m <= w * h - 9:
+    check_whole("mines", m, example=10)
+    check_whole("max_invalid_moves", max_invalid_moves, example=3)
+    if not 1 <= m <= w * h - 9:
         raise ValueError(
             f"mines must be a whole number from 1 to {w * h - 9} on a {w}x{h} board "
             f"(the first reveal and its neighbours stay clear), not {m!r}"
         )
     if max_turns is not None and max_turns < 1:
         raise ValueError("max_turns must be at least 1 (or None for the default)")
-    turns = max_turns or (w * h - m) + 5  # one safe cell per turn always fits
+    # One safe cell per turn always fits, beside every invalid move short of the last one
+    # allowed: invalid moves end a game, not the turn limit.
+    turns = max_turns or (w * h - m) + max(5, max_invalid_moves - 1)
     make = lambda rng, i: generate_item(rng, w, h, m)  # noqa: E731
     return MinesweeperEnv(
         dataset=game_rows("minesweeper", make, num_examples, seed),

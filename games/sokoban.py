@@ -31,6 +31,7 @@ from vfgym.games._base import (
     InvalidMove,
     TextGame,
     check_choice,
+    check_whole,
     counted,
     game_rows,
     move_message,
@@ -487,7 +488,8 @@ def load_environment(
     for name, value in (("width", w), ("height", h)):
         if not isinstance(value, int) or not 3 <= value <= MAX_ROOM:
             raise ValueError(f"{name} must be a whole number of squares from 3 to {MAX_ROOM}")
-    if not isinstance(b, int) or not 1 <= b <= MAX_BOXES:
+    check_whole("boxes", b, example=2)
+    if not 1 <= b <= MAX_BOXES:
         raise ValueError(f"boxes must be a whole number from 1 to {MAX_BOXES}, not {b!r}")
     if b + 3 > w * h // 2:
         raise ValueError(f"a {w}x{h} room is too small for {b} boxes; use a larger room")

@@ -360,7 +360,10 @@ def load_environment(
         )
     if max_turns is not None and max_turns < 1:
         raise ValueError("max_turns must be at least 1 (or None for the default)")
-    turns = max_turns or size * size  # one placement per turn always fits
+    # One placement per turn always fits (an item has at most size² - target empty cells),
+    # beside every invalid move short of the last one allowed.
+    check_whole("max_invalid_moves", max_invalid_moves, example=3)
+    turns = max_turns or max(size * size, size * size - target + max_invalid_moves - 1)
     make = lambda rng, i: generate_item(rng, size, target)  # noqa: E731
     return SudokuEnv(
         dataset=game_rows("sudoku", make, num_examples, seed),

@@ -5,7 +5,7 @@ Knobs: `disks` (the number of disks; `difficulty` presets "easy" 3, "medium" 4,
 random peg, a legal position whatever the order), `max_turns` (default: the
 optimal number of moves from the start, plus slack), `max_invalid_moves`.
 The start and target pegs come from the item's seed. One disk moves per turn,
-written `<move>A C</move>` (from peg A to peg C; `A->C` and `1 3` work too).
+written `<move>A C</move>` (from peg A to peg C; `A->C`, `AC` and `1 3` work too).
 Winnable by deduction: the recursive solution is optimal from any legal
 position. Efficiency is the optimal number of moves over the moves used.
 """
@@ -22,6 +22,7 @@ from vfgym.games._base import (
     TextGame,
     ascii_digits,
     check_choice,
+    check_whole,
     counted,
     game_rows,
     move_message,
@@ -38,8 +39,9 @@ DISKS = {"easy": 3, "medium": 4, "hard": 6}
 STARTS = ("classic", "random")
 MAX_DISKS = 12
 
-#: Pegs and the word "to" are read in either case.
-_MOVE = re.compile(r"^\s*([A-C1-3])\s*(?:->|→|-|to|,|\s)\s*([A-C1-3])\s*\.?\s*$", re.IGNORECASE)
+#: Pegs and the word "to" are read in either case; the pegs may also be written together
+#: ("AC", "13"), one character each, so two of them can only be read one way.
+_MOVE = re.compile(r"^\s*([A-C1-3])\s*(?:(?:->|→|-|to|,)\s*)?([A-C1-3])\s*\.?\s*$", re.IGNORECASE)
 _PEG_LINE = re.compile(r"^Peg ([ABC]):(.*)$", re.MULTILINE)
 _TARGET = re.compile(r"onto peg ([ABC])")
 
@@ -215,13 +217,17 @@ def load_environment(
     """Build the environment; `disks` overrides the difficulty's number of disks."""
     check_choice("difficulty", difficulty, DISKS)
     n = DISKS[difficulty] if disks is None else disks
-    if not isinstance(n, int) or not 1 <= n <= MAX_DISKS:
+    check_whole("disks", n, example=DISKS[difficulty])
+    check_whole("max_invalid_moves", max_invalid_moves, example=3)
+    if not 1 <= n <= MAX_DISKS:
         raise ValueError(f"disks must be a whole number from 1 to {MAX_DISKS}, not {n!r}")
     check_choice("start", start, STARTS)
     if max_turns is not None and max_turns < 1:
         raise ValueError("max_turns must be at least 1 (or None for the default)")
-    # The classic start needs 2^n - 1 moves, the most any position needs.
-    turns = max_turns or (2**n - 1) + max(5, n * 2)
+    # The classic start needs 2^n - 1 moves, the most any position needs; the slack
+    # holds every invalid move short of the last one allowed, so invalid moves end a
+    # game, not the turn limit.
+    turns = max_turns or (2**n - 1) + max(5, n * 2, max_invalid_moves - 1)
     make = lambda rng, i: generate_item(rng, n, start)  # noqa: E731
     return TowerOfHanoiEnv(
         dataset=game_rows("tower-of-hanoi", make, num_examples, seed),
