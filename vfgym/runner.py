@@ -82,10 +82,12 @@ def normalize_inputs(env: Environment, inputs: Any) -> list[dict[str, Any]]:
         _check_given_prompt(row["prompt"], where, message_type)
         if row.get("completion") is not None:
             _check_opening(row["completion"], where, message_type)
-        # The answer and task as a dataset row's become (text), so every row's are str.
-        row["answer"] = answer_text(row.get("answer"))
+        # The answer and task as a dataset row's become (text), so every row's are str
+        # (a text, the usual case, as it is: this runs once per rollout).
+        answer, task = row.get("answer"), row.get("task")
+        row["answer"] = answer if type(answer) is str else answer_text(answer)
         row["info"] = row_info(row.get("info"), where)
-        row["task"] = task_name(row.get("task"), i)
+        row["task"] = task if type(task) is str and task else task_name(task, i)
         row.setdefault("example_id", i)
         if route is not None:
             try:
