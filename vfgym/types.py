@@ -8,22 +8,15 @@ dumped to JSON and loaded back.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, Literal, NotRequired
+from typing import Any, Literal, NotRequired
 
 from openai.types.chat import ChatCompletion, ChatCompletionMessageToolCall
 from openai.types.chat.chat_completion_tool_param import ChatCompletionToolParam
 from openai.types.completion import Completion
-from pydantic import (
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-    ValidationInfo,
-    model_validator,
-    with_config,
-)
+from pydantic import BaseModel, ConfigDict, Field, model_validator, with_config
 from typing_extensions import TypedDict
 
 
@@ -56,18 +49,36 @@ ModelResponse = ChatCompletion | Completion | None
 RewardFunc = Callable[..., float | Awaitable[float]]
 
 
-def _null_is_nan(value: Any, info: ValidationInfo) -> Any:
-    """JSON's null as NaN, when loading JSON: NaN is the "no value" of a reward or a
-    metric (a failed reward function, an errored rollout), and JSON has no NaN, so
-    `model_dump_json` writes null (as results.jsonl does). Python's None is still
-    refused: there it is a scorer's mistake, not a NaN that went through JSON."""
-    if value is None and info.mode == "json":
+def _nan_for_nulls(value: Any) -> Any:
+    """A score, or a column of them, with JSON's nulls read as NaN."""
+    if value is None:
         return math.nan
+    if type(value) is list:
+        return [math.nan if item is None else item for item in value]
     return value
 
 
-#: A reward or metric value: a float, NaN for none, written to JSON as null and read back.
-Score = Annotated[float, BeforeValidator(_null_is_nan)]
+class ScoresFromJSON(BaseModel):
+    """A model holding `reward` and `metrics`, read back from its own JSON.
+
+    NaN is the "no value" of a reward or a metric (a failed reward function, an
+    errored rollout), and JSON has no NaN: `model_dump_json` writes it as null (as
+    results.jsonl does). Reading JSON, those nulls are NaN again. Python's None is
+    still refused: there it is a scorer's mistake, not a NaN that went through JSON.
+    The reading is done here, once per document, not by a validator on every score:
+    a rubric builds a `RolloutScore` for every rollout.
+    """
+
+    @classmethod
+    def model_validate_json(cls, json_data: str | bytes | bytearray, **kwargs: Any) -> Any:
+        data = json.loads(json_data)
+        if isinstance(data, dict):
+            if "reward" in data:
+                data["reward"] = _nan_for_nulls(data["reward"])
+            metrics = data.get("metrics")
+            if isinstance(metrics, dict):
+                data["metrics"] = {name: _nan_for_nulls(v) for name, v in metrics.items()}
+        return cls.model_validate(data, **kwargs)
 
 
 class GenerateInputs(BaseModel):
@@ -116,7 +127,7 @@ class ColumnsModel(BaseModel):
             yield name, _summarised(value)
 
 
-class GenerateOutputs(ColumnsModel):
+class GenerateOutputs(ColumnsModel, ScoresFromJSON):
     """Everything a batch of rollouts produced, in input order."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -127,24 +138,24 @@ class GenerateOutputs(ColumnsModel):
     state: list[State]
     info: list[Info]
     task: list[str]
-    reward: list[Score]
-    metrics: dict[str, list[Score]] = Field(default_factory=dict)
+    reward: list[float]
+    metrics: dict[str, list[float]] = Field(default_factory=dict)
     example_id: list[int] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
-class RolloutScore(BaseModel):
+class RolloutScore(ScoresFromJSON):
     """The rubric's verdict on one rollout."""
 
-    reward: Score
-    metrics: dict[str, Score] = Field(default_factory=dict)
+    reward: float
+    metrics: dict[str, float] = Field(default_factory=dict)
 
 
-class RolloutScores(ColumnsModel):
+class RolloutScores(ColumnsModel, ScoresFromJSON):
     """The rubric's verdicts on many rollouts, column-wise."""
 
-    reward: list[Score]
-    metrics: dict[str, list[Score]] = Field(default_factory=dict)
+    reward: list[float]
+    metrics: dict[str, list[float]] = Field(default_factory=dict)
 
 
 class ProcessedOutputs(ColumnsModel):

@@ -667,9 +667,7 @@ class Rubric:
     ) -> RolloutScore:
         """The score from each function's value or exception; failures are recorded in `state`."""
         reward, metrics = self._totals(state, specs, weights, outcomes, apply_weights, started)
-        # Built unvalidated: `_totals` makes a float reward and a dict of floats (NaN for
-        # none), and validating them again costs every rollout a microsecond.
-        return RolloutScore.model_construct(reward=reward, metrics=metrics)
+        return RolloutScore(reward=reward, metrics=metrics)
 
     def _totals(
         self,
