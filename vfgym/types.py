@@ -17,7 +17,7 @@ from openai.types.chat import ChatCompletion, ChatCompletionMessageToolCall
 from openai.types.chat.chat_completion_tool_param import ChatCompletionToolParam
 from openai.types.completion import Completion
 from pydantic import BaseModel, ConfigDict, Field, model_validator, with_config
-from typing_extensions import TypedDict
+from typing_extensions import Self, TypedDict
 
 
 @with_config(ConfigDict(extra="allow"))
@@ -70,7 +70,7 @@ class ScoresFromJSON(BaseModel):
     """
 
     @classmethod
-    def model_validate_json(cls, json_data: str | bytes | bytearray, **kwargs: Any) -> Any:
+    def model_validate_json(cls, json_data: str | bytes | bytearray, **kwargs: Any) -> Self:
         data = json.loads(json_data)
         if isinstance(data, dict):
             if "reward" in data:

@@ -27,6 +27,17 @@ def function_id() -> Iterator[str]:
     gym.registry.pop(FUNCTION_ID, None)
 
 
+def assert_worker_processes_play(env_id: str) -> None:
+    """Gymnasium's async vector env over `env_id` (one worker process per sub-env)
+    starts episodes."""
+    vec = gym.make_vec(env_id, num_envs=2, vectorization_mode="async")
+    try:
+        observations, _ = vec.reset(seed=0)
+        assert all("Guess my number" in text for text in observations)
+    finally:
+        vec.close()
+
+
 def test_spec_of_an_id_registered_with_a_function_round_trips_through_json(function_id):
     """`EnvSpec.to_json` is Gymnasium's way to save a spec; a spec holding the loader
     object failed with "Object of type function is not JSON serializable"."""
@@ -60,12 +71,7 @@ def test_an_id_kept_by_name_vectorises_in_worker_processes(function_id):
     """Gymnasium's async vector env makes each sub-env in a worker process, which
     imports the environment from its name."""
     assert gym.spec(function_id).kwargs["environment"] == "gym_test_envs:load_guess"
-    vec = gym.make_vec(function_id, num_envs=2, vectorization_mode="async")
-    try:
-        observations, _ = vec.reset(seed=0)
-        assert all("Guess my number" in text for text in observations)
-    finally:
-        vec.close()
+    assert_worker_processes_play(function_id)
 
 
 def test_register_takes_a_module_colon_function_string_as_gymnasium_does():
@@ -102,12 +108,7 @@ def test_an_id_registered_with_a_lambda_still_makes_and_vectorises():
     vgym.register(LAMBDA_ID, lambda **kw: GuessEnv(**kw), num_examples=2)
     try:
         assert callable(gym.spec(LAMBDA_ID).kwargs["environment"])
-        vec = gym.make_vec(LAMBDA_ID, num_envs=2, vectorization_mode="async")
-        try:
-            observations, _ = vec.reset(seed=0)
-            assert all("Guess my number" in text for text in observations)
-        finally:
-            vec.close()
+        assert_worker_processes_play(LAMBDA_ID)
     finally:
         gym.registry.pop(LAMBDA_ID, None)
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import docker
 from scripted_models import scripted
+from tool_calls import tool_call as call
 
 from vfgym.rubrics import Rubric
 from vfgym.sandbox import DockerSandbox
@@ -17,14 +18,6 @@ from vfgym.types import State
 
 ROWS = [{"question": "Write square(x).", "answer": ""}]
 SOLUTION = "def square(x):\n    return x * x"
-
-
-def call(name: str, arguments: dict[str, Any], call_id: str = "c1") -> dict[str, Any]:
-    return {
-        "id": call_id,
-        "type": "function",
-        "function": {"name": name, "arguments": json.dumps(arguments)},
-    }
 
 
 async def run_solution(code: str, sandbox: DockerSandbox) -> str:

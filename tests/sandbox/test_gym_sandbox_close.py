@@ -11,12 +11,12 @@ now cancels the start and lets it remove its container, as `asyncio.run` would.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 import uuid
 from typing import Any
 
 import docker
+from tool_calls import calling, tool_call
 
 from vfgym.gym import GymEnv
 from vfgym.sandbox.env import SandboxEnv
@@ -24,14 +24,7 @@ from vfgym.sandbox.gc import sandbox_containers
 
 
 def slow_call() -> dict[str, Any]:
-    code = json.dumps({"code": "import time\ntime.sleep(5)"})
-    return {
-        "role": "assistant",
-        "content": None,
-        "tool_calls": [
-            {"id": "c1", "type": "function", "function": {"name": "python", "arguments": code}}
-        ],
-    }
+    return calling(tool_call("python", {"code": "import time\ntime.sleep(5)"}))
 
 
 def states(client: docker.DockerClient, label: str) -> list[str]:

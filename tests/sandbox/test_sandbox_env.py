@@ -10,20 +10,13 @@ from typing import Any
 import docker
 import pytest
 from scripted_models import scripted
+from tool_calls import tool_call as call
 
 from vfgym.rubrics import Rubric
 from vfgym.sandbox import DockerSandbox
 from vfgym.sandbox.env import SandboxEnv
 from vfgym.sandbox.gc import sandbox_containers
 from vfgym.types import Messages
-
-
-def call(name: str, arguments: dict[str, Any], call_id: str) -> dict[str, Any]:
-    return {
-        "id": call_id,
-        "type": "function",
-        "function": {"name": name, "arguments": json.dumps(arguments)},
-    }
 
 
 async def word_count(path: str, sandbox: DockerSandbox) -> str:
