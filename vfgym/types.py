@@ -11,13 +11,13 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal, NotRequired
+from typing import Any, Literal, NotRequired, Self
 
 from openai.types.chat import ChatCompletion, ChatCompletionMessageToolCall
 from openai.types.chat.chat_completion_tool_param import ChatCompletionToolParam
 from openai.types.completion import Completion
 from pydantic import BaseModel, ConfigDict, Field, model_validator, with_config
-from typing_extensions import Self, TypedDict
+from typing_extensions import TypedDict
 
 
 @with_config(ConfigDict(extra="allow"))
