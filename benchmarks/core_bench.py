@@ -201,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
             loads.append(load1())
             text, _ = throughput_section(res, frameworks, judge=False, label="http")
             sections.append(
-                "Over loopback HTTP: vfgym.server.ModelServer (own process) + real openai client, "
+                "Over loopback HTTP: ModelServer (own process) + real openai client, "
                 f"sync hooks (secondary, informational)\n\n{text}"
             )
     finally:

@@ -60,8 +60,8 @@ from typing import Any
 import gymnasium as gym
 
 import vfgym.gym as vgym
-from vfgym.envs.environment import new_state
-from vfgym.registry import load_environment
+from vfgym.engine.state import new_state
+from vfgym.envs.registry import load_environment
 from vfgym.types import State
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

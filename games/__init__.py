@@ -5,6 +5,8 @@ registered through the `vfgym.environments` entry-point group, the same mechanis
 third-party package of games uses.
 """
 
-from vfgym.games._base import InvalidMove, TextGame, move_message
+from vfgym.games._base import TextGame, move_message
+
+from vfgym.errors import InvalidMove
 
 __all__ = ["InvalidMove", "TextGame", "move_message"]

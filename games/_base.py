@@ -23,6 +23,7 @@ from time import perf_counter
 from typing import Any, ClassVar
 
 from vfgym.envs.multiturn_env import MultiTurnEnv
+from vfgym.errors import InvalidMove
 from vfgym.rubrics import REWARD_ERRORS, Rubric
 from vfgym.rubrics.rubric import add_scoring_time
 from vfgym.types import ChatMessage, Messages, RewardFunc, State
@@ -34,10 +35,6 @@ _ONE_MOVE_TAG = re.compile(r"<move>([^<]*)</move>\Z").match
 
 #: Dataset indices of the evaluation split start here, so it never overlaps training.
 EVAL_OFFSET = 1_000_000
-
-
-class InvalidMove(ValueError):
-    """A move that breaks the rules or cannot be read; its message is shown to the player."""
 
 
 def item_rng(name: str, seed: int, index: int) -> random.Random:

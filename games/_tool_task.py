@@ -25,7 +25,7 @@ from typing import Any, ClassVar, Self
 
 from vfgym.games._base import EVAL_OFFSET, game_rows
 
-from vfgym._async import never_suspends
+from vfgym.engine._async import never_suspends
 from vfgym.parsers._chat import message_text
 from vfgym.rubrics import Rubric
 from vfgym.types import ChatMessage, Messages, RewardFunc, State

@@ -55,10 +55,10 @@ from vfgym.games._tool_task import (
     tool_outputs_since_last_turn,
 )
 
+from vfgym.errors import SandboxError, SandboxFileError, SandboxPathError
 from vfgym.rubrics import Rubric
 from vfgym.sandbox.config import SandboxConfig
 from vfgym.sandbox.env import SandboxEnv
-from vfgym.sandbox.errors import SandboxError, SandboxFileError, SandboxPathError
 from vfgym.sandbox.sandbox import DockerSandbox
 from vfgym.types import ChatMessage, Messages, State
 

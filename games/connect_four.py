@@ -20,14 +20,7 @@ import re
 from functools import cache, lru_cache
 from typing import Any
 
-from vfgym.games._base import (
-    EVAL_OFFSET,
-    InvalidMove,
-    check_choice,
-    check_whole,
-    game_rows,
-    move_message,
-)
+from vfgym.games._base import EVAL_OFFSET, check_choice, check_whole, game_rows, move_message
 from vfgym.games._boards import (
     EMPTY,
     FIRSTS,
@@ -38,6 +31,7 @@ from vfgym.games._boards import (
     opponent_moves_first,
 )
 
+from vfgym.errors import InvalidMove
 from vfgym.types import ChatMessage, Messages
 
 GYM_ID = "vfgym/ConnectFour-v0"

@@ -14,7 +14,6 @@ from typing import Any
 
 from vfgym.games._base import (
     EVAL_OFFSET,
-    InvalidMove,
     TextGame,
     check_choice,
     check_whole,
@@ -25,6 +24,7 @@ from vfgym.games._base import (
     shown_number,
 )
 
+from vfgym.errors import InvalidMove
 from vfgym.types import ChatMessage, Messages
 
 GYM_ID = "vfgym/GuessTheNumber-v0"

@@ -25,7 +25,6 @@ from typing import Any
 import numpy as np
 from vfgym.games._base import (
     EVAL_OFFSET,
-    InvalidMove,
     TextGame,
     check_choice,
     check_flag,
@@ -35,6 +34,7 @@ from vfgym.games._base import (
     move_message,
 )
 
+from vfgym.errors import InvalidMove
 from vfgym.types import ChatMessage, Messages
 
 GYM_ID = "vfgym/Mastermind-v0"

@@ -24,7 +24,6 @@ from typing import Any
 
 from vfgym.games._base import (
     EVAL_OFFSET,
-    InvalidMove,
     TextGame,
     check_choice,
     check_whole,
@@ -32,6 +31,7 @@ from vfgym.games._base import (
     move_message,
 )
 
+from vfgym.errors import InvalidMove
 from vfgym.types import ChatMessage, Messages
 
 GYM_ID = "vfgym/Maze-v0"

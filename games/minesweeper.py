@@ -33,7 +33,6 @@ from typing import Any
 
 from vfgym.games._base import (
     EVAL_OFFSET,
-    InvalidMove,
     TextGame,
     check_choice,
     check_whole,
@@ -42,6 +41,7 @@ from vfgym.games._base import (
     move_number,
 )
 
+from vfgym.errors import InvalidMove
 from vfgym.types import ChatMessage, Messages, State
 
 GYM_ID = "vfgym/Minesweeper-v0"

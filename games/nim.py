@@ -23,7 +23,6 @@ from typing import Any
 
 from vfgym.games._base import (
     EVAL_OFFSET,
-    InvalidMove,
     TextGame,
     check_choice,
     check_flag,
@@ -34,6 +33,7 @@ from vfgym.games._base import (
     move_number,
 )
 
+from vfgym.errors import InvalidMove
 from vfgym.types import ChatMessage, Messages
 
 GYM_ID = "vfgym/Nim-v0"

@@ -28,7 +28,6 @@ from typing import Any
 
 from vfgym.games._base import (
     EVAL_OFFSET,
-    InvalidMove,
     TextGame,
     check_choice,
     check_whole,
@@ -38,6 +37,7 @@ from vfgym.games._base import (
 )
 from vfgym.games._boards import latest_shown
 
+from vfgym.errors import InvalidMove
 from vfgym.types import ChatMessage, Messages
 
 GYM_ID = "vfgym/Sokoban-v0"

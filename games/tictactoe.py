@@ -20,7 +20,6 @@ from typing import Any
 
 from vfgym.games._base import (
     EVAL_OFFSET,
-    InvalidMove,
     TextGame,
     ascii_digits,
     check_choice,
@@ -29,6 +28,7 @@ from vfgym.games._base import (
     move_message,
 )
 
+from vfgym.errors import InvalidMove
 from vfgym.types import ChatMessage, Messages
 
 GYM_ID = "vfgym/TicTacToe-v0"

@@ -32,7 +32,6 @@ from typing import Any
 import numpy as np
 from vfgym.games._base import (
     EVAL_OFFSET,
-    InvalidMove,
     TextGame,
     check_choice,
     check_whole,
@@ -41,6 +40,7 @@ from vfgym.games._base import (
     move_message,
 )
 
+from vfgym.errors import InvalidMove
 from vfgym.types import ChatMessage, Messages, State
 
 GYM_ID = "vfgym/Wordle-v0"

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from vfgym.cli import main
-from vfgym.registry import load_environment
+from vfgym.cli.main import main
+from vfgym.envs.registry import load_environment
 
 
 def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:

@@ -10,8 +10,8 @@ import pytest
 from aiohttp import web
 from loopback_http import Answer, ScriptedServer, serve_posts
 
-from vfgym.client import RetryPolicy
-from vfgym.server import ModelServer
+from vfgym.inference.client import RetryPolicy
+from vfgym.inference.server import ModelServer
 
 StartServer = Callable[..., Awaitable[ModelServer]]
 

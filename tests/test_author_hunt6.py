@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 from scripted_models import scripted
-from vfgym.games._base import InvalidMove, TextGame, move_message
+from vfgym.games._base import TextGame, move_message
 
 import vfgym as vf
+from vfgym.errors import InvalidMove
 from vfgym.gym import GymEnv
 from vfgym.sandbox import DockerSandbox
 from vfgym.sandbox.env import SandboxEnv
@@ -238,10 +239,10 @@ def test_a_tool_with_star_args_is_warned_about_with_a_list_parameter(
 ) -> None:
     """Its `*numbers` is not offered (a model sends named arguments): the author hears
     so, and what to write instead, rather than finding a tool the model calls with nothing."""
-    with caplog.at_level(logging.WARNING, logger="vfgym.tools"):
+    with caplog.at_level(logging.WARNING, logger="vfgym.tools.schema"):
         env = vf.ToolEnv(tools=[total], dataset=ROWS)
     assert env.oai_tools[0]["function"]["parameters"]["properties"] == {}
-    warned = [r.getMessage() for r in caplog.records if r.name == "vfgym.tools"]
+    warned = [r.getMessage() for r in caplog.records if r.name == "vfgym.tools.schema"]
     assert len(warned) == 1 and "'total' takes *numbers" in warned[0]
     assert "`numbers: list[int]`" in warned[0]
 
@@ -253,9 +254,9 @@ def untyped(a, b):  # type: ignore[no-untyped-def]
 def test_a_tool_without_type_hints_or_docstring_is_warned_about(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    with caplog.at_level(logging.WARNING, logger="vfgym.tools"):
+    with caplog.at_level(logging.WARNING, logger="vfgym.tools.schema"):
         vf.ToolEnv(tools=[untyped, add], dataset=ROWS)
-    warned = [r.getMessage() for r in caplog.records if r.name == "vfgym.tools"]
+    warned = [r.getMessage() for r in caplog.records if r.name == "vfgym.tools.schema"]
     assert len(warned) == 1, warned  # `add` is described in full
     assert "'untyped'" in warned[0] and "a, b" in warned[0] and "docstring" in warned[0]
 

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 from cli_runs import Gate, no_configured_model, run  # noqa: F401  (an autouse fixture)
 
-from vfgym.cli import main
-from vfgym.server import ModelServer
+from vfgym.cli.main import main
+from vfgym.inference.server import ModelServer
 
 EASY = '{"difficulty": "easy"}'
 
@@ -33,9 +33,9 @@ def clean_environ(**extra: str) -> dict[str, str]:
 
 
 def vfgym_command() -> list[str]:
-    """The installed console script when there is one, else `python -m vfgym.cli`."""
+    """The installed console script when there is one, else `python -m vfgym.cli.main`."""
     script = Path(sys.executable).with_name("vfgym")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "vfgym.cli"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "vfgym"]
 
 
 def lines(path: Path) -> list[dict[str, Any]]:

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from cli_runs import no_configured_model, run  # noqa: F401  (an autouse fixture)
 
-from vfgym.registry import load_environment
-from vfgym.server import ModelServer
+from vfgym.envs.registry import load_environment
+from vfgym.inference.server import ModelServer
 
 ONE = ["-n", "1", "-r", "1"]
 
@@ -252,12 +252,12 @@ def test_unexpected_error_in_view_then_v_shows_the_traceback(
 ) -> None:
     """An error vfgym did not expect (here a renderer bug, stood in for by one that
     raises) is one line without -v, and its traceback with it."""
-    import vfgym.report
+    import vfgym.results.report
 
     def broken(*args: object, **kwargs: object) -> str:
         raise ZeroDivisionError("a bug in the renderer")
 
-    monkeypatch.setattr(vfgym.report, "render_report", broken)
+    monkeypatch.setattr(vfgym.results.report, "render_report", broken)
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     (run_dir / "results.jsonl").write_text('{"index": 0, "reward": 1.0}\n')
@@ -269,7 +269,7 @@ def test_unexpected_error_in_view_then_v_shows_the_traceback(
 
 def test_eval_help_states_the_defaults_it_uses(capsys: pytest.CaptureFixture[str]) -> None:
     """A newcomer reads the size of a bare `vfgym eval ENV` run off the help."""
-    from vfgym.cli import _parser
+    from vfgym.cli.main import _parser
 
     used = _parser().parse_args(["eval", "wordle"])
     code, out, _ = run(["eval", "--help"], capsys)

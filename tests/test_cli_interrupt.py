@@ -38,8 +38,8 @@ def check_interrupted(result: subprocess.CompletedProcess[str]) -> None:
 @pytest.mark.parametrize(
     ("args", "module"),
     [
-        (["list"], "vfgym.eval_command"),  # what the command line parser needs
-        (["sandbox", "doctor"], "vfgym.sandbox.cli"),  # a subcommand's own modules
+        (["list"], "vfgym.cli.eval"),  # what the command line parser needs
+        (["sandbox", "doctor"], "vfgym.cli.sandbox"),  # a subcommand's own modules
     ],
 )
 def test_ctrl_c_while_the_command_loads_exits_130_quietly(

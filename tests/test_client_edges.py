@@ -16,9 +16,9 @@ import openai
 import pytest
 from loopback_http import Answer
 
-from vfgym.client import RetryPolicy, _retry_after, request_model_response
 from vfgym.envs import SingleTurnEnv
 from vfgym.errors import ContextLengthExceeded, ModelCallError
+from vfgym.inference.client import RetryPolicy, _retry_after, request_model_response
 from vfgym.rubrics import Rubric
 
 HELLO = [{"role": "user", "content": "hello"}]

@@ -10,8 +10,8 @@ import openai
 from test_engine_hunt import say_ok
 
 from vfgym.envs import SingleTurnEnv
-from vfgym.server import ModelServer
-from vfgym.server.server import API_KEY
+from vfgym.inference.server import ModelServer
+from vfgym.inference.server.server import API_KEY
 
 ROWS = [{"question": "a"}, {"question": "b"}]
 
@@ -53,7 +53,7 @@ def test_an_async_clients_own_http_client_in_evaluate_sync_is_named_in_a_warning
     with ModelServer(say_ok) as server:
         http = openai.DefaultAsyncHttpxClient()
         client = openai.AsyncOpenAI(base_url=server.base_url, api_key=API_KEY, http_client=http)
-        with caplog.at_level(logging.WARNING, logger="vfgym.runner"):
+        with caplog.at_level(logging.WARNING, logger="vfgym.engine.runner"):
             out = SingleTurnEnv(dataset=ROWS).evaluate_sync(client, "m")
         assert all("error" not in state for state in out.state), out.state
         assert "pass a sync OpenAI client" in caplog.text

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from vfgym.client import RetryPolicy, request_model_response
 from vfgym.envs import SingleTurnEnv
 from vfgym.errors import ModelCallError
+from vfgym.inference.client import RetryPolicy, request_model_response
 from vfgym.rubrics import Rubric
 
 HELLO = [{"role": "user", "content": "hello"}]

@@ -10,11 +10,11 @@ import pytest
 from loopback_http import Answer
 from test_client_edges import chat_body
 
-from vfgym.client import RetryPolicy, request_model_response
 from vfgym.envs import SingleTurnEnv
 from vfgym.errors import ModelCallError
+from vfgym.inference.client import RetryPolicy, request_model_response
+from vfgym.inference.server import ModelServer
 from vfgym.rubrics import Rubric
-from vfgym.server import ModelServer
 from vfgym.types import Messages
 
 HELLO = [{"role": "user", "content": "hello"}]

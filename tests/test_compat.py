@@ -22,7 +22,7 @@ from datasets import Dataset
 from openai import AsyncOpenAI, OpenAI
 
 import vfgym as vf
-from vfgym.server import ModelServer
+from vfgym.inference.server import ModelServer
 
 # -- a single-turn environment, verifiers style -------------------------------------------
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 import vfgym as vf
+from vfgym.inference.server import ByteTokenizer, ModelServer
 from vfgym.rubrics import REWARD_ERRORS
-from vfgym.server import ByteTokenizer, ModelServer
 
 WANT_IDS = {"extra_body": {"return_token_ids": True}, "logprobs": True}
 QUESTION = [{"role": "user", "content": "q"}]

@@ -10,8 +10,8 @@ import pytest
 
 import vfgym as vf
 from vfgym.envs import EnvGroup, MultiTurnEnv, SingleTurnEnv
-from vfgym.results import read_results
-from vfgym.server import ByteTokenizer
+from vfgym.inference.server import ByteTokenizer
+from vfgym.results.jsonl import read_results
 from vfgym.types import Messages, State
 
 TOKENIZER = ByteTokenizer()
@@ -199,7 +199,7 @@ async def test_an_errored_text_rollout_has_a_text_completion(model_server) -> No
 
 @pytest.mark.parametrize("kind", ["chat", "completion"])
 def test_errored_state_matches_the_message_type(kind: str) -> None:
-    from vfgym.envs.environment import errored_state
+    from vfgym.engine.state import errored_state
 
     prompt: Messages = "Once" if kind == "completion" else [{"role": "user", "content": "q"}]
     state = errored_state(kind, prompt, "a", "t", {"k": 1}, 3, ValueError("boom"))

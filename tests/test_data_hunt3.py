@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 import vfgym as vf
-from vfgym.server import ModelServer
+from vfgym.inference.server import ModelServer
 
 
 def echo_answer(messages: list[dict[str, str]]) -> str:

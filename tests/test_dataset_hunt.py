@@ -16,7 +16,7 @@ import datasets
 import pytest
 
 from vfgym.envs import SingleTurnEnv
-from vfgym.messages import last_content
+from vfgym.inference.messages import last_content
 from vfgym.types import Messages
 
 ROWS = [{"question": f"What is {i}+{i}?", "answer": str(2 * i)} for i in range(6)]

@@ -8,8 +8,8 @@ from typing import Any
 import datasets
 import pytest
 
+from vfgym.engine.state import new_state
 from vfgym.envs import MultiTurnEnv, SingleTurnEnv
-from vfgym.envs.environment import new_state
 from vfgym.rubrics import Rubric
 from vfgym.types import Messages, State
 

@@ -24,8 +24,8 @@ import pytest
 from cli_runs import Gate, no_configured_model, run  # noqa: F401  (an autouse fixture)
 from held_import import vfgym_command
 
-from vfgym.cli import main
-from vfgym.server import ModelServer
+from vfgym.cli.main import main
+from vfgym.inference.server import ModelServer
 
 EASY = '{"difficulty": "easy"}'
 
@@ -228,7 +228,7 @@ def test_sigterm_handler_is_installed_only_while_eval_runs_and_restored(
 
 def test_importing_the_command_installs_no_signal_handler() -> None:
     probe = (
-        "import signal, vfgym.cli, vfgym.eval_command, vfgym.cli_support\n"
+        "import signal, vfgym.cli.main, vfgym.cli.eval, vfgym.cli._support\n"
         "assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL, signal.getsignal(15)\n"
         "assert signal.getsignal(signal.SIGINT) is signal.default_int_handler\n"
     )

@@ -36,7 +36,7 @@ def test_ctrl_c_before_anything_is_written_prints_a_command_that_works(
     result = interrupt_while_importing(
         tmp_path,
         [*vfgym_command(), *args],
-        "vfgym.server",
+        "vfgym.inference.server",
         in_loop=True,
         drop_env=("OPENAI_API_KEY", "OPENAI_BASE_URL"),
     )

@@ -8,9 +8,9 @@ from typing import Any
 import openai
 import pytest
 
-from vfgym.client import RetryPolicy, _retry_after, is_transient, request_model_response
 from vfgym.envs import MultiTurnEnv, SingleTurnEnv
 from vfgym.errors import ContextLengthExceeded, ModelCallError
+from vfgym.inference.client import RetryPolicy, _retry_after, is_transient, request_model_response
 from vfgym.rubrics import Rubric
 from vfgym.types import Messages, State
 
@@ -207,7 +207,7 @@ async def test_max_tokens_past_the_window_is_shrunk_to_what_fits(model_server, f
 
 
 async def test_the_overflow_error_says_how_much_room_is_left(model_server) -> None:
-    from vfgym.client import completion_room
+    from vfgym.inference.client import completion_room
 
     server = await model_server(shout, max_model_len=100)
     with pytest.raises(openai.BadRequestError) as caught:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import gc
 
-from vfgym.gcpolicy import frozen_gc
+from vfgym.engine.gcpolicy import frozen_gc
 
 
 async def test_live_objects_are_frozen_while_the_block_runs_and_released_after() -> None:
@@ -36,7 +36,7 @@ async def test_nested_batches_unfreeze_once_the_last_one_ends() -> None:
 
 async def test_generate_freezes_on_request_and_leaves_nothing_frozen() -> None:
     import vfgym as vf
-    from vfgym.server import ModelServer
+    from vfgym.inference.server import ModelServer
 
     seen: list[int] = []
 

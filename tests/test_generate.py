@@ -11,8 +11,8 @@ import openai
 import pytest
 
 from vfgym.envs import Environment, SingleTurnEnv
+from vfgym.inference.server import ModelServer
 from vfgym.rubrics import Rubric
-from vfgym.server import ModelServer
 from vfgym.types import GenerateInputs, GenerateOutputs, Messages
 
 QUESTIONS = ["alpha", "beta", "gamma", "delta"]
@@ -201,7 +201,7 @@ async def test_async_evaluate_with_a_sync_openai_client(model_server) -> None:
 
 
 def test_the_async_twin_of_a_sync_client_keeps_its_settings() -> None:
-    from vfgym.runner import as_async_client
+    from vfgym.engine.runner import as_async_client
 
     sync = openai.OpenAI(
         base_url="http://127.0.0.1:9/v1",
@@ -337,7 +337,7 @@ class _CountedRepr:
 def test_sync_runs_never_format_their_result() -> None:
     """asyncio.run formats its main task's repr, result included, on Python 3.11/3.12;
     for a large GenerateOutputs that took longer than the rollouts themselves."""
-    from vfgym._async import run_sync
+    from vfgym.engine._async import run_sync
 
     async def produce() -> _CountedRepr:
         return _CountedRepr()

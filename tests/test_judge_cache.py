@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from vfgym.inference.server import ModelServer
 from vfgym.parsers import XMLParser
 from vfgym.rubrics import REWARD_ERRORS, JudgeRubric, RubricGroup
-from vfgym.server import ModelServer
 
 PROMPT = [{"role": "user", "content": "What is 2+2?"}]
 COMPLETION = [{"role": "assistant", "content": "<answer>4</answer>"}]

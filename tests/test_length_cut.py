@@ -13,7 +13,7 @@ import pytest
 
 from vfgym.envs import STOP_REASONS, MultiTurnEnv, SingleTurnEnv
 from vfgym.envs.multiturn_env import TRUNCATING
-from vfgym.server import ByteTokenizer, policies
+from vfgym.inference.server import ByteTokenizer, policies
 from vfgym.types import Messages, State
 
 LONG = "the answer is forty two"  # 23 tokens

@@ -16,7 +16,7 @@ import pytest
 from cli_runs import no_configured_model, run  # noqa: F401  (an autouse fixture)
 
 import vfgym
-from vfgym.registry import UnexpectedArgumentError
+from vfgym.envs.registry import UnexpectedArgumentError
 
 _numbers = itertools.count()
 

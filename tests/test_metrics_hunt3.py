@@ -15,14 +15,14 @@ import pytest
 from loopback_http import ScriptedServer
 
 import vfgym as vf
-from vfgym import tools
 from vfgym.envs import EnvGroup, SingleTurnEnv
 from vfgym.gym import GymEnv
-from vfgym.results import RESULTS_FILE
+from vfgym.inference.server import ByteTokenizer
+from vfgym.results.jsonl import RESULTS_FILE
 from vfgym.rubrics import Rubric
 from vfgym.rubrics.rubric import rollout_args
-from vfgym.server import ByteTokenizer
-from vfgym.tools import Tool
+from vfgym.tools import schema as tools
+from vfgym.tools.schema import Tool
 from vfgym.types import Messages, State
 
 TOKENIZER = ByteTokenizer()

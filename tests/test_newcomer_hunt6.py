@@ -14,8 +14,8 @@ import pytest
 from cli_runs import no_configured_model, run  # noqa: F401  (an autouse fixture)
 from slow_loading import eval_while_loading
 
-from vfgym.registry import load_environment
-from vfgym.server import ModelServer
+from vfgym.envs.registry import load_environment
+from vfgym.inference.server import ModelServer
 
 
 def _reference() -> object:

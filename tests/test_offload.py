@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from vfgym.offload import Offloader
+from vfgym.engine.offload import Offloader
 
 
 def where() -> str:

@@ -9,9 +9,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from vfgym._async import call_offloaded
+from vfgym.engine._async import call_offloaded
+from vfgym.engine.offload import Offloader
 from vfgym.envs import ToolEnv
-from vfgym.offload import Offloader
 from vfgym.types import Messages
 
 # Thresholds far above scheduling jitter (as in test_offload.py).

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from vfgym.inference.server import ModelServer
 from vfgym.parsers import MaybeThinkParser, Parser, ThinkParser, XMLParser, extract_boxed_answer
-from vfgym.server import ModelServer
 
 PARTS = [
     {"type": "text", "text": "<think>hm</think>"},

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from vfgym.cli import main
-from vfgym.play import play
-from vfgym.registry import load_environment
+from vfgym.cli.main import main
+from vfgym.cli.play import play
+from vfgym.envs.registry import load_environment
 
 TOOL_TASK = '''"""Add two numbers with a tool (a test plugin)."""
 from vfgym.envs import ToolEnv
@@ -140,7 +140,7 @@ def test_example_out_of_range(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_play_as_a_subprocess_with_piped_moves(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "vfgym.cli", "play", "tictactoe", "-a", '{"difficulty": "easy"}'],
+        [sys.executable, "-m", "vfgym", "play", "tictactoe", "-a", '{"difficulty": "easy"}'],
         input="B2\nZ9\n/quit\n",
         capture_output=True,
         text=True,

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-import vfgym.play as play_module
+import vfgym.cli.play as play_module
+from vfgym.cli.play import PlaySession, play
 from vfgym.envs.multiturn_env import MultiTurnEnv
-from vfgym.play import PlaySession, play
 from vfgym.rubrics import Rubric
 from vfgym.types import Messages, State
 

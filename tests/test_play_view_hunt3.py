@@ -9,8 +9,8 @@ import io
 import re
 from typing import Any
 
+from vfgym.cli.play import HELP, PlaySession
 from vfgym.envs.multiturn_env import MultiTurnEnv
-from vfgym.play import HELP, PlaySession
 from vfgym.rubrics import Rubric
 from vfgym.types import Messages, State
 

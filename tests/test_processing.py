@@ -11,8 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import vfgym as vf
-from vfgym.processing import MissingTokenIdsError, ServerTokenizer
-from vfgym.server import ByteTokenizer, ModelServer
+from vfgym.errors import MissingTokenIdsError
+from vfgym.inference.server import ByteTokenizer, ModelServer
+from vfgym.training.processing import ServerTokenizer
 
 TOKENIZER = ByteTokenizer()
 WANT_IDS = {"extra_body": {"return_token_ids": True}, "logprobs": True}

@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 
 import vfgym as vf
-from vfgym.envs.environment import new_state
-from vfgym.processing import MissingTokenIdsError, ServerTokenizer
-from vfgym.server import ByteTokenizer, ModelServer
+from vfgym.engine.state import new_state
+from vfgym.errors import MissingTokenIdsError
+from vfgym.inference.server import ByteTokenizer, ModelServer
+from vfgym.training.processing import ServerTokenizer
 
 TOKENIZER = ByteTokenizer()
 WANT_IDS = {"extra_body": {"return_token_ids": True}, "logprobs": True}

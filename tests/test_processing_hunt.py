@@ -19,8 +19,9 @@ from test_processing_templates import (
 )
 
 import vfgym as vf
-from vfgym.processing import LogprobCountError, response_tokens
-from vfgym.server import ByteTokenizer, ModelServer
+from vfgym.errors import LogprobCountError
+from vfgym.inference.server import ByteTokenizer, ModelServer
+from vfgym.training.processing import response_tokens
 
 TOKENIZER = ByteTokenizer()
 WANT_IDS = {"extra_body": {"return_token_ids": True}, "logprobs": True}

@@ -16,13 +16,9 @@ from aiohttp import web
 from loopback_http import ScriptedServer, serve_posts
 
 import vfgym as vf
-from vfgym.processing import (
-    MissingTokenIdsError,
-    ServerTokenizer,
-    ServerTokenizerError,
-    process_env_results,
-)
-from vfgym.server import ByteTokenizer, ModelServer
+from vfgym.errors import MissingTokenIdsError, ServerTokenizerError
+from vfgym.inference.server import ByteTokenizer, ModelServer
+from vfgym.training.processing import ServerTokenizer, process_env_results
 
 TOKENIZER = ByteTokenizer()
 WANT_IDS = {"extra_body": {"return_token_ids": True}, "logprobs": True}

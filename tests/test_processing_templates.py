@@ -16,9 +16,10 @@ from typing import Any
 import pytest
 
 import vfgym as vf
-from vfgym.processing import ServerTokenizer, TemplateAlignmentError
-from vfgym.server import ByteTokenizer, ModelServer
-from vfgym.server.tokenizer import VOCAB_SIZE, content_text, render_tool_calls
+from vfgym.errors import TemplateAlignmentError
+from vfgym.inference.server import ByteTokenizer, ModelServer
+from vfgym.inference.server.tokenizer import VOCAB_SIZE, content_text, render_tool_calls
+from vfgym.training.processing import ServerTokenizer
 
 IM_START, IM_END = 8, 9  # reserved ids of the byte vocabulary
 SPECIAL = {"<|im_start|>": IM_START, "<|im_end|>": IM_END}

@@ -9,7 +9,8 @@ import pytest
 
 import vfgym
 from vfgym.envs import MultiTurnEnv
-from vfgym.registry import UnknownEnvironmentError, describe, list_environments, registered_names
+from vfgym.envs.registry import describe, list_environments, registered_names
+from vfgym.errors import UnknownEnvironmentError
 
 TOY_MODULE = '''
 """A toy environment from a package that is not vfgym."""

@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from vfgym.cli import main
-from vfgym.report import render_report
-from vfgym.summary import (
+from vfgym.cli.main import main
+from vfgym.results.report import render_report
+from vfgym.results.summary import (
     histogram,
     latest_records,
     pass_at_k,

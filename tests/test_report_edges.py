@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from vfgym.report import render_report, write_report
-from vfgym.results import METADATA_FILE, RESULTS_FILE
-from vfgym.summary import format_summary, histogram, summarize_records
+from vfgym.results.jsonl import METADATA_FILE, RESULTS_FILE
+from vfgym.results.report import render_report, write_report
+from vfgym.results.summary import format_summary, histogram, summarize_records
 
 SECRET = "sk-live-0123456789abcdef"
 ATTACK = '<script>alert(1)</script><img src=x onerror="alert(2)">"\'&'

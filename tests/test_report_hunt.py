@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from test_report import chromium, dump_dom, parse
 
-from vfgym.cli import main
-from vfgym.report import render_report, write_report
-from vfgym.results import METADATA_FILE, RESULTS_FILE
-from vfgym.summary import Stats, format_summary, histogram, summarize_records
+from vfgym.cli.main import main
+from vfgym.results.jsonl import METADATA_FILE, RESULTS_FILE
+from vfgym.results.report import render_report, write_report
+from vfgym.results.summary import Stats, format_summary, histogram, summarize_records
 
 
 def record(index: Any, reward: float | None, **fields: Any) -> dict[str, Any]:

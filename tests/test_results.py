@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from vfgym.client import RetryPolicy
 from vfgym.envs import SingleTurnEnv
-from vfgym.results import METADATA_FILE, RESULTS_FILE, read_results
+from vfgym.inference.client import RetryPolicy
+from vfgym.results.jsonl import METADATA_FILE, RESULTS_FILE, read_results
 from vfgym.rubrics import Rubric
 from vfgym.types import Messages
 
@@ -244,7 +244,7 @@ async def test_resume_into_an_empty_directory_starts_fresh(model_server, tmp_pat
 
 
 def test_a_damaged_results_file_is_refused(tmp_path) -> None:
-    from vfgym.results import load_finished
+    from vfgym.results.jsonl import load_finished
 
     (tmp_path / RESULTS_FILE).write_text('{"index": 0, "reward": 1.0}\n[1, 2]\n')
     with pytest.raises(ValueError, match=r"results.jsonl:2 is not a vfgym result line"):

@@ -7,8 +7,8 @@ import codecs
 from test_engine_hunt import say_ok
 
 from vfgym.envs import SingleTurnEnv
-from vfgym.report import write_report
-from vfgym.results import RESULTS_FILE, read_results
+from vfgym.results.jsonl import RESULTS_FILE, read_results
+from vfgym.results.report import write_report
 
 
 async def test_a_byte_order_mark_is_not_part_of_the_first_record(model_server, tmp_path) -> None:

@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 from cli_runs import no_configured_model, run  # noqa: F401 (the fixture is autouse)
 
-from vfgym.client import RetryPolicy
 from vfgym.envs import SingleTurnEnv
-from vfgym.results import (
+from vfgym.errors import ResultsBusy
+from vfgym.inference.client import RetryPolicy
+from vfgym.results.jsonl import (
     METADATA_FILE,
     RESULTS_FILE,
-    ResultsBusy,
     ResultsWriter,
     load_finished,
     make_record,

@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 from cli_runs import no_configured_model, run  # noqa: F401 (the fixture is autouse)
 
-from vfgym.client import RetryPolicy
 from vfgym.envs import SingleTurnEnv
-from vfgym.results import METADATA_FILE, RESULTS_FILE, inputs_digest, read_results
+from vfgym.inference.client import RetryPolicy
+from vfgym.results.jsonl import METADATA_FILE, RESULTS_FILE, inputs_digest, read_results
 from vfgym.rubrics import Rubric
 from vfgym.types import Messages
 
@@ -47,7 +47,7 @@ def strict_lines(path: Path) -> list[dict[str, Any]]:
 
 FINGERPRINTS = """
 import json
-from vfgym.results import as_json, inputs_digest
+from vfgym.results.jsonl import as_json, inputs_digest
 
 class Board:  # no __repr__ of its own: the default one holds a memory address
     pass
@@ -298,7 +298,7 @@ async def test_a_results_path_that_is_a_file_is_named_as_such(model_server, tmp_
 def test_a_line_the_json_parser_refuses_in_any_way_costs_that_line_only(
     tmp_path: Path, damaged: str
 ) -> None:
-    from vfgym.results import load_finished
+    from vfgym.results.jsonl import load_finished
 
     good = {"index": 0, "reward": 1.0, "example_id": 0}
     (tmp_path / RESULTS_FILE).write_text(json.dumps(good) + "\n" + damaged + "\n")

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from openai.types.chat import ChatCompletionMessageToolCall
 
+from vfgym.inference.server import ModelServer
 from vfgym.parsers import XMLParser
 from vfgym.rubrics import (
     DEFAULT_JUDGE_PROMPT,
@@ -24,7 +25,6 @@ from vfgym.rubrics import (
     RubricGroup,
     ToolRubric,
 )
-from vfgym.server import ModelServer
 
 PROMPT = [{"role": "user", "content": "What is 2+2?"}]
 COMPLETION = [{"role": "assistant", "content": "<answer>4</answer>"}]

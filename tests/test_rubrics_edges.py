@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from vfgym.inference.server import ModelServer
 from vfgym.parsers import Parser, XMLParser
 from vfgym.rubrics import REWARD_ERRORS, JudgeRubric, Rubric, RubricGroup, ToolRubric
-from vfgym.server import ModelServer
 
 PROMPT = [{"role": "user", "content": "What is 2+2?"}]
 COMPLETION = [{"role": "assistant", "content": "<answer>4</answer>"}]

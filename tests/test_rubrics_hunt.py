@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 from test_judge_cache import COMPLETION, PROMPT, says_yes
 
+from vfgym.inference.server import ModelServer
 from vfgym.parsers import XMLParser
 from vfgym.rubrics import REWARD_ERRORS, JudgeRubric, Rubric, RubricGroup
-from vfgym.server import ModelServer
 
 
 def completion_seen(completion: Any) -> float:

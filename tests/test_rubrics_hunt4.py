@@ -13,10 +13,10 @@ import pytest
 from loopback_http import ScriptedServer
 
 from vfgym.envs.multiturn_env import MultiTurnEnv
+from vfgym.inference.server import ModelServer
 from vfgym.parsers import XMLParser
 from vfgym.rubrics import REWARD_ERRORS, JudgeRubric, RewardSpec, Rubric, RubricGroup
 from vfgym.rubrics.rubric import rollout_args
-from vfgym.server import ModelServer
 
 PROMPT = [{"role": "user", "content": "What is 2+2?"}]
 COMPLETION = [{"role": "assistant", "content": "<answer>4</answer>"}]

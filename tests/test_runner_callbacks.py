@@ -18,8 +18,8 @@ import pytest
 
 from vfgym.envs import SingleTurnEnv
 from vfgym.errors import ResultCallbackError, VFGymError
+from vfgym.inference.server import ModelServer
 from vfgym.rubrics import Rubric
-from vfgym.server import ModelServer
 from vfgym.types import GenerateOutputs, Messages
 
 QUESTIONS = ["alpha", "beta", "gamma", "delta"]

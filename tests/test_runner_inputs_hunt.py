@@ -14,10 +14,10 @@ import datasets
 import pytest
 from test_generate import QUESTIONS, check_outputs, make_env, shout
 
+from vfgym.engine.runner import normalize_inputs, run_batch
 from vfgym.envs import SingleTurnEnv
+from vfgym.inference.server import ModelServer
 from vfgym.rubrics import Rubric
-from vfgym.runner import normalize_inputs, run_batch
-from vfgym.server import ModelServer
 from vfgym.types import Messages
 
 GO = [{"role": "user", "content": "go"}]

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from vfgym.server import ByteTokenizer, ModelServer, assistant_text, policies
-from vfgym.server.faults import parse_fault
+from vfgym.inference.server import ByteTokenizer, ModelServer, assistant_text, policies
+from vfgym.inference.server.faults import parse_fault
 
 TOK = ByteTokenizer()
 USER_HI = [{"role": "user", "content": "hi"}]

@@ -13,9 +13,9 @@ import aiohttp
 import openai
 import pytest
 
-from vfgym.client import completion_room, request_model_response
-from vfgym.server import ModelServer, policies
-from vfgym.server.protocol import HTTPFailure
+from vfgym.inference.client import completion_room, request_model_response
+from vfgym.inference.server import ModelServer, policies
+from vfgym.inference.server.protocol import HTTPFailure
 from vfgym.types import Messages
 
 HELLO = [{"role": "user", "content": "hello"}]

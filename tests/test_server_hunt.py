@@ -18,9 +18,9 @@ from loopback_http import serve_posts
 from pydantic import BaseModel
 from test_server import ADD_TOOL as ADD
 
-from vfgym.client import request_model_response
 from vfgym.errors import ModelCallError
-from vfgym.server import ByteTokenizer, ModelServer, assistant_text, policies
+from vfgym.inference.client import request_model_response
+from vfgym.inference.server import ByteTokenizer, ModelServer, assistant_text, policies
 
 TOK = ByteTokenizer()
 HELLO = [{"role": "user", "content": "hello"}]

@@ -16,8 +16,8 @@ import openai
 import pytest
 from test_server import ADD_TOOL as ADD
 
-from vfgym.server import ByteTokenizer, ModelServer, assistant_text, policies
-from vfgym.server.faults import parse_fault
+from vfgym.inference.server import ByteTokenizer, ModelServer, assistant_text, policies
+from vfgym.inference.server.faults import parse_fault
 
 TOK = ByteTokenizer()
 HELLO = [{"role": "user", "content": "hello"}]

@@ -15,7 +15,7 @@ import openai
 import pytest
 from test_server import ADD_TOOL as ADD
 
-from vfgym.server import ByteTokenizer, policies
+from vfgym.inference.server import ByteTokenizer, policies
 
 TOK = ByteTokenizer()
 HELLO = [{"role": "user", "content": "hello"}]

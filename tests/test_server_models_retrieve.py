@@ -13,7 +13,7 @@ import aiohttp
 import openai
 import pytest
 
-from vfgym.server import ModelServer
+from vfgym.inference.server import ModelServer
 
 
 def yes(messages: object) -> str:

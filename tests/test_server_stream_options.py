@@ -14,7 +14,7 @@ from typing import Any
 import openai
 import pytest
 
-from vfgym.server import policies
+from vfgym.inference.server import policies
 
 HELLO = [{"role": "user", "content": "hello"}]
 LONG = "count: " + " ".join(str(i) for i in range(40))  # well over 16 tokens

@@ -20,7 +20,7 @@ import pytest
 from test_server import ADD_TOOL, TOK, echo
 from test_server_hunt import CALL
 
-from vfgym.server import policies
+from vfgym.inference.server import policies
 
 HELLO = [{"role": "user", "content": "héllo, 日本"}]
 NAMED_CALL = {"id": "call_named", "type": "function", **CALL}

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from scripted_models import scripted
 
+from vfgym.engine.state import new_state
 from vfgym.envs import StatefulToolEnv, ToolEnv
-from vfgym.envs.environment import new_state
 from vfgym.rubrics import Rubric
 from vfgym.types import Messages, State
 

@@ -18,7 +18,7 @@ from scripted_models import scripted
 
 from vfgym.envs import StatefulToolEnv, ToolEnv
 from vfgym.rubrics import ToolRubric
-from vfgym.tools import Tool, convert_func_to_oai_tool
+from vfgym.tools.schema import Tool, convert_func_to_oai_tool
 from vfgym.types import State
 
 QUESTION = [{"role": "user", "content": "What is 2+3?"}]

@@ -21,14 +21,9 @@ from typing import Any
 import pytest
 from scripted_models import scripted
 
+from vfgym.engine.offload import LIMITED_WORKERS, AbandonedThreadsError, Offloader
 from vfgym.envs import ToolEnv
-from vfgym.envs.tool_env import ToolTimeoutError
-from vfgym.offload import (
-    LIMITED_WORKERS,
-    AbandonedThreadsError,
-    CallTimeoutError,
-    Offloader,
-)
+from vfgym.errors import CallTimeoutError, ToolTimeoutError
 
 QUESTION = [{"role": "user", "content": "Look it up."}]
 ROWS = [{"prompt": QUESTION, "answer": "x"}]
@@ -421,8 +416,8 @@ def test_tool_timeout_error_names_the_tool_and_the_limit() -> None:
 
 def _sandbox_or_skip() -> Any:
     """The sandbox modules, when a Docker Engine and the sandbox image are there."""
+    from vfgym.errors import SandboxError
     from vfgym.sandbox.docker_client import make_client
-    from vfgym.sandbox.errors import SandboxError
     from vfgym.sandbox.image import default_image, image_exists
 
     try:

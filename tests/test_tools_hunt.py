@@ -18,7 +18,7 @@ import pytest
 from scripted_models import scripted
 
 from vfgym.envs import ToolEnv
-from vfgym.tools import Tool, parse_docstring
+from vfgym.tools.schema import Tool, parse_docstring
 from vfgym.types import State
 
 QUESTION = [{"role": "user", "content": "Go."}]

@@ -14,7 +14,7 @@ import pydantic
 import pytest
 
 from vfgym.envs import ToolEnv
-from vfgym.tools import Tool
+from vfgym.tools.schema import Tool
 from vfgym.types import State
 
 QUESTION = [{"role": "user", "content": "Go."}]

@@ -6,7 +6,7 @@ from typing import Any, Literal, Optional
 
 import pytest
 
-from vfgym.tools import Tool, convert_func_to_oai_tool, parse_docstring
+from vfgym.tools.schema import Tool, convert_func_to_oai_tool, parse_docstring
 
 
 def search(

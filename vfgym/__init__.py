@@ -43,8 +43,8 @@ _EXPORTS: dict[str, str] = {
         ),
         "vfgym.types",
     ),
-    "RetryPolicy": "vfgym.client",
-    "build_prompt": "vfgym.data",
+    "RetryPolicy": "vfgym.inference.client",
+    "build_prompt": "vfgym.engine.data",
     **dict.fromkeys(
         (
             "EnvGroup",
@@ -77,13 +77,13 @@ _EXPORTS: dict[str, str] = {
         ),
         "vfgym.parsers",
     ),
-    "ServerTokenizer": "vfgym.processing",
-    "ServerTokenizerError": "vfgym.processing",
-    "process_env_results": "vfgym.processing",
-    "UnexpectedArgumentError": "vfgym.registry",
-    "UnknownEnvironmentError": "vfgym.registry",
-    "list_environments": "vfgym.registry",
-    "load_environment": "vfgym.registry",
+    "ServerTokenizer": "vfgym.training.processing",
+    "ServerTokenizerError": "vfgym.training.processing",
+    "process_env_results": "vfgym.training.processing",
+    "UnexpectedArgumentError": "vfgym.envs.registry",
+    "UnknownEnvironmentError": "vfgym.envs.registry",
+    "list_environments": "vfgym.envs.registry",
+    "load_environment": "vfgym.envs.registry",
     **dict.fromkeys(("JudgeRubric", "Rubric", "RubricGroup", "ToolRubric"), "vfgym.rubrics"),
     "Tool": "vfgym.tools",
     "ToolTimeoutError": "vfgym.envs.tool_env",
@@ -122,8 +122,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # what type checkers and editors see: the same names, eagerly
-    from vfgym.client import RetryPolicy
-    from vfgym.data import build_prompt
+    from vfgym.engine.data import build_prompt
     from vfgym.envs import (
         EnvGroup,
         Environment,
@@ -132,15 +131,19 @@ if TYPE_CHECKING:  # what type checkers and editors see: the same names, eagerly
         StatefulToolEnv,
         ToolEnv,
     )
-    from vfgym.envs.tool_env import ToolTimeoutError
+    from vfgym.envs.registry import UnexpectedArgumentError, list_environments, load_environment
     from vfgym.errors import (
         ContextLengthExceeded,
         ModelCallError,
         ResultCallbackError,
+        ServerTokenizerError,
         SubEnvError,
+        ToolTimeoutError,
+        UnknownEnvironmentError,
         VFGymError,
     )
     from vfgym.gym import GymEnv, play_episode
+    from vfgym.inference.client import RetryPolicy
     from vfgym.parsers import (
         MaybeThinkParser,
         Parser,
@@ -148,13 +151,6 @@ if TYPE_CHECKING:  # what type checkers and editors see: the same names, eagerly
         XMLParser,
         extract_boxed_answer,
         extract_hash_answer,
-    )
-    from vfgym.processing import ServerTokenizer, ServerTokenizerError, process_env_results
-    from vfgym.registry import (
-        UnexpectedArgumentError,
-        UnknownEnvironmentError,
-        list_environments,
-        load_environment,
     )
     from vfgym.rubrics import JudgeRubric, Rubric, RubricGroup, ToolRubric
     from vfgym.sandbox import (
@@ -168,4 +164,5 @@ if TYPE_CHECKING:  # what type checkers and editors see: the same names, eagerly
     )
     from vfgym.sandbox.env import SandboxEnv
     from vfgym.tools import Tool, convert_func_to_oai_tool
+    from vfgym.training.processing import ServerTokenizer, process_env_results
     from vfgym.types import *  # noqa: F403

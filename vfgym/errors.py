@@ -1,7 +1,58 @@
-"""Exceptions a user can meet, each saying what went wrong and what to do."""
+"""Every exception a user of vfgym can meet, in one tree.
+
+Each derives from `VFGymError`, so `except vf.VFGymError` catches anything vfgym raises
+on purpose, and most also keep the standard base they had (a bad argument is still a
+`ValueError` or `TypeError`, a timeout a `TimeoutError`), so code written against those
+keeps working. Every message says what went wrong and what to do.
+
+    VFGymError
+    ├── ModelCallError                    the model server failed, even after retries
+    ├── ContextLengthExceeded             the conversation outgrew the context window
+    ├── TokenBudgetExhausted              a rollout spent its completion-token budget
+    ├── ResultCallbackError (RuntimeError)     an `on_result` callback raised
+    ├── SubEnvError (RuntimeError)        sub-envs of a vector env failed
+    ├── environments and their loading
+    │   ├── UnknownEnvironmentError (LookupError)
+    │   ├── UnexpectedArgumentError (TypeError)
+    │   ├── UnknownTaskError (KeyError)   a task that names no EnvGroup member
+    │   ├── InvalidMove (ValueError)      a game move that breaks the rules
+    │   └── MessagesNotFlattenableError (NotImplementedError, ValueError)
+    ├── user code: tools, reward functions
+    │   ├── ToolTimeoutError (TimeoutError)
+    │   ├── CallTimeoutError (TimeoutError)
+    │   ├── AbandonedThreadsError (RuntimeError)
+    │   └── SyncScoringUnavailable (TypeError)
+    ├── training data
+    │   ├── MissingTokenIdsError (ValueError)
+    │   ├── LogprobCountError (ValueError)
+    │   ├── TemplateAlignmentError (ValueError)
+    │   └── ServerTokenizerError (RuntimeError)
+    ├── results files
+    │   ├── ResultsBusy (RuntimeError)    another writer holds the directory
+    │   └── ResumeMismatch (ValueError)   the directory holds another run
+    ├── the loopback model server
+    │   ├── UnknownModelError (LookupError)
+    │   ├── PolicyReplyError (TypeError)
+    │   └── PolicyCancelledError (RuntimeError)
+    ├── SandboxError (RuntimeError)
+    │   ├── DockerUnavailableError
+    │   ├── SandboxImageError
+    │   ├── SandboxStartError
+    │   ├── SandboxLostError
+    │   ├── SandboxClosedError
+    │   ├── SandboxLoopError
+    │   ├── SandboxPathError (ValueError)
+    │   └── SandboxFileError (OSError)
+    │       └── SandboxFileNotFoundError (FileNotFoundError)
+    └── CommandError                      a `vfgym` command's user error (vfgym.cli)
+
+Defined here, except `CommandError`, which belongs to the CLI; each is also importable
+from the module that raises it.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 
@@ -89,3 +140,234 @@ def error_record(exc: BaseException) -> dict[str, Any]:
     if cause is not None:
         record["cause"] = {"type": type(cause).__name__, "message": str(cause)}
     return record
+
+
+# -- sandboxes ---------------------------------------------------------------------------
+
+
+class SandboxError(VFGymError, RuntimeError):
+    """Base class of every sandbox failure."""
+
+
+class DockerUnavailableError(SandboxError):
+    """No Docker Engine answers at the configured endpoint."""
+
+
+class SandboxImageError(SandboxError):
+    """The sandbox image is missing or could not be built."""
+
+
+class SandboxStartError(SandboxError):
+    """A container was created but its runner never became ready."""
+
+
+class SandboxLostError(SandboxError):
+    """The container or its runner died, or the stream to it broke.
+
+    The sandbox cannot be used again; a pool replaces it with a fresh one.
+    """
+
+
+class SandboxClosedError(SandboxError):
+    """The sandbox (or pool) was used after it was closed."""
+
+
+class SandboxLoopError(SandboxError):
+    """A sandbox was called from another event loop than the one it started on (a sync
+    tool that runs it with `asyncio.run`, say): its stream belongs to that loop."""
+
+
+class SandboxPathError(SandboxError, ValueError):
+    """A file path points outside the workspace or through a symlink."""
+
+
+class SandboxFileError(SandboxError, OSError):
+    """A file operation inside the workspace failed (missing file, too large, disk full)."""
+
+
+class SandboxFileNotFoundError(SandboxFileError, FileNotFoundError):
+    """The file asked for does not exist in the workspace."""
+
+
+#: Failures of the sandbox machinery, never of the code the model ran. A tool that
+#: raises one of these does not answer the model with an error message (which would
+#: count as the model's failed call): `SandboxEnv` lets it end the rollout as an
+#: error (`state["error"]`, stop reason "error"), as a failed model server does.
+#: What the model's own code causes is a result, not one of these: a timeout, an
+#: exception in its program, an out-of-memory kill, even a crash that takes the
+#: sandbox down (the env replaces the sandbox and tells the model). Path and file
+#: errors (`SandboxPathError`, `SandboxFileError`) are the model's arguments at fault.
+INFRASTRUCTURE_ERRORS: tuple[type[SandboxError], ...] = (
+    DockerUnavailableError,
+    SandboxImageError,
+    SandboxStartError,
+    SandboxLostError,
+    SandboxClosedError,
+    SandboxLoopError,
+)
+
+
+# -- training data -----------------------------------------------------------------------
+
+
+class TemplateAlignmentError(VFGymError, ValueError):
+    """The chat template rewrites a model turn so that the environment's ids cannot be placed."""
+
+
+class ServerTokenizerError(VFGymError, RuntimeError):
+    """The server's `/tokenize` endpoint could not be reached or did not answer with ids."""
+
+
+class LogprobCountError(VFGymError, ValueError):
+    """A response's logprobs do not pair one to one with its token ids."""
+
+
+class MissingTokenIdsError(VFGymError, ValueError):
+    """A response carries no token ids, and vfgym will not guess them from the text."""
+
+
+# -- user code: tools and reward functions -----------------------------------------------
+
+
+class CallTimeoutError(VFGymError, TimeoutError):
+    """A call did not finish within its time limit and was cancelled or abandoned."""
+
+    def __init__(self, limit: float) -> None:
+        super().__init__(f"the call did not finish within {limit:g} s")
+        self.limit = limit
+
+
+class AbandonedThreadsError(VFGymError, RuntimeError):
+    """A limited sync call was not started: too many earlier calls given up at their
+    limit still run in their threads (a function that never returns, called again)."""
+
+
+# -- environments and their loading ------------------------------------------------------
+
+
+class UnexpectedArgumentError(VFGymError, TypeError):
+    """Argument names an environment does not take: the loader's, or, for a loader that
+    passes `**kwargs` on, those of what it passes them to.
+
+    The parts of the message are kept apart so that a caller which knows where the
+    arguments came from (`vfgym eval -a`) can say so; `str()` says it for Python callers.
+    """
+
+    def __init__(
+        self, env_id: str, names: Iterable[str], accepted: str, suggestions: dict[str, str]
+    ) -> None:
+        self.env_id = env_id
+        self.names = sorted(names)
+        #: Which parameters are taken, as a clause: "it takes: a, b".
+        self.accepted = accepted
+        #: The closest accepted name for each unknown one that has one, in `names`' order.
+        self.suggestions = {name: suggestions[name] for name in self.names if name in suggestions}
+        hints = [f"{name!r}: did you mean {close!r}?" for name, close in self.suggestions.items()]
+        super().__init__(
+            f"environment {env_id!r} does not take argument(s) {self.names}; {accepted}"
+            + (f" ({'; '.join(hints)})" if hints else "")
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Picklable (a worker process may raise it), rebuilt from its parts."""
+        return type(self), (self.env_id, self.names, self.accepted, self.suggestions)
+
+
+class UnknownTaskError(VFGymError, KeyError):
+    """A task that names no environment of the group. A KeyError, shown as its message
+    (a plain KeyError shows the repr of its text, in quotes)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class UnknownEnvironmentError(VFGymError, LookupError):
+    """No environment is registered under that name."""
+
+
+class ToolTimeoutError(VFGymError, TimeoutError):
+    """A tool call that did not finish within its time limit (`tool_timeout`).
+
+    Its message is what the model reads (through `error_formatter`): which tool, which
+    limit, and that the call is over, so the model neither waits for a result nor
+    takes a half-done action for a done one.
+    """
+
+    def __init__(self, tool: str, limit: float) -> None:
+        super().__init__(
+            f"tool {tool} did not finish within {limit:g} s, its time limit, so the call was "
+            "stopped and nothing it returns later is used; call it again with less to do, "
+            "or go on without it"
+        )
+        self.tool = tool
+        self.limit = limit
+
+
+# -- the loopback model server -----------------------------------------------------------
+
+
+class PolicyCancelledError(VFGymError, RuntimeError):
+    """A policy raised CancelledError although its request was not cancelled."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            f"{name} raised asyncio.CancelledError although the request was not cancelled "
+            "(a task or future it awaited was cancelled); catch it in the policy, or "
+            "return a reply"
+        )
+
+
+class PolicyReplyError(VFGymError, TypeError):
+    """A policy returned something that is not an assistant reply."""
+
+
+class UnknownModelError(VFGymError, LookupError):
+    """The request named a model this server does not serve."""
+
+    def __init__(self, model: Any, known: list[str]) -> None:
+        super().__init__(f"The model `{model}` does not exist. This server serves: {known}.")
+        self.model = model
+        self.known = known
+
+
+# -- the Gym adapter ---------------------------------------------------------------------
+
+
+class MessagesNotFlattenableError(VFGymError, NotImplementedError, ValueError):
+    """A message list has no fixed-size numeric form: `flatten` and the like refuse it.
+
+    A `NotImplementedError`, as Gymnasium raises for spaces it cannot flatten, and a
+    `ValueError`, as its `flatdim` raises for spaces that are not numpy-flattenable,
+    so code catching either keeps working.
+    """
+
+    def __init__(self, space: Any) -> None:
+        super().__init__(
+            f"{space!r} holds lists of chat messages, which cannot be flattened to a "
+            'numpy array; make the env with observation_mode="text" (the default), '
+            "whose text flattens to a Box of code points"
+        )
+
+
+class SyncScoringUnavailable(VFGymError, TypeError):
+    """`score_rollout_sync` was asked to score with async reward functions (or for a
+    rubric that scores its own way); nothing was called, score with `score_rollout`."""
+
+
+# -- results files -----------------------------------------------------------------------
+
+
+#: Metadata that must match for `resume` to continue a run rather than mix two runs.
+class ResumeMismatch(VFGymError, ValueError):
+    """A run cannot be resumed: its metadata describes another run than this one."""
+
+
+class ResultsBusy(VFGymError, RuntimeError):
+    """Another writer (another `vfgym eval`, or another batch) is writing to the directory."""
+
+
+# -- games -------------------------------------------------------------------------------
+
+
+class InvalidMove(VFGymError, ValueError):
+    """A move that breaks the rules or cannot be read; its message is shown to the player."""

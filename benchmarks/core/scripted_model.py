@@ -124,7 +124,7 @@ class ScriptedClient(openai.AsyncOpenAI):
 
 
 def http_policy(messages: list[dict[str, Any]], request: dict[str, Any]) -> Any:
-    """The same decision rule as a `vfgym.server.ModelServer` policy."""
+    """The same decision rule as a `vfgym.inference.server.ModelServer` policy."""
     if wants_tool_call(messages, request.get("tools")):
         return {
             "role": "assistant",

@@ -12,7 +12,7 @@ import sys
 
 from scripted_model import http_policy
 
-from vfgym.server import ModelServer
+from vfgym.inference.server import ModelServer
 
 
 async def main() -> None:

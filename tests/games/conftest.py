@@ -15,9 +15,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from vfgym.errors import SandboxError
 from vfgym.sandbox import SandboxConfig
 from vfgym.sandbox.docker_client import make_client
-from vfgym.sandbox.errors import SandboxError
 from vfgym.sandbox.gc import sandbox_containers
 from vfgym.sandbox.image import default_image, image_exists
 

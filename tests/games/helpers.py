@@ -15,10 +15,10 @@ from collections.abc import Callable
 from contextlib import AsyncExitStack
 from typing import Any
 
-from vfgym.envs.environment import new_state
+from vfgym.engine.state import new_state
+from vfgym.inference.server import ModelServer
 from vfgym.sandbox import DockerSandbox
 from vfgym.sandbox.result import ExecResult
-from vfgym.server import ModelServer
 from vfgym.types import ChatMessage, GenerateOutputs, Messages, State
 
 Policy = Callable[[Messages], ChatMessage]

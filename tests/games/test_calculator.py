@@ -9,8 +9,8 @@ from helpers import evaluate_over_http
 from vfgym.games import calculator as calc
 
 import vfgym
-from vfgym.registry import describe
-from vfgym.server import ModelServer
+from vfgym.envs.registry import describe
+from vfgym.inference.server import ModelServer
 
 
 @pytest.mark.parametrize(

@@ -21,8 +21,8 @@ from vfgym.games import shell_files as sf
 from vfgym.games._base import item_rng
 from vfgym.games._code_bank import SPECS, Params, Spec, reference_function
 
+from vfgym.envs.registry import load_environment
 from vfgym.gym import GymEnv
-from vfgym.registry import load_environment
 from vfgym.sandbox import DockerSandbox, SandboxConfig
 
 BANK = {spec.name: spec for spec in SPECS}

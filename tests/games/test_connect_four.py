@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 from helpers import evaluate_over_http, play
 from vfgym.games import connect_four as c4
-from vfgym.games._base import InvalidMove
 
 import vfgym
+from vfgym.errors import InvalidMove
 
 EMPTY_BOARD = "." * 42
 

@@ -17,9 +17,9 @@ import pytest
 from vfgym.games import guess_the_number as gtn
 from vfgym.games._base import TextGame, game_rows
 
-from vfgym.envs.environment import new_state
+from vfgym.engine.state import new_state
 from vfgym.envs.multiturn_env import MultiTurnEnv
-from vfgym.registry import list_environments, load_environment
+from vfgym.envs.registry import list_environments, load_environment
 
 GAMES = sorted(info.name for info in list_environments() if info.kind == "game")
 

@@ -12,8 +12,8 @@ import pytest
 from vfgym.games import guess_the_number as gtn
 from vfgym.games._base import GameRubric
 
+from vfgym.envs.registry import list_environments, load_environment
 from vfgym.gym import GymEnv
-from vfgym.registry import list_environments, load_environment
 from vfgym.rubrics import REWARD_ERRORS, Rubric
 
 GAMES = sorted(info.name for info in list_environments() if info.kind == "game")

@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 from helpers import evaluate_over_http, play
 from vfgym.games import hangman as hm
-from vfgym.games._base import InvalidMove
 
 import vfgym
+from vfgym.errors import InvalidMove
 
 
 def test_a_hand_played_game() -> None:

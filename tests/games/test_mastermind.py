@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from helpers import evaluate_over_http, play
 from vfgym.games import mastermind as mm
-from vfgym.games._base import InvalidMove
 
 import vfgym
+from vfgym.errors import InvalidMove
 
 CLASSIC = (4, 6, True)
 

@@ -7,9 +7,10 @@ import random
 import pytest
 from helpers import evaluate_over_http, play, won
 from vfgym.games import maze
-from vfgym.games._base import InvalidMove, move_message
+from vfgym.games._base import move_message
 
 import vfgym
+from vfgym.errors import InvalidMove
 
 # A hand-drawn 3x2-cell maze (7 columns, 5 rows); start top-left, exit bottom-right.
 HAND = ["#######", "#.....#", "#####.#", "#.....#", "#######"]

@@ -7,9 +7,10 @@ from typing import Any
 import pytest
 from helpers import evaluate_over_http, play, won
 from vfgym.games import minesweeper as ms
-from vfgym.games._base import InvalidMove, move_message
+from vfgym.games._base import move_message
 
 import vfgym
+from vfgym.errors import InvalidMove
 
 # A 4x4 board with mines at D1 and A4, worked by hand:
 #     A B C D

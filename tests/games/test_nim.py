@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 from helpers import evaluate_over_http, play
 from vfgym.games import nim
-from vfgym.games._base import InvalidMove
 
 import vfgym
+from vfgym.errors import InvalidMove
 
 
 def game(heaps: list[int], misere: bool = False, opponent: str = "optimal") -> dict[str, Any]:

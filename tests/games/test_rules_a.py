@@ -21,7 +21,8 @@ from vfgym.games import connect_four as c4
 from vfgym.games import maze, sokoban
 from vfgym.games import minesweeper as ms
 from vfgym.games import tower_of_hanoi as hanoi
-from vfgym.games._base import InvalidMove
+
+from vfgym.errors import InvalidMove
 
 Square = tuple[int, int]
 

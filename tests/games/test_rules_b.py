@@ -27,9 +27,9 @@ from vfgym.games import nim
 from vfgym.games import sudoku as sd
 from vfgym.games import tictactoe as ttt
 from vfgym.games import wordle as wd
-from vfgym.games._base import InvalidMove
 
-from vfgym.envs.environment import new_state
+from vfgym.engine.state import new_state
+from vfgym.errors import InvalidMove
 
 
 def fresh_state(env: Any, row: dict[str, Any]) -> dict[str, Any]:

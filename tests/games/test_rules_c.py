@@ -23,7 +23,8 @@ from vfgym.games import sokoban as sb
 from vfgym.games import sudoku as sd
 from vfgym.games import tower_of_hanoi as hanoi
 from vfgym.games import wordle as wd
-from vfgym.games._base import InvalidMove
+
+from vfgym.errors import InvalidMove
 
 # ------------------------------------------------------------------ Connect Four
 

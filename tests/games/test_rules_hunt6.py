@@ -17,7 +17,8 @@ from test_rules_b import slips_then
 from vfgym.games import maze, sudoku
 from vfgym.games import minesweeper as ms
 from vfgym.games import tower_of_hanoi as hanoi
-from vfgym.games._base import InvalidMove
+
+from vfgym.errors import InvalidMove
 
 # ----------------------------------------------------------------- Tower of Hanoi
 

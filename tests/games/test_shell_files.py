@@ -11,7 +11,7 @@ from vfgym.games._base import item_rng
 from vfgym.games._tool_task import tool_call_message
 
 import vfgym
-from vfgym.envs.environment import new_state
+from vfgym.engine.state import new_state
 from vfgym.sandbox import DockerSandbox, SandboxConfig
 from vfgym.sandbox.docker_client import make_client
 

@@ -7,9 +7,10 @@ from typing import Any
 import pytest
 from helpers import evaluate_over_http, play, won
 from vfgym.games import sokoban
-from vfgym.games._base import InvalidMove, move_message
+from vfgym.games._base import move_message
 
 import vfgym
+from vfgym.errors import InvalidMove
 
 CORRIDOR = "#######\n#@ $ .#\n#######"
 # Two boxes side by side in a corridor: pushing right would move both.

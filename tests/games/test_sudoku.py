@@ -7,9 +7,10 @@ from typing import Any
 import pytest
 from helpers import evaluate_over_http, play, won
 from vfgym.games import sudoku
-from vfgym.games._base import InvalidMove, move_message
+from vfgym.games._base import move_message
 
 import vfgym
+from vfgym.errors import InvalidMove
 
 # A hand-solved 4x4 puzzle:   solution   1 2 | 3 4
 #   1 . | . .                            3 4 | 1 2

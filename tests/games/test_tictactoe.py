@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 from helpers import evaluate_over_http, play
 from vfgym.games import tictactoe as ttt
-from vfgym.games._base import InvalidMove
 
 import vfgym
-from vfgym.envs.environment import new_state
+from vfgym.engine.state import new_state
+from vfgym.errors import InvalidMove
 
 
 def game(board: str, opponent: str = "perfect") -> dict[str, Any]:

@@ -7,9 +7,10 @@ from typing import Any
 import pytest
 from helpers import evaluate_over_http, play, won
 from vfgym.games import tower_of_hanoi as hanoi
-from vfgym.games._base import InvalidMove, move_message
+from vfgym.games._base import move_message
 
 import vfgym
+from vfgym.errors import InvalidMove
 
 
 def game_from(pegs: list[list[int]], target: int) -> dict[str, Any]:

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from helpers import evaluate_over_http, play
 from vfgym.games import wordle as wd
-from vfgym.games._base import InvalidMove
 
 import vfgym
-from vfgym.envs.environment import new_state
+from vfgym.engine.state import new_state
+from vfgym.errors import InvalidMove
 
 
 def game(answer: str) -> dict[str, Any]:

@@ -15,7 +15,7 @@ import re
 from typing import Any
 
 from vfgym.envs import MultiTurnEnv, SingleTurnEnv, ToolEnv
-from vfgym.messages import last_content
+from vfgym.inference.messages import last_content
 from vfgym.rubrics import Rubric
 from vfgym.types import Messages, State
 

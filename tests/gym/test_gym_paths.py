@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from gym_test_envs import GuessEnv
 
+from vfgym.envs.registry import list_environments, load_environment
 from vfgym.gym import GymEnv
-from vfgym.registry import list_environments, load_environment
 from vfgym.types import State
 
 GAMES = sorted(info.name for info in list_environments() if info.kind == "game")

@@ -15,7 +15,8 @@ from gym_test_envs import GuessEnv
 from gymnasium.utils.env_checker import check_env
 
 import vfgym.gym as vgym
-from vfgym.registry import UnknownEnvironmentError, describe, registered_names
+from vfgym.envs.registry import describe, registered_names
+from vfgym.errors import UnknownEnvironmentError
 
 
 def _docker_available() -> bool:

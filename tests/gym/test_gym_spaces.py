@@ -19,7 +19,7 @@ from gymnasium.wrappers import FlattenObservation
 from vfgym.envs import MultiTurnEnv
 from vfgym.gym import GymEnv, MessagesSpace, ModelTurnSpace, UnicodeText
 from vfgym.gym.text import FORBIDDEN, clean_text, fit_text, observation_text
-from vfgym.messages import last_content
+from vfgym.inference.messages import last_content
 from vfgym.types import Messages, State
 
 

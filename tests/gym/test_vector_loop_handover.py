@@ -263,8 +263,8 @@ def test_episodes_of_a_closed_loop_are_refused_and_close_still_works(ledger):
 
 
 def _docker_or_skip() -> None:
+    from vfgym.errors import SandboxError
     from vfgym.sandbox.docker_client import make_client
-    from vfgym.sandbox.errors import SandboxError
     from vfgym.sandbox.image import default_image, image_exists
 
     try:

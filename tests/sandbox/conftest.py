@@ -19,9 +19,9 @@ import docker
 import pytest
 import pytest_asyncio
 
+from vfgym.errors import SandboxError
 from vfgym.sandbox import DockerSandbox, SandboxConfig, SandboxPool
 from vfgym.sandbox.docker_client import make_client
-from vfgym.sandbox.errors import SandboxError
 from vfgym.sandbox.gc import sandbox_containers
 from vfgym.sandbox.image import default_image, image_exists
 

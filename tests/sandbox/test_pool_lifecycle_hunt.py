@@ -17,8 +17,8 @@ from typing import Any
 import docker
 import pytest
 
+from vfgym.errors import SandboxClosedError
 from vfgym.sandbox import SandboxError, SandboxPool
-from vfgym.sandbox.errors import SandboxClosedError
 from vfgym.sandbox.gc import sandbox_containers
 from vfgym.sandbox.labels import POOL_LABEL
 

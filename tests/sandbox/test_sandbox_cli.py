@@ -5,7 +5,7 @@ from __future__ import annotations
 import docker
 import pytest
 
-from vfgym.sandbox.cli import main as sandbox_cli
+from vfgym.cli.sandbox import main as sandbox_cli
 
 
 def test_cli_gc_and_doctor(

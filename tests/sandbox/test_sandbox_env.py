@@ -322,7 +322,7 @@ async def test_an_error_answered_with_the_replaced_note_is_cut_to_the_result_cap
 async def test_calls_of_one_turn_that_find_the_sandbox_dead_replace_it_once(
     make_config: Any, docker_client: docker.DockerClient
 ) -> None:
-    from vfgym.envs.environment import new_state
+    from vfgym.engine.state import new_state
 
     env = SandboxEnv(sandbox_config=make_config(), pool_size=2, dataset=[])
     state = new_state([{"role": "user", "content": "go"}], [], "", "default", {}, 0)

@@ -12,8 +12,8 @@ import docker
 import pytest
 from docker.errors import NotFound
 
+from vfgym.errors import SandboxClosedError
 from vfgym.sandbox import SandboxConfig, SandboxPool
-from vfgym.sandbox.errors import SandboxClosedError
 from vfgym.sandbox.gc import sandbox_containers
 
 on_session_loop = pytest.mark.asyncio(loop_scope="session")

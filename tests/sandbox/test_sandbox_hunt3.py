@@ -16,8 +16,8 @@ from typing import Any
 import docker
 import pytest
 
+from vfgym.errors import SandboxStartError
 from vfgym.sandbox import DockerSandbox
-from vfgym.sandbox.errors import SandboxStartError
 from vfgym.sandbox.rlimits import rlimit_error
 
 NR_OPEN = int(Path("/proc/sys/fs/nr_open").read_text())

@@ -16,10 +16,10 @@ from typing import Any
 import docker
 import pytest
 
+from vfgym.cli.sandbox import main as sandbox_cli
+from vfgym.errors import SandboxImageError
 from vfgym.sandbox import SandboxConfig
-from vfgym.sandbox.cli import main as sandbox_cli
 from vfgym.sandbox.env import SandboxEnv
-from vfgym.sandbox.errors import SandboxImageError
 from vfgym.sandbox.gc import find_orphans
 from vfgym.sandbox.image import build_image, default_image, image_exists
 from vfgym.sandbox.labels import LABEL, OWNER_LABEL

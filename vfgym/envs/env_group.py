@@ -7,10 +7,11 @@ from typing import TYPE_CHECKING, Any
 
 from openai import AsyncOpenAI, OpenAI
 
-from vfgym._async import is_async_callable, maybe_await
-from vfgym.data import format_rows, to_rows
+from vfgym.engine._async import is_async_callable, maybe_await
+from vfgym.engine.data import format_rows, to_rows
 from vfgym.envs.environment import Environment
 from vfgym.envs.multiturn_env import MultiTurnEnv
+from vfgym.errors import UnknownTaskError
 from vfgym.rubrics import Rubric
 from vfgym.types import (
     ChatMessage,
@@ -24,18 +25,10 @@ from vfgym.types import (
 )
 
 if TYPE_CHECKING:
-    from vfgym.processing import Tokenizer
+    from vfgym.training.processing import Tokenizer
 
 #: The columns a formatted row has; a row with all of them is kept as it is.
 _ROW_KEYS = ("prompt", "answer", "info", "task", "example_id")
-
-
-class UnknownTaskError(KeyError):
-    """A task that names no environment of the group. A KeyError, shown as its message
-    (a plain KeyError shows the repr of its text, in quotes)."""
-
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else ""
 
 
 class EnvGroupRubric(Rubric):
@@ -480,7 +473,7 @@ class EnvGroup(MultiTurnEnv):
         **kwargs: Any,
     ) -> ProcessedOutputs:
         """Tokenize with the tools of each rollout's own environment."""
-        from vfgym.processing import process_env_results
+        from vfgym.training.processing import process_env_results
 
         tools = [self._player(s.get("task", "default")).oai_tools for s in states]
         return process_env_results(

@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 from openai import AsyncOpenAI, OpenAI
 
-from vfgym._async import run_sync
-from vfgym.client import RetryPolicy, refuse_stream, request_model_response
-from vfgym.data import DatasetLike, build_prompt, format_rows, to_rows
-from vfgym.errors import error_record
+from vfgym.engine._async import run_sync
+from vfgym.engine.data import DatasetLike, build_prompt, format_rows, row_count, to_rows
+from vfgym.engine.state import errored_state, fill_state_defaults, new_state
+from vfgym.inference.client import RetryPolicy, refuse_stream, request_model_response
 from vfgym.parsers import Parser
 from vfgym.rubrics import Rubric
 from vfgym.types import (
@@ -34,7 +34,7 @@ from vfgym.types import (
 )
 
 if TYPE_CHECKING:
-    from vfgym.processing import Tokenizer
+    from vfgym.training.processing import Tokenizer
 
 # Keyword arguments verifiers 0.1.x environments accepted that vfgym has no use for.
 # They are accepted (so such environments run unchanged) and ignored.
@@ -111,7 +111,7 @@ class Environment(ABC):
         system_prompt: str | None = None,
         few_shot: list[ChatMessage] | None = None,
     ) -> list[ChatMessage]:
-        """The chat prompt for one question (see `vfgym.data.build_prompt`)."""
+        """The chat prompt for one question (see `vfgym.engine.data.build_prompt`)."""
         return build_prompt(prompt_str, system_prompt, few_shot)
 
     def format_dataset(
@@ -210,7 +210,7 @@ class Environment(ABC):
         message_type: MessageType | None = None,
         **kwargs: Any,
     ) -> ModelResponse:
-        """One model turn through the retry policy (see `vfgym.client`)."""
+        """One model turn through the retry policy (see `vfgym.inference.client`)."""
         return await request_model_response(
             client,
             model,
@@ -310,7 +310,7 @@ class Environment(ABC):
         entry point, this is the lower-level call verifiers trainers make. A
         rollout that raises ends with `state["error"]`; the others go on.
         """
-        from vfgym.runner import _check_max_concurrent, _progress_bar
+        from vfgym.engine.runner import _check_max_concurrent, _progress_bar
 
         workers = _check_max_concurrent(max_concurrent)
         n = len(prompts)
@@ -408,7 +408,7 @@ class Environment(ABC):
         raises, the batch still finishes and then raises `ResultCallbackError`,
         whose `outputs` are what this would have returned. A rubric with a
         `score_group` hook scores, records and delivers each example's group together
-        once its last rollout ends (see `vfgym.runner.run_batch`).
+        once its last rollout ends (see `vfgym.engine.runner.run_batch`).
 
         `metrics` has one column per metric any rollout has; NaN marks no value (a
         reward function that failed, a rollout that errored, a metric of another
@@ -416,7 +416,7 @@ class Environment(ABC):
         0.0, which would be a score the rollout did not get: average a column with a
         NaN-aware mean (`numpy.nanmean`), as vfgym's summaries do.
         """
-        from vfgym.runner import run_batch
+        from vfgym.engine.runner import run_batch
 
         return await run_batch(
             self,
@@ -446,7 +446,7 @@ class Environment(ABC):
         **kwargs: Any,
     ) -> GenerateOutputs:
         """`generate` for sync code; works inside a running event loop too (notebooks)."""
-        from vfgym.runner import loop_local_client
+        from vfgym.engine.runner import loop_local_client
 
         async def run() -> GenerateOutputs:
             async with loop_local_client(client) as local:
@@ -462,7 +462,7 @@ class Environment(ABC):
     ) -> list[dict[str, Any]]:
         """The evaluation rows, each repeated `rollouts_per_example` times in a row
         (None: once, as `generate` reads it)."""
-        from vfgym.runner import _check_num_examples, _check_rollouts_per_example
+        from vfgym.engine.runner import _check_num_examples, _check_rollouts_per_example
 
         per = 1 if rollouts_per_example is None else rollouts_per_example
         per = _check_rollouts_per_example(per)
@@ -509,7 +509,7 @@ class Environment(ABC):
         **kwargs: Any,
     ) -> GenerateOutputs:
         """`evaluate` for sync code; works inside a running event loop too (notebooks)."""
-        from vfgym.runner import loop_local_client
+        from vfgym.engine.runner import loop_local_client
 
         async def run() -> GenerateOutputs:
             async with loop_local_client(client) as local:
@@ -539,8 +539,8 @@ class Environment(ABC):
         zero_truncated_completions: bool = False,
         **kwargs: Any,
     ) -> ProcessedOutputs:
-        """Token ids, masks and logprobs for training (see `vfgym.processing`)."""
-        from vfgym.processing import process_env_results
+        """Token ids, masks and logprobs for training (see `vfgym.training.processing`)."""
+        from vfgym.training.processing import process_env_results
 
         return process_env_results(
             prompts,
@@ -587,77 +587,6 @@ class Environment(ABC):
             zero_truncated_completions=zero_truncated_completions,
             **kwargs,
         )
-
-
-def new_state(
-    prompt: Messages,
-    completion: Messages,
-    answer: str,
-    task: str,
-    info: Info,
-    example_id: int,
-) -> State:
-    """A fresh State; a function of its own so EnvGroup and the Gym adapter share it.
-
-    Built from a template (its keys in order, its immutable values set): copying one
-    costs a Gym reset a twentieth less than a dict display of twelve keys."""
-    state = _STATE_TEMPLATE.copy()
-    state["prompt"] = prompt
-    state["completion"] = completion
-    state["answer"] = answer
-    state["task"] = task
-    state["info"] = info
-    state["example_id"] = example_id
-    state["responses"] = []
-    state["timing"] = _TIMING_TEMPLATE.copy()
-    return state
-
-
-#: `new_state`'s keys in order, the values None where each State gets its own.
-_STATE_TEMPLATE: State = {
-    "prompt": None,
-    "completion": None,
-    "answer": None,
-    "task": None,
-    "info": None,
-    "example_id": None,
-    "responses": None,
-    "turn": 0,
-    "completion_tokens": 0,
-    "is_truncated": False,
-    "stop_reason": None,
-    "timing": None,
-}
-_TIMING_TEMPLATE = {"generation_ms": 0.0, "scoring_ms": 0.0, "total_ms": 0.0}
-
-
-def errored_state(
-    message_type: MessageType,
-    prompt: Messages,
-    answer: str,
-    task: str,
-    info: Info,
-    example_id: int,
-    exc: BaseException,
-) -> State:
-    """The State of a rollout that raised before it had one to report (a custom
-    `rollout` or `init_state` that failed), so the batch goes on and says why."""
-    state = new_state(prompt, [] if message_type == "chat" else "", answer, task, info, example_id)
-    state["error"] = error_record(exc)
-    state["stop_reason"] = "error"
-    return state
-
-
-def fill_state_defaults(state: State, defaults: State) -> State:
-    """Add to a State built elsewhere (an `init_state` override, a caller's dict) the
-    keys the turn loop keeps (`completion_tokens`, `timing`, ...) that it lacks.
-
-    The type reference's own State example has none of them, and a loop that
-    met a missing one mid-episode would end the rollout as an error."""
-    for key, value in defaults.items():
-        if key not in state:
-            state[key] = value
-    return state
 
 
 #: Names of one setting: the client sends one of them (the chat name when both are set).
@@ -734,23 +663,6 @@ def _no_rows(env: Environment, name: str) -> str:
         f"{type(env).__name__}'s {name} has no rows; give it at least one row (a dict with a "
         "'question' or a 'prompt')"
     )
-
-
-def row_count(n: Any) -> int | None:
-    """`n` rows as an int, or None for all of them (None or a negative number).
-
-    A text or a fraction failed deep inside slicing, and True was read as 1.
-    """
-    if n is None:
-        return None
-    if isinstance(n, float) and n.is_integer():
-        n = int(n)
-    if isinstance(n, bool) or not isinstance(n, int):
-        raise TypeError(
-            "the row count n must be a whole number of rows (-1 or None for all; "
-            f"num_examples when evaluating), not {n!r}"
-        )
-    return None if n < 0 else n
 
 
 def _take(rows: list[dict[str, Any]], n: Any, seed: int | None) -> list[dict[str, Any]]:

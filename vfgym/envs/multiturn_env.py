@@ -11,14 +11,15 @@ from typing import Any
 
 from openai import AsyncOpenAI, OpenAI
 
-from vfgym._async import call_inline, is_async_callable, maybe_await, settle_inline
-from vfgym.client import ModelCaller, cut_by_length
-from vfgym.data import build_prompt, fresh_copy
-from vfgym.envs.environment import Environment, fill_state_defaults, new_state
+from vfgym.engine._async import call_inline, is_async_callable, maybe_await, settle_inline
+from vfgym.engine.data import build_prompt, fresh_copy
+from vfgym.engine.offload import Offloader
+from vfgym.engine.state import fill_state_defaults, new_state
+from vfgym.envs.environment import Environment
 from vfgym.errors import ContextLengthExceeded, error_record
-from vfgym.messages import assistant_message, completion_text
-from vfgym.offload import Offloader
-from vfgym.processing import response_field
+from vfgym.inference.client import ModelCaller, cut_by_length
+from vfgym.inference.messages import assistant_message, completion_text
+from vfgym.training.processing import response_field
 from vfgym.types import ChatMessage, Info, Messages, ModelResponse, SamplingArgs, State
 
 #: Why an episode ended. "completed" is a natural end (Gymnasium's `terminated`);
@@ -59,7 +60,7 @@ class MultiTurnEnv(Environment):
         # Where sync hooks run (`setup_state` and `cleanup_state`, which acquire and
         # release a sandbox or a connection; `env_response` and `is_completed`): one
         # that blocks would stall every rollout sharing the loop; quick ones still run
-        # inline (see vfgym.offload).
+        # inline (see vfgym.engine.offload).
         self._sync_hooks = Offloader()
         self._async_hooks: dict[Any, bool] = {}
         # The two hooks of every turn, awaited directly when async (see `call_hook`).

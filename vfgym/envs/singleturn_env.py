@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from vfgym._async import never_suspends
+from vfgym.engine._async import never_suspends
 from vfgym.envs.multiturn_env import MultiTurnEnv
 from vfgym.types import Messages, State
 

@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from vfgym.envs.tool_env import ToolEnv
-from vfgym.tools import Tool, tool_name
+from vfgym.tools.schema import Tool, tool_name
 from vfgym.types import Messages, State
 
 

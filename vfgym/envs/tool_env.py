@@ -9,10 +9,11 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from typing import Any
 
-from vfgym._async import maybe_await, never_suspends
+from vfgym.engine._async import maybe_await, never_suspends
+from vfgym.engine.offload import AbandonedThreadsError, Offloader, OffloadMode
 from vfgym.envs.multiturn_env import MultiTurnEnv
-from vfgym.offload import AbandonedThreadsError, CallTimeoutError, Offloader, OffloadMode
-from vfgym.tools import (
+from vfgym.errors import CallTimeoutError, ToolTimeoutError
+from vfgym.tools.schema import (
     Tool,
     check_tool_name,
     clip,
@@ -63,24 +64,6 @@ class ToolCallError(Exception):
     """A tool call the environment could not make (bad JSON, unknown tool, bad arguments)."""
 
 
-class ToolTimeoutError(TimeoutError):
-    """A tool call that did not finish within its time limit (`tool_timeout`).
-
-    Its message is what the model reads (through `error_formatter`): which tool, which
-    limit, and that the call is over, so the model neither waits for a result nor
-    takes a half-done action for a done one.
-    """
-
-    def __init__(self, tool: str, limit: float) -> None:
-        super().__init__(
-            f"tool {tool} did not finish within {limit:g} s, its time limit, so the call was "
-            "stopped and nothing it returns later is used; call it again with less to do, "
-            "or go on without it"
-        )
-        self.tool = tool
-        self.limit = limit
-
-
 class ToolEnv(MultiTurnEnv):
     """Offers `tools` to the model and answers each tool call with a tool message.
 
@@ -129,7 +112,7 @@ class ToolEnv(MultiTurnEnv):
         tool_timeouts: Mapping[str, float | None] | None = None,
         **kwargs: Any,
     ):
-        """`offload_sync` says where sync tools run (see `vfgym.offload`): "auto"
+        """`offload_sync` says where sync tools run (see `vfgym.engine.offload`): "auto"
         inline while they stay quick and in a worker thread once calls turn slow,
         "always" in a thread, "never" inline. `max_tool_result_chars` caps each tool
         reply the model reads (None: no cap); a longer one is cut with a note.
@@ -143,7 +126,7 @@ class ToolEnv(MultiTurnEnv):
         under a limit always runs in a worker thread of the offloader's own pool
         (whatever `offload_sync` says: inline, no limit could fire), never in the event
         loop's default executor, and an abandoned thread is replaced there, so stuck
-        calls never starve later ones; at most `vfgym.offload.MAX_ABANDONED` (32)
+        calls never starve later ones; at most `vfgym.engine.offload.MAX_ABANDONED` (32)
         abandoned threads may run at once, and past that a limited sync call is not
         started but answered with an error. The limit counts from when the call starts
         running (not while it waits for a free worker) and covers the tool function

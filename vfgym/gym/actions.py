@@ -11,7 +11,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from vfgym.data import fresh_copy
+from vfgym.engine.data import fresh_copy
 from vfgym.types import ChatMessage
 
 #: What one tool call of an action looks like, quoted by the errors about one.

@@ -38,7 +38,7 @@ from typing import Any, Literal, TypeVar
 import gymnasium as gym
 import numpy as np
 
-from vfgym._async import (
+from vfgym.engine._async import (
     call_inline,
     close_loop,
     is_async_callable,
@@ -47,10 +47,11 @@ from vfgym._async import (
     run_on,
     settle_inline,
 )
-from vfgym.data import fresh_copy
-from vfgym.envs.environment import Environment, fill_state_defaults, new_state
+from vfgym.engine.data import fresh_copy
+from vfgym.engine.state import fill_state_defaults, new_state
+from vfgym.envs.environment import Environment
 from vfgym.envs.multiturn_env import TRUNCATING, MultiTurnEnv
-from vfgym.errors import error_record
+from vfgym.errors import SyncScoringUnavailable, error_record
 from vfgym.gym.actions import model_turn
 from vfgym.gym.shipping import (
     Conversation,
@@ -71,7 +72,7 @@ from vfgym.gym.text import (
     observation_text,
 )
 from vfgym.rubrics.reward_call import to_reward
-from vfgym.rubrics.rubric import Rubric, SyncScoringUnavailable, rollout_args
+from vfgym.rubrics.rubric import Rubric, rollout_args
 from vfgym.types import ChatMessage, Messages, State
 
 T = TypeVar("T")

@@ -42,7 +42,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from vfgym._async import is_async_callable, maybe_await, run_sync
+from vfgym.engine._async import is_async_callable, maybe_await, run_sync
 from vfgym.gym.env import GymEnv
 from vfgym.gym.vector import GymVectorEnv
 

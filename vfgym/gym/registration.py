@@ -38,16 +38,11 @@ from gymnasium.vector import AutoresetMode
 from vfgym.envs.env_group import EnvGroup
 from vfgym.envs.environment import Environment
 from vfgym.envs.multiturn_env import MultiTurnEnv
+from vfgym.envs.registry import describe, find_entry_point, load_environment, registered_names
+from vfgym.errors import UnknownEnvironmentError
 from vfgym.gym.env import GymEnv, ObservationMode
 from vfgym.gym.spaces import DEFAULT_MAX_TEXT_LENGTH
 from vfgym.gym.vector import GymVectorEnv, VectorMode
-from vfgym.registry import (
-    UnknownEnvironmentError,
-    describe,
-    find_entry_point,
-    load_environment,
-    registered_names,
-)
 from vfgym.sandbox.env import SandboxEnv
 
 logger = logging.getLogger("vfgym.gym")

@@ -34,6 +34,7 @@ from gymnasium.vector.utils.shared_memory import (
     write_to_shared_memory,
 )
 
+from vfgym.errors import MessagesNotFlattenableError
 from vfgym.gym.actions import checked_message
 from vfgym.gym.text import FORBIDDEN, is_clean
 
@@ -305,22 +306,6 @@ def _flatten_unicode_space(space: UnicodeText) -> Box:
 @flatdim.register(UnicodeText)
 def _flatdim_unicode(space: UnicodeText) -> int:
     return space.max_length
-
-
-class MessagesNotFlattenableError(NotImplementedError, ValueError):
-    """A message list has no fixed-size numeric form: `flatten` and the like refuse it.
-
-    A `NotImplementedError`, as Gymnasium raises for spaces it cannot flatten, and a
-    `ValueError`, as its `flatdim` raises for spaces that are not numpy-flattenable,
-    so code catching either keeps working.
-    """
-
-    def __init__(self, space: MessagesSpace) -> None:
-        super().__init__(
-            f"{space!r} holds lists of chat messages, which cannot be flattened to a "
-            'numpy array; make the env with observation_mode="text" (the default), '
-            "whose text flattens to a Box of code points"
-        )
 
 
 @flatten.register(MessagesSpace)

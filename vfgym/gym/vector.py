@@ -64,7 +64,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from vfgym._async import close_loop, new_private_loop, run_on
+from vfgym.engine._async import close_loop, new_private_loop, run_on
 from vfgym.errors import SubEnvError
 from vfgym.gym.batching import batch_infos
 from vfgym.gym.env import RESET_OPTIONS, GymEnv
@@ -680,7 +680,7 @@ class GymVectorEnv(VectorEnv):
             self._failed.setdefault(i, "interrupted")
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Run `coro` on the private loop (see `vfgym._async.run_on`): always the same
+        """Run `coro` on the private loop (see `vfgym.engine._async.run_on`): always the same
         loop, so what the sub-envs open on it stays usable."""
         return run_on(self._private_loop(), coro)
 

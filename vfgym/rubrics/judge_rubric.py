@@ -35,7 +35,7 @@ import json
 import string
 from typing import Any
 
-from vfgym._async import call_offloaded
+from vfgym.engine._async import call_offloaded
 from vfgym.parsers._chat import message_field, message_role, message_text
 from vfgym.parsers.parser import Parser
 from vfgym.rubrics.rubric import Rubric

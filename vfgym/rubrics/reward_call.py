@@ -18,8 +18,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from vfgym._async import is_async_callable
-from vfgym.offload import function_key
+from vfgym.engine._async import is_async_callable
+from vfgym.engine.offload import function_key
 
 STANDARD_ARGS = frozenset(
     {"prompt", "completion", "answer", "state", "task", "info", "example_id", "parser"}

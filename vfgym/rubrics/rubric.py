@@ -30,19 +30,15 @@ from collections.abc import Iterable, Mapping, Sized
 from math import isfinite
 from typing import Any
 
-from vfgym._async import run_sync
-from vfgym.offload import Offloader, OffloadMode
+from vfgym.engine._async import run_sync
+from vfgym.engine.offload import Offloader, OffloadMode
+from vfgym.errors import SyncScoringUnavailable
 from vfgym.parsers.parser import Parser
 from vfgym.rubrics.reward_call import STANDARD_ARGS, RewardSpec, call_specs, to_reward
 from vfgym.types import Info, Messages, RewardFunc, RolloutScore, RolloutScores, State
 
 REWARD_ERRORS = "reward_errors"
 """Metric counting a rollout's failed reward functions; also the state key listing them."""
-
-
-class SyncScoringUnavailable(TypeError):
-    """`score_rollout_sync` was asked to score with async reward functions (or for a
-    rubric that scores its own way); nothing was called, score with `score_rollout`."""
 
 
 def error_entry(name: str, exc: BaseException) -> dict[str, str]:
@@ -224,7 +220,7 @@ class Rubric:
         offload_sync: OffloadMode = "auto",
         **kwargs: Any,
     ) -> None:
-        """`offload_sync` says where sync reward functions run (see `vfgym.offload`):
+        """`offload_sync` says where sync reward functions run (see `vfgym.engine.offload`):
         "auto" inline while they stay quick and in a worker thread once calls turn
         slow, "always" in a thread, "never" inline."""
         if kwargs:

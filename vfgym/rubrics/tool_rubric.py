@@ -14,7 +14,7 @@ from typing import Any
 from vfgym.parsers._chat import message_role, tool_call_name, tool_calls
 from vfgym.rubrics.reward_call import reward_func_name
 from vfgym.rubrics.rubric import Rubric
-from vfgym.tools import convert_func_to_oai_tool
+from vfgym.tools.schema import convert_func_to_oai_tool
 from vfgym.types import Messages, State
 
 

@@ -12,8 +12,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from vfgym.sandbox.config import SandboxConfig
-    from vfgym.sandbox.errors import (
+    from vfgym.errors import (
         DockerUnavailableError,
         SandboxClosedError,
         SandboxError,
@@ -25,6 +24,7 @@ if TYPE_CHECKING:
         SandboxPathError,
         SandboxStartError,
     )
+    from vfgym.sandbox.config import SandboxConfig
     from vfgym.sandbox.image import build_image, default_image
     from vfgym.sandbox.pool import SandboxPool
     from vfgym.sandbox.result import ExecResult
@@ -37,16 +37,16 @@ _EXPORTS = {
     "SandboxPool": "vfgym.sandbox.pool",
     "build_image": "vfgym.sandbox.image",
     "default_image": "vfgym.sandbox.image",
-    "SandboxError": "vfgym.sandbox.errors",
-    "DockerUnavailableError": "vfgym.sandbox.errors",
-    "SandboxImageError": "vfgym.sandbox.errors",
-    "SandboxStartError": "vfgym.sandbox.errors",
-    "SandboxLostError": "vfgym.sandbox.errors",
-    "SandboxClosedError": "vfgym.sandbox.errors",
-    "SandboxLoopError": "vfgym.sandbox.errors",
-    "SandboxPathError": "vfgym.sandbox.errors",
-    "SandboxFileError": "vfgym.sandbox.errors",
-    "SandboxFileNotFoundError": "vfgym.sandbox.errors",
+    "SandboxError": "vfgym.errors",
+    "DockerUnavailableError": "vfgym.errors",
+    "SandboxImageError": "vfgym.errors",
+    "SandboxStartError": "vfgym.errors",
+    "SandboxLostError": "vfgym.errors",
+    "SandboxClosedError": "vfgym.errors",
+    "SandboxLoopError": "vfgym.errors",
+    "SandboxPathError": "vfgym.errors",
+    "SandboxFileError": "vfgym.errors",
+    "SandboxFileNotFoundError": "vfgym.errors",
 }
 
 __all__ = [

@@ -2,7 +2,7 @@
 
 import sys
 
-from vfgym.sandbox.cli import main
+from vfgym.cli.sandbox import main
 
 if __name__ == "__main__":
     sys.exit(main())

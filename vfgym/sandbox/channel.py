@@ -26,8 +26,8 @@ import secrets
 import struct
 from typing import Any
 
+from vfgym.errors import SandboxLostError
 from vfgym.sandbox.docker_client import StreamEndpoint
-from vfgym.sandbox.errors import SandboxLostError
 
 _DOCKER_HEADER = struct.Struct(">BxxxL")
 _FRAME_HEADER = struct.Struct(">I")

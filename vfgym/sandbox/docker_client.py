@@ -10,7 +10,7 @@ from urllib.parse import urlparse
 import docker
 from docker.errors import DockerException
 
-from vfgym.sandbox.errors import DockerUnavailableError
+from vfgym.errors import DockerUnavailableError
 
 DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
 # Control-plane calls of a pool run in threads at once (start, wipe, remove).

@@ -8,6 +8,7 @@ from importlib import resources
 
 import docker
 
+from vfgym.errors import SandboxError
 from vfgym.sandbox.config import SandboxConfig
 from vfgym.sandbox.docker_client import (
     PERMISSION_FIX,
@@ -15,7 +16,6 @@ from vfgym.sandbox.docker_client import (
     is_permission_problem,
     make_client,
 )
-from vfgym.sandbox.errors import SandboxError
 from vfgym.sandbox.gc import find_orphans
 from vfgym.sandbox.image import default_image, image_exists
 

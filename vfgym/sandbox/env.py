@@ -11,11 +11,11 @@ from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import Any
 
-from vfgym._async import maybe_await
+from vfgym.engine._async import maybe_await
 from vfgym.envs.stateful_tool_env import StatefulToolEnv
 from vfgym.envs.tool_env import checked_tools
+from vfgym.errors import INFRASTRUCTURE_ERRORS, SandboxLostError, SandboxStartError
 from vfgym.sandbox.config import SandboxConfig
-from vfgym.sandbox.errors import INFRASTRUCTURE_ERRORS, SandboxLostError, SandboxStartError
 from vfgym.sandbox.pool import SandboxPool
 from vfgym.sandbox.sandbox import DockerSandbox
 from vfgym.types import ChatMessage, Messages, State

@@ -23,7 +23,7 @@ from pathlib import Path
 import docker
 from docker.errors import APIError, DockerException, ImageNotFound
 
-from vfgym.sandbox.errors import SandboxImageError
+from vfgym.errors import SandboxImageError
 
 IMAGE_REPOSITORY = "vfgym-sandbox-python"
 BASE_REPOSITORY = "vfgym-sandbox-base"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import posixpath
 
-from vfgym.sandbox.errors import SandboxPathError
+from vfgym.errors import SandboxPathError
 
 
 def workspace_relative(path: str, workspace: str) -> str:

@@ -12,9 +12,9 @@ from types import TracebackType
 
 import docker
 
+from vfgym.errors import SandboxClosedError, SandboxError, SandboxImageError
 from vfgym.sandbox.config import SandboxConfig
 from vfgym.sandbox.docker_client import make_client
-from vfgym.sandbox.errors import SandboxClosedError, SandboxError, SandboxImageError
 from vfgym.sandbox.gc import remove_orphans, sandbox_containers
 from vfgym.sandbox.image import default_image, image_exists
 from vfgym.sandbox.labels import POOL_LABEL

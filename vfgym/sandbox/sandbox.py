@@ -16,11 +16,7 @@ from typing import Any
 import docker
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 
-from vfgym.sandbox.channel import RunnerChannel
-from vfgym.sandbox.config import SandboxConfig
-from vfgym.sandbox.container import create_kwargs
-from vfgym.sandbox.docker_client import docker_host, make_client, stream_endpoint
-from vfgym.sandbox.errors import (
+from vfgym.errors import (
     SandboxClosedError,
     SandboxError,
     SandboxFileError,
@@ -31,6 +27,10 @@ from vfgym.sandbox.errors import (
     SandboxPathError,
     SandboxStartError,
 )
+from vfgym.sandbox.channel import RunnerChannel
+from vfgym.sandbox.config import SandboxConfig
+from vfgym.sandbox.container import create_kwargs
+from vfgym.sandbox.docker_client import docker_host, make_client, stream_endpoint
 from vfgym.sandbox.image import default_image
 from vfgym.sandbox.labels import sandbox_labels
 from vfgym.sandbox.paths import workspace_relative

@@ -17,23 +17,16 @@ import json
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from vfgym._async import call_offloaded, called_safely, is_async_callable, stop_iteration_error
+from vfgym.engine._async import (
+    call_offloaded,
+    called_safely,
+    is_async_callable,
+    stop_iteration_error,
+)
+from vfgym.errors import PolicyCancelledError, PolicyReplyError, UnknownModelError
 
 Policy = Callable[..., Any]
 PolicySpec = Policy | Mapping[str, Policy]
-
-
-class UnknownModelError(LookupError):
-    """The request named a model this server does not serve."""
-
-    def __init__(self, model: Any, known: list[str]) -> None:
-        super().__init__(f"The model `{model}` does not exist. This server serves: {known}.")
-        self.model = model
-        self.known = known
-
-
-class PolicyReplyError(TypeError):
-    """A policy returned something that is not an assistant reply."""
 
 
 def _wants_request(func: Policy) -> bool:
@@ -99,17 +92,6 @@ _CORO_STOP = "coroutine raised StopIteration"
 
 def _policy_name(func: Policy) -> str:
     return getattr(func, "__qualname__", None) or repr(func)
-
-
-class PolicyCancelledError(RuntimeError):
-    """A policy raised CancelledError although its request was not cancelled."""
-
-    def __init__(self, name: str) -> None:
-        super().__init__(
-            f"{name} raised asyncio.CancelledError although the request was not cancelled "
-            "(a task or future it awaited was cancelled); catch it in the policy, or "
-            "return a reply"
-        )
 
 
 class PolicyRouter:

@@ -22,10 +22,10 @@ from typing import Any
 import openai
 from aiohttp import web
 
-from vfgym.server.app import ServerCore, build_app
-from vfgym.server.policy import PolicyRouter, PolicySpec
-from vfgym.server.protocol import TokenizerView
-from vfgym.server.tokenizer import ByteTokenizer
+from vfgym.inference.server.app import ServerCore, build_app
+from vfgym.inference.server.policy import PolicyRouter, PolicySpec
+from vfgym.inference.server.protocol import TokenizerView
+from vfgym.inference.server.tokenizer import ByteTokenizer
 
 API_KEY = "vfgym"
 _BACKLOG = 4096
@@ -36,7 +36,7 @@ class ModelServer:
 
     policy: `policy(messages)` or `policy(messages, request)`, sync or async,
         returning the assistant's text or an assistant message dict (see
-        `vfgym.server.policy`); or a dict mapping model names to such callables.
+        `vfgym.inference.server.policy`); or a dict mapping model names to such callables.
     host, port: where to listen; port 0 picks a free port.
     tokenizer: counts tokens and produces token ids; `ByteTokenizer()` by default.
         Any Hugging-Face-like tokenizer with `encode`, `decode` and

@@ -16,13 +16,8 @@ from importlib import resources
 from types import FrameType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from vfgym.registry import (
-    EnvironmentInfo,
-    UnexpectedArgumentError,
-    UnknownEnvironmentError,
-    describe,
-    load_environment,
-)
+from vfgym.envs.registry import EnvironmentInfo, UnexpectedArgumentError, describe, load_environment
+from vfgym.errors import UnknownEnvironmentError, VFGymError
 
 if TYPE_CHECKING:  # asyncio is imported by the commands that run a loop, not by the parser
     import asyncio
@@ -37,7 +32,7 @@ EXIT_TERMINATED = 128 + signal.SIGTERM
 T = TypeVar("T")
 
 
-class CommandError(Exception):
+class CommandError(VFGymError):
     """A failure the user can fix; the CLI prints the message and exits with `code`."""
 
     def __init__(self, message: str, code: int = EXIT_FAILED):
@@ -235,8 +230,8 @@ def check_docker(env_id: str) -> None:
     """Fail early, with what to run, when a sandboxed environment has no Docker Engine."""
     fix = f"Start one with {setup_script_hint()}, then check with `vfgym sandbox doctor`."
     try:
+        from vfgym.errors import SandboxError
         from vfgym.sandbox.docker_client import docker_host, make_client
-        from vfgym.sandbox.errors import SandboxError
     except ImportError as exc:
         raise CommandError(
             f"{env_id} runs code in a Docker sandbox, but vfgym's sandbox runtime cannot be "

@@ -16,33 +16,7 @@ from collections.abc import Iterable
 from types import FrameType
 from typing import Any
 
-
-class UnexpectedArgumentError(TypeError):
-    """Argument names an environment does not take: the loader's, or, for a loader that
-    passes `**kwargs` on, those of what it passes them to.
-
-    The parts of the message are kept apart so that a caller which knows where the
-    arguments came from (`vfgym eval -a`) can say so; `str()` says it for Python callers.
-    """
-
-    def __init__(
-        self, env_id: str, names: Iterable[str], accepted: str, suggestions: dict[str, str]
-    ) -> None:
-        self.env_id = env_id
-        self.names = sorted(names)
-        #: Which parameters are taken, as a clause: "it takes: a, b".
-        self.accepted = accepted
-        #: The closest accepted name for each unknown one that has one, in `names`' order.
-        self.suggestions = {name: suggestions[name] for name in self.names if name in suggestions}
-        hints = [f"{name!r}: did you mean {close!r}?" for name, close in self.suggestions.items()]
-        super().__init__(
-            f"environment {env_id!r} does not take argument(s) {self.names}; {accepted}"
-            + (f" ({'; '.join(hints)})" if hints else "")
-        )
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        """Picklable (a worker process may raise it), rebuilt from its parts."""
-        return type(self), (self.env_id, self.names, self.accepted, self.suggestions)
+from vfgym.errors import UnexpectedArgumentError
 
 
 def by_name(parameters: Iterable[inspect.Parameter]) -> list[str]:

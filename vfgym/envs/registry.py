@@ -25,8 +25,9 @@ from importlib import metadata
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from vfgym.loader_args import checked_env_args
-from vfgym.loader_errors import UnexpectedArgumentError, by_name, call_loader, closest_names
+from vfgym.envs._loader_args import checked_env_args
+from vfgym.envs._loader_errors import by_name, call_loader, closest_names
+from vfgym.errors import UnexpectedArgumentError, UnknownEnvironmentError
 
 if TYPE_CHECKING:
     from vfgym.envs.environment import Environment
@@ -34,10 +35,6 @@ if TYPE_CHECKING:
 ENTRY_POINT_GROUP = "vfgym.environments"
 
 logger = logging.getLogger(__name__)
-
-
-class UnknownEnvironmentError(LookupError):
-    """No environment is registered under that name."""
 
 
 @dataclass(frozen=True)
@@ -149,7 +146,7 @@ def load_environment(env_id: str, **env_args: Any) -> Environment:
     Raises `UnknownEnvironmentError` with the closest names when there is none,
     and `TypeError` naming the accepted arguments (and the closest one) when the
     loader refuses one, or the type an argument needs when its value does not fit
-    the loader's type hints (see `vfgym.loader_args`; a JSON object for a dataclass
+    the loader's type hints (see `vfgym.envs._loader_args`; a JSON object for a dataclass
     parameter is built into it), or when the loader returns no `Environment` (a
     forgotten `return` would otherwise surface as an AttributeError on None).
     """

@@ -19,6 +19,7 @@ from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import IO, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from vfgym.errors import ResultsBusy, ResumeMismatch
 
 try:
     import fcntl
@@ -250,10 +251,6 @@ def make_record(
     return record
 
 
-class ResultsBusy(RuntimeError):
-    """Another writer (another `vfgym eval`, or another batch) is writing to the directory."""
-
-
 class ResultsWriter:
     """Appends result lines and keeps `metadata.json` current; a context manager.
 
@@ -393,11 +390,6 @@ def _ends_mid_line(path: Path) -> bool:
             return False
         handle.seek(-1, os.SEEK_END)
         return handle.read(1) != b"\n"
-
-
-#: Metadata that must match for `resume` to continue a run rather than mix two runs.
-class ResumeMismatch(ValueError):
-    """A run cannot be resumed: its metadata describes another run than this one."""
 
 
 RESUME_KEYS = (

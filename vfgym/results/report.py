@@ -16,10 +16,10 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from vfgym.cli_support import EXIT_USAGE, CommandError
-from vfgym.report_assets import CSS, JS
-from vfgym.results import METADATA_FILE, RESULTS_FILE, redact_secrets, result_lines
-from vfgym.summary import (
+from vfgym.cli._support import EXIT_USAGE, CommandError
+from vfgym.results._report_assets import CSS, JS
+from vfgym.results.jsonl import METADATA_FILE, RESULTS_FILE, redact_secrets, result_lines
+from vfgym.results.summary import (
     RunSummary,
     error_text,
     histogram,

@@ -46,6 +46,12 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from vfgym.errors import (
+    LogprobCountError,
+    MissingTokenIdsError,
+    ServerTokenizerError,
+    TemplateAlignmentError,
+)
 from vfgym.types import ChatCompletionToolParam, Messages, MessageType, ProcessedOutputs, State
 
 logger = logging.getLogger(__name__)
@@ -58,18 +64,6 @@ class Tokenizer(Protocol):
     def apply_chat_template(self, conversation: Any, tools: Any = None, **kwargs: Any) -> Any: ...
 
     def encode(self, text: str, add_special_tokens: bool = ...) -> list[int]: ...
-
-
-class MissingTokenIdsError(ValueError):
-    """A response carries no token ids, and vfgym will not guess them from the text."""
-
-
-class LogprobCountError(ValueError):
-    """A response's logprobs do not pair one to one with its token ids."""
-
-
-class ServerTokenizerError(RuntimeError):
-    """The server's `/tokenize` endpoint could not be reached or did not answer with ids."""
 
 
 #: What to do when the server cannot tokenize, said by every `ServerTokenizerError`.
@@ -298,10 +292,6 @@ def _chat_ids(tokenizer: Tokenizer, messages: list[Any], tools: Any, generation:
 _PROBES = ("x", "y")  # two texts a template renders alike apart from the text itself
 _GLUE_WINDOW = 8  # at most this many template ids follow a turn's last sampled id
 _GLUE_EVIDENCE = 4  # sampled ids that must line up before the glue is trusted
-
-
-class TemplateAlignmentError(ValueError):
-    """The chat template rewrites a model turn so that the environment's ids cannot be placed."""
 
 
 def _common_suffix(a: list[int], b: list[int], a_end: int | None = None) -> int:

@@ -23,8 +23,7 @@ import sys
 from collections.abc import Mapping
 from typing import IO, Any
 
-from vfgym._async import maybe_await
-from vfgym.cli_support import (
+from vfgym.cli._support import (
     EXIT_INTERRUPTED,
     EXIT_USAGE,
     CommandError,
@@ -32,6 +31,7 @@ from vfgym.cli_support import (
     check_docker,
     describe_environment,
 )
+from vfgym.engine._async import maybe_await
 from vfgym.envs.env_group import EnvGroup
 from vfgym.envs.multiturn_env import MultiTurnEnv
 from vfgym.types import ChatMessage, State

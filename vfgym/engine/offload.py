@@ -55,14 +55,9 @@ import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal, TypeVar
 
-from vfgym._async import called_safely, is_async_callable, stop_iteration_error
-from vfgym.limited_pool import (
-    LIMITED_WORKERS,
-    MAX_ABANDONED,
-    AbandonedThreadsError,
-    Job,
-    LimitedPool,
-)
+from vfgym.engine._async import called_safely, is_async_callable, stop_iteration_error
+from vfgym.engine.limited_pool import LIMITED_WORKERS, MAX_ABANDONED, Job, LimitedPool
+from vfgym.errors import AbandonedThreadsError, CallTimeoutError
 
 T = TypeVar("T")
 OffloadMode = Literal["auto", "always", "never"]
@@ -71,14 +66,6 @@ logger = logging.getLogger(__name__)
 _UNKNOWN, _INLINE, _THREAD = 0, 1, 2
 #: Slow calls in a row that settle a function in the thread.
 STRIKES = 2
-
-
-class CallTimeoutError(TimeoutError):
-    """A call did not finish within its time limit and was cancelled or abandoned."""
-
-    def __init__(self, limit: float) -> None:
-        super().__init__(f"the call did not finish within {limit:g} s")
-        self.limit = limit
 
 
 def function_key(func: Callable[..., Any]) -> Any:

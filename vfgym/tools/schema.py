@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal, Union
 
 import pydantic
 
-from vfgym.docstrings import parse_docstring
+from vfgym.tools._docstrings import parse_docstring
 from vfgym.types import ChatCompletionToolParam
 
 logger = logging.getLogger(__name__)

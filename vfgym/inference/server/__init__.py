@@ -5,11 +5,12 @@ real HTTP on loopback; `ByteTokenizer` is the deterministic byte-level tokenizer
 it counts and returns tokens with; `policies` has ready-made policies.
 """
 
-from vfgym.server import policies
-from vfgym.server.faults import FAULT_KINDS, Fault
-from vfgym.server.policy import Policy, PolicySpec, UnknownModelError
-from vfgym.server.server import ModelServer
-from vfgym.server.tokenizer import ByteTokenizer, assistant_text, render_tool_calls
+from vfgym.errors import UnknownModelError
+from vfgym.inference.server import policies
+from vfgym.inference.server.faults import FAULT_KINDS, Fault
+from vfgym.inference.server.policy import Policy, PolicySpec
+from vfgym.inference.server.server import ModelServer
+from vfgym.inference.server.tokenizer import ByteTokenizer, assistant_text, render_tool_calls
 
 __all__ = [
     "FAULT_KINDS",

@@ -11,7 +11,7 @@ import sys
 from docker.errors import DockerException
 from requests import RequestException
 
-from vfgym.sandbox.errors import SandboxError
+from vfgym.errors import SandboxError
 
 
 def _parser() -> argparse.ArgumentParser:

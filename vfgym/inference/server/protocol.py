@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from vfgym.server.tokenizer import (
+from vfgym.inference.server.tokenizer import (
     ByteTokenizer,
     assistant_text,
     content_text,

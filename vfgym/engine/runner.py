@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING, Any
 
 from openai import AsyncOpenAI, DefaultAsyncHttpxClient, OpenAI
 
-from vfgym.data import answer_text, row_info, task_name, to_rows
-from vfgym.envs.environment import errored_state, row_count
+from vfgym.engine.data import answer_text, row_count, row_info, task_name, to_rows
+from vfgym.engine.gcpolicy import AUTO_FREEZE_ROLLOUTS, frozen_gc
+from vfgym.engine.state import errored_state
 from vfgym.errors import ResultCallbackError, error_record
-from vfgym.gcpolicy import AUTO_FREEZE_ROLLOUTS, frozen_gc
-from vfgym.messages import check_message
-from vfgym.results import RESULTS_FILE, ResultsWriter, inputs_digest, make_record
+from vfgym.inference.messages import check_message
+from vfgym.results.jsonl import RESULTS_FILE, ResultsWriter, inputs_digest, make_record
 from vfgym.types import GenerateInputs, GenerateOutputs, SamplingArgs, State
 
 logger = logging.getLogger(__name__)
@@ -124,7 +124,7 @@ def _check_given_prompt(prompt: Any, where: str, message_type: str) -> None:
     `generate` is kept as given, so it is checked here, before any rollout starts.
     Otherwise every rollout of the row would fail at the server (a 400 that names
     neither the row nor the message) or be rendered by a chat template as something
-    else. Each message is checked with `vfgym.messages.check_message`.
+    else. Each message is checked with `vfgym.inference.messages.check_message`.
     """
     if isinstance(prompt, str):
         return
@@ -372,7 +372,7 @@ async def run_batch(
     offered to it again.
 
     `gc_freeze` keeps garbage-collector pauses short while the batch runs (see
-    `vfgym.gcpolicy`); None turns it on for batches of 1,000 rollouts or more.
+    `vfgym.engine.gcpolicy`); None turns it on for batches of 1,000 rollouts or more.
 
     A rubric with a `score_group` hook (`env.rubric.has_group_hook()`) is scored
     per group, when scoring is on: once every rollout of an example (its
@@ -392,7 +392,7 @@ async def run_batch(
     examples = _check_num_examples(num_examples)
     limit_workers = _check_max_concurrent(max_concurrent)
     # Copying ten thousand input rows allocates enough to set off a full collection
-    # of everything alive; a large batch freezes first (see vfgym.gcpolicy).
+    # of everything alive; a large batch freezes first (see vfgym.engine.gcpolicy).
     early_freeze = _size_hint(inputs) >= AUTO_FREEZE_ROLLOUTS if gc_freeze is None else gc_freeze
     async with frozen_gc(early_freeze):
         rows = normalize_inputs(env, inputs)

@@ -14,7 +14,7 @@ import numbers
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Union
 
-from vfgym.messages import check_message
+from vfgym.inference.messages import check_message
 from vfgym.types import ChatMessage, Messages, MessageType
 
 if TYPE_CHECKING:
@@ -210,7 +210,7 @@ def fresh_copy(value: Any) -> Any:
 
 def _message(message: Any, row: int, item: int) -> ChatMessage:
     """A dataset prompt's chat message as a dict of its own, checked (see
-    `vfgym.messages.check_message`) and without Arrow's None padding (see `_unpadded`)."""
+    `vfgym.inference.messages.check_message`) and without Arrow's None padding (see `_unpadded`)."""
     if not isinstance(message, Mapping):
         raise TypeError(
             f"dataset row {row}: 'prompt' item {item} is {type(message).__name__}, expected a "
@@ -450,3 +450,20 @@ def format_rows(
             out["example_id"] = i
         formatted.append(out)
     return formatted
+
+
+def row_count(n: Any) -> int | None:
+    """`n` rows as an int, or None for all of them (None or a negative number).
+
+    A text or a fraction failed deep inside slicing, and True was read as 1.
+    """
+    if n is None:
+        return None
+    if isinstance(n, float) and n.is_integer():
+        n = int(n)
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise TypeError(
+            "the row count n must be a whole number of rows (-1 or None for all; "
+            f"num_examples when evaluating), not {n!r}"
+        )
+    return None if n < 0 else n

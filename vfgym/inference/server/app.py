@@ -43,15 +43,10 @@ from typing import Any
 
 from aiohttp import web
 
-from vfgym.server.faults import Fault, FaultQueue
-from vfgym.server.policy import (
-    BoundPolicy,
-    PolicyReplyError,
-    PolicyRouter,
-    UnknownModelError,
-    normalise_reply,
-)
-from vfgym.server.protocol import (
+from vfgym.errors import PolicyReplyError, UnknownModelError
+from vfgym.inference.server.faults import Fault, FaultQueue
+from vfgym.inference.server.policy import BoundPolicy, PolicyRouter, normalise_reply
+from vfgym.inference.server.protocol import (
     EventStream,
     HTTPFailure,
     JSONWriter,
@@ -71,7 +66,7 @@ from vfgym.server.protocol import (
     model_not_found,
     reply_text,
 )
-from vfgym.server.tokenizer import content_text
+from vfgym.inference.server.tokenizer import content_text
 
 
 def json_response(
@@ -272,7 +267,7 @@ def _broken_promise(forced: ForcedCall, message: dict[str, Any], model: Any) -> 
 
 
 #: Sent with a 500 that a retry cannot mend (a policy that raised, or answered
-#: nonsense): the openai client and `vfgym.client` retry a 5xx unless told not to,
+#: nonsense): the openai client and `vfgym.inference.client` retry a 5xx unless told not to,
 #: which would call the broken policy again and delay the error by the backoff.
 NO_RETRY = {"x-should-retry": "false"}
 

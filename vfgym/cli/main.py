@@ -18,7 +18,7 @@ import traceback
 from pathlib import Path
 from typing import IO
 
-from vfgym.cli_support import (
+from vfgym.cli._support import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_USAGE,
@@ -37,7 +37,7 @@ _EPILOG = """examples:
 
 
 def _add_eval(commands: argparse._SubParsersAction) -> None:
-    from vfgym.eval_command import DEFAULT_API_KEY_VAR
+    from vfgym.cli.eval import DEFAULT_API_KEY_VAR
 
     p = commands.add_parser(
         "eval",
@@ -137,7 +137,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _cmd_list(out: IO[str]) -> int:
-    from vfgym.registry import describe, registered_names
+    from vfgym.envs.registry import describe, registered_names
 
     rows = [("NAME", "KIND", "SANDBOX", "DESCRIPTION")]
     broken = 0
@@ -164,7 +164,7 @@ def _cmd_list(out: IO[str]) -> int:
 
 def _cmd_sandbox(argv: list[str], err: IO[str]) -> int:
     try:
-        from vfgym.sandbox.cli import main as sandbox_main
+        from vfgym.cli.sandbox import main as sandbox_main
     except ImportError as exc:
         print(
             f"error: the sandbox runtime is not available in this vfgym installation ({exc}); "
@@ -179,7 +179,7 @@ def _cmd_sandbox(argv: list[str], err: IO[str]) -> int:
 
 
 def _cmd_view(args: argparse.Namespace, out: IO[str]) -> int:
-    from vfgym.report import write_report
+    from vfgym.results.report import write_report
 
     output = Path(args.output) if args.output else None
     path = write_report(Path(args.results), output, max_rollouts=args.max_rollouts)
@@ -188,14 +188,14 @@ def _cmd_view(args: argparse.Namespace, out: IO[str]) -> int:
 
 
 def _cmd_play(args: argparse.Namespace, out: IO[str]) -> int:
-    from vfgym.play import play
+    from vfgym.cli.play import play
 
     env_args = parse_json_object("-a/--env-args", args.env_args)
     return play(args.env, env_args, example=args.example, stdin=sys.stdin, out=out)
 
 
 def _cmd_eval(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
-    from vfgym.eval_command import EvalOptions, run_eval
+    from vfgym.cli.eval import EvalOptions, run_eval
 
     options = EvalOptions(
         env_id=args.env,

@@ -19,6 +19,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from vfgym.errors import AbandonedThreadsError
+
 logger = logging.getLogger(__name__)
 
 #: Worker threads that run time-limited sync calls at once, per Offloader: the size
@@ -29,11 +31,6 @@ LIMITED_WORKERS = min(32, (os.cpu_count() or 1) + 4)
 MAX_ABANDONED = 32
 #: Seconds an idle worker of the limited pool waits for work before it ends.
 IDLE_EXIT_S = 10.0
-
-
-class AbandonedThreadsError(RuntimeError):
-    """A limited sync call was not started: too many earlier calls given up at their
-    limit still run in their threads (a function that never returns, called again)."""
 
 
 _QUEUED, _RUNNING, _DONE, _CANCELLED, _ABANDONED = range(5)

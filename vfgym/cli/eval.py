@@ -25,8 +25,7 @@ from pathlib import Path
 from typing import IO, Any
 from urllib.parse import urlsplit
 
-from vfgym._async import boxed
-from vfgym.cli_support import (
+from vfgym.cli._support import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_TERMINATED,
@@ -39,19 +38,19 @@ from vfgym.cli_support import (
     check_served_model,
     describe_environment,
 )
-from vfgym.results import (
+from vfgym.engine._async import boxed
+from vfgym.errors import ResultsBusy, ResumeMismatch
+from vfgym.results.jsonl import (
     METADATA_FILE,
     REDACTED,
     RESULTS_FILE,
-    ResultsBusy,
-    ResumeMismatch,
     as_json,
     inputs_digest,
     load_finished,
     read_results,
     redact_secrets,
 )
-from vfgym.summary import error_text, format_summary, latest_records, summarize_records
+from vfgym.results.summary import error_text, format_summary, latest_records, summarize_records
 
 DEFAULT_API_KEY_VAR = "OPENAI_API_KEY"
 EMBEDDED_MODELS = ("reference", "random")
@@ -371,7 +370,7 @@ def check_resumable(env: Any, options: EvalOptions, endpoint: Endpoint, director
     usual cause is `--resume DIR` without the -n/-r/-S/-a the run was started with.
     Other rows get the engine's own message: the same command would be refused again.
     """
-    from vfgym.runner import normalize_inputs  # the rows as the engine records them
+    from vfgym.engine.runner import normalize_inputs  # the rows as the engine records them
 
     previous = _previous_metadata(directory)
     inputs = env.get_eval_inputs(options.num_examples, options.rollouts_per_example)
@@ -471,7 +470,7 @@ async def _evaluate(
 
     async with contextlib.AsyncExitStack() as stack:
         if endpoint.embedded:
-            from vfgym.server import ModelServer
+            from vfgym.inference.server import ModelServer
 
             assert policies is not None
             # No request log: it would hold every conversation of the run in memory.
