@@ -1,3 +1,7 @@
-"""Evaluation results on disk and how they are read: `jsonl` writes and reads
-`results.jsonl` and `metadata.json`, `summary` computes the statistics `vfgym eval`
-prints, and `report` renders `vfgym view`'s HTML page. Nothing is imported here."""
+"""Evaluation results on disk and what is made from them.
+
+`jsonl` writes and reads a run's `results.jsonl` and `metadata.json` (one line per
+finished rollout, appended as it finishes, so a run can resume), `summary` turns
+them into the table `vfgym eval` prints, and `report` into the HTML page of
+`vfgym view`.
+"""
