@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from openai import AsyncOpenAI, OpenAI
 
+from vfgym.engine.batch_inputs import check_max_concurrent
+from vfgym.engine.launch import progress_bar
 from vfgym.engine.state import errored_state
 from vfgym.types import Info, Messages, SamplingArgs, State
 
@@ -41,9 +43,7 @@ async def run_unscored_rollouts(
 ) -> list[tuple[Messages, State]]:
     """`env.run_rollouts(...)`: each rollout through `env.run_rollout`, in input order;
     one that raises ends errored while the others go on."""
-    from vfgym.engine.runner import _check_max_concurrent, _progress_bar
-
-    workers = _check_max_concurrent(max_concurrent)
+    workers = check_max_concurrent(max_concurrent)
     n = len(prompts)
 
     def column(name: str, values: list[Any] | None, default: Callable[[int], Any]) -> list[Any]:
@@ -69,7 +69,7 @@ async def run_unscored_rollouts(
         )
     else:
         limit = semaphore
-    progress = _progress_bar(n, use_tqdm)
+    progress = progress_bar(n, use_tqdm)
 
     async def one(row: tuple[Any, ...]) -> tuple[Messages, State]:
         prompt, completion, answer, state, task, info, example_id = row

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 from openai import AsyncOpenAI, OpenAI
 
 from vfgym.engine._async import run_sync
+from vfgym.engine.batch_inputs import check_num_examples, check_rollouts_per_example
+from vfgym.engine.clients import loop_local_client
 from vfgym.engine.data import DatasetLike, build_prompt, format_rows, to_rows
 from vfgym.engine.state import errored_state, fill_state_defaults, new_state
 from vfgym.envs.batch_rollouts import compat_generate_kwargs, run_unscored_rollouts
@@ -383,7 +385,6 @@ class Environment(ABC):
         **kwargs: Any,
     ) -> GenerateOutputs:
         """`generate` for sync code; works inside a running event loop too (notebooks)."""
-        from vfgym.engine.runner import loop_local_client
 
         async def run() -> GenerateOutputs:
             async with loop_local_client(client) as local:
@@ -399,11 +400,9 @@ class Environment(ABC):
     ) -> list[dict[str, Any]]:
         """The evaluation rows, each repeated `rollouts_per_example` times in a row
         (None: once, as `generate` reads it)."""
-        from vfgym.engine.runner import _check_num_examples, _check_rollouts_per_example
-
         per = 1 if rollouts_per_example is None else rollouts_per_example
-        per = _check_rollouts_per_example(per)
-        rows = self.get_eval_dataset(n=_check_num_examples(num_examples), seed=seed)
+        per = check_rollouts_per_example(per)
+        rows = self.get_eval_dataset(n=check_num_examples(num_examples), seed=seed)
         return [row for row in rows for _ in range(per)]
 
     async def evaluate(
@@ -446,7 +445,6 @@ class Environment(ABC):
         **kwargs: Any,
     ) -> GenerateOutputs:
         """`evaluate` for sync code; works inside a running event loop too (notebooks)."""
-        from vfgym.engine.runner import loop_local_client
 
         async def run() -> GenerateOutputs:
             async with loop_local_client(client) as local:
