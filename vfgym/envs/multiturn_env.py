@@ -19,7 +19,7 @@ from vfgym.envs.environment import Environment
 from vfgym.errors import ContextLengthExceeded, error_record
 from vfgym.inference.client import ModelCaller, cut_by_length
 from vfgym.inference.messages import assistant_message, completion_text
-from vfgym.training.processing import response_field
+from vfgym.training.response_ids import response_field
 from vfgym.types import ChatMessage, Info, Messages, ModelResponse, SamplingArgs, State
 
 #: Why an episode ended. "completed" is a natural end (Gymnasium's `terminated`);
