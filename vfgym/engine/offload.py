@@ -47,6 +47,7 @@ free worker is not charged to it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
 import logging
@@ -190,6 +191,30 @@ class Offloader:
             else:
                 self._strike(key)
         return await _settle(result)
+
+    async def call_waited(
+        self, key: Any, func: Callable[..., T | Awaitable[T]], /, *args: Any, **kwargs: Any
+    ) -> T:
+        """`call_as`, except that a call in a worker thread is waited for when the caller
+        is cancelled; the cancellation goes on once it has returned.
+
+        For hooks that must not overlap with the cleanup that follows a cancellation
+        (`MultiTurnEnv`'s `setup_state`, `env_response`, `cleanup_state`): cleanup sees
+        all that the hook did and never runs at the same time. A call that runs inline
+        cannot be interrupted, so it needs no such wait (nor the task it costs).
+        """
+        if self.runs_inline(key):
+            return await self.call_as(key, func, *args, **kwargs)
+        job = asyncio.ensure_future(self.call_as(key, func, *args, **kwargs))
+        try:
+            return await asyncio.shield(job)
+        except asyncio.CancelledError:
+            while not job.done():  # a second cancellation does not cut the wait short
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.wait([job])
+            if not job.cancelled():
+                job.exception()  # seen: the cancellation is what goes on
+            raise
 
     async def call_limited(
         self,
