@@ -2,8 +2,9 @@
 
 Split from `tool_env.py`: whatever form a call arrives in (an openai object, a
 dict, a call without an id, arguments that are not a JSON object), it is read here
-into a name, an id and a dict of arguments, or refused with a `ToolCallError` the
-model reads; and a result becomes text, cut to the environment's cap with a note.
+into a name and an id (its arguments are read by `ToolEnv`, whose `ToolCallError`
+the model reads when they are malformed); and a result becomes text, cut to the
+environment's cap with a note.
 """
 
 from __future__ import annotations
@@ -12,17 +13,10 @@ import json
 from collections.abc import Mapping, MutableMapping
 from typing import Any
 
-from vfgym.tools.arguments import read_json_integer
-from vfgym.tools.names import json_kind
-
 
 def default_error_formatter(exc: Exception) -> str:
     """What the model reads when its tool call fails: the error's type and message."""
     return f"Error: {type(exc).__name__}: {exc}"
-
-
-class ToolCallError(Exception):
-    """A tool call the environment could not make (bad JSON, unknown tool, bad arguments)."""
 
 
 def result_text(result: Any) -> str:
@@ -109,44 +103,3 @@ def read_call_name(call: Any) -> str:
     function = read_call_function(call)
     name = function.get("name") if isinstance(function, Mapping) else None
     return name if isinstance(name, str) else ""
-
-
-def _refuse_constant(name: str) -> Any:
-    """NaN and Infinity are not JSON, though Python's parser reads them: a model that
-    sends one gets told, rather than a float tool silently getting nan or inf."""
-    raise ToolCallError(f"{name} is not a JSON value; send a number (or null)")
-
-
-#: `json.loads(text, parse_constant=...)` builds a decoder on every call, a third of
-#: reading a call's arguments: one decoder, made once, does the same.
-_ARGUMENTS_DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_int=read_json_integer)
-
-
-def read_call_arguments(name: str, raw: Any) -> dict[str, Any]:
-    """The arguments of a call to `name`: a JSON object, sent as text (or a dict)."""
-    if raw is None or (type(raw) is str and not raw):
-        return {}
-    if type(raw) is str:  # the usual case, before the ABC check a Mapping needs
-        try:
-            args = _ARGUMENTS_DECODER.decode(raw)
-        except json.JSONDecodeError as exc:
-            raise ToolCallError(
-                f"the arguments of {name} are not valid JSON ({exc.msg} at position "
-                f'{exc.pos}); send a JSON object such as {{"arg": value}}'
-            ) from None
-        except RecursionError:  # Python's parser recurses once per level
-            raise ToolCallError(
-                f"the arguments of {name} are nested too deeply to read; send a flatter JSON object"
-            ) from None
-    elif isinstance(raw, Mapping):
-        args = dict(raw)
-    elif isinstance(raw, str):  # a str subclass
-        return read_call_arguments(name, str(raw))
-    else:
-        raise ToolCallError(
-            f"the arguments of {name} must be a JSON object written as a string, "
-            f"such as '{{\"arg\": value}}', not {json_kind(raw)}"
-        )
-    if not isinstance(args, dict):
-        raise ToolCallError(f"the arguments of {name} must be a JSON object, not {json_kind(args)}")
-    return args

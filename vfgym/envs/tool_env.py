@@ -8,6 +8,7 @@ writing the results is in `tool_calls.py`, checking its settings in
 from __future__ import annotations
 
 import inspect
+import json
 import time
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from typing import Any
@@ -16,11 +17,9 @@ from vfgym.engine._async import maybe_await, never_suspends
 from vfgym.engine.offload import AbandonedThreadsError, Offloader, OffloadMode
 from vfgym.envs.multiturn_env import MultiTurnEnv
 from vfgym.envs.tool_calls import (
-    ToolCallError,
     cut_text,
     default_error_formatter,
     give_id,
-    read_call_arguments,
     read_call_function,
     read_call_id,
     read_call_name,
@@ -35,9 +34,14 @@ from vfgym.envs.tool_settings import (
     checked_tools,
 )
 from vfgym.errors import CallTimeoutError, ToolTimeoutError
+from vfgym.tools.arguments import read_json_integer
 from vfgym.tools.names import check_tool_name, clip, json_kind, quote, tool_name
 from vfgym.tools.schema import Tool
 from vfgym.types import ChatMessage, Messages, State
+
+
+class ToolCallError(Exception):
+    """A tool call the environment could not make (bad JSON, unknown tool, bad arguments)."""
 
 
 class ToolEnv(MultiTurnEnv):
@@ -348,7 +352,7 @@ class ToolEnv(MultiTurnEnv):
         if name not in self._tool_specs:
             known = ", ".join(sorted(self._tool_specs)) or "none"
             raise ToolCallError(f"unknown tool {quote(name)}; the available tools are: {known}")
-        return name, read_call_arguments(name, function.get("arguments"))
+        return name, _call_arguments(name, function.get("arguments"))
 
     async def env_response(
         self, messages: Messages, state: State, **kwargs: Any
@@ -411,6 +415,47 @@ class ToolEnv(MultiTurnEnv):
             )
             replies.append(reply)
         return replies, state
+
+
+def _refuse_constant(name: str) -> Any:
+    """NaN and Infinity are not JSON, though Python's parser reads them: a model that
+    sends one gets told, rather than a float tool silently getting nan or inf."""
+    raise ToolCallError(f"{name} is not a JSON value; send a number (or null)")
+
+
+#: `json.loads(text, parse_constant=...)` builds a decoder on every call, a third of
+#: reading a call's arguments: one decoder, made once, does the same.
+_ARGUMENTS_DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_int=read_json_integer)
+
+
+def _call_arguments(name: str, raw: Any) -> dict[str, Any]:
+    """The arguments of a call to `name`: a JSON object, sent as text (or a dict)."""
+    if raw is None or (type(raw) is str and not raw):
+        return {}
+    if type(raw) is str:  # the usual case, before the ABC check a Mapping needs
+        try:
+            args = _ARGUMENTS_DECODER.decode(raw)
+        except json.JSONDecodeError as exc:
+            raise ToolCallError(
+                f"the arguments of {name} are not valid JSON ({exc.msg} at position "
+                f'{exc.pos}); send a JSON object such as {{"arg": value}}'
+            ) from None
+        except RecursionError:  # Python's parser recurses once per level
+            raise ToolCallError(
+                f"the arguments of {name} are nested too deeply to read; send a flatter JSON object"
+            ) from None
+    elif isinstance(raw, Mapping):
+        args = dict(raw)
+    elif isinstance(raw, str):  # a str subclass
+        return _call_arguments(name, str(raw))
+    else:
+        raise ToolCallError(
+            f"the arguments of {name} must be a JSON object written as a string, "
+            f"such as '{{\"arg\": value}}', not {json_kind(raw)}"
+        )
+    if not isinstance(args, dict):
+        raise ToolCallError(f"the arguments of {name} must be a JSON object, not {json_kind(args)}")
+    return args
 
 
 __all__ = [
