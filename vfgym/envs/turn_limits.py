@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from vfgym.inference.client import cut_by_length
+from vfgym.inference.overflow import cut_by_length
 from vfgym.types import ModelResponse, SamplingArgs, State
 
 #: Why an episode ended. "completed" is a natural end (Gymnasium's `terminated`);
