@@ -1,7 +1,8 @@
 """The base of every environment: data, prompts, model calls, generate and evaluate.
 
 `Environment` is the public face; the work behind its methods lives by job in
-`sampling.py` (defaults and the caller's sampling arguments merged and checked),
+`env_settings.py` (its constructor's arguments checked), `sampling.py` (defaults
+and the caller's sampling arguments merged and checked),
 `dataset_rows.py` (row-level dataset steps), `batch_rollouts.py` (`run_rollouts`)
 and `vfgym.engine.runner` (`generate`'s scheduling, scoring and results).
 """
@@ -25,7 +26,8 @@ from vfgym.engine.data import DatasetLike, build_prompt, format_rows, to_rows
 from vfgym.engine.state import errored_state, fill_state_defaults, new_state
 from vfgym.envs.batch_rollouts import compat_generate_kwargs, run_unscored_rollouts
 from vfgym.envs.dataset_rows import no_rows_message, renamed_columns, take_rows
-from vfgym.envs.sampling import checked_token_budget, env_sampling_args, merge_sampling_args
+from vfgym.envs.env_settings import check_env_settings, checked_token_budget
+from vfgym.envs.sampling import env_sampling_args, merge_sampling_args
 from vfgym.inference.client import RetryPolicy, request_model_response
 from vfgym.parsers import Parser
 from vfgym.rubrics import Rubric
@@ -45,10 +47,6 @@ from vfgym.types import (
 
 if TYPE_CHECKING:
     from vfgym.training.processing import Tokenizer
-
-# Keyword arguments verifiers 0.1.x environments accepted that vfgym has no use for.
-# They are accepted (so such environments run unchanged) and ignored.
-_IGNORED_COMPAT_KWARGS = frozenset({"max_workers", "map_kwargs"})
 
 
 class Environment(ABC):
@@ -74,23 +72,15 @@ class Environment(ABC):
         rollout_token_budget: int | None = None,
         **kwargs: Any,
     ):
-        unknown = set(kwargs) - _IGNORED_COMPAT_KWARGS
-        if unknown:
-            raise TypeError(
-                f"{type(self).__name__} got unexpected keyword argument(s) {sorted(unknown)}; "
-                "a subclass that needs its own settings should take them in its __init__"
-            )
-        if message_type not in ("chat", "completion"):
-            raise ValueError(f"message_type must be 'chat' or 'completion', not {message_type!r}")
-        if message_type == "completion" and (system_prompt or few_shot):
-            raise ValueError(
-                "system_prompt and few_shot need message_type='chat'; for completion "
-                "tasks put the full text in each row's 'prompt'"
-            )
-        if dataset is None and eval_dataset is None:
-            raise ValueError(
-                "give a dataset or an eval_dataset (a datasets.Dataset or a list of dicts)"
-            )
+        check_env_settings(
+            type(self).__name__,
+            kwargs,
+            message_type,
+            system_prompt,
+            few_shot,
+            dataset,
+            eval_dataset,
+        )
         rollout_token_budget = checked_token_budget(rollout_token_budget)
         self.logger = logging.getLogger(f"vfgym.envs.{type(self).__name__}")
         self.message_type: MessageType = message_type

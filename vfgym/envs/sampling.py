@@ -2,7 +2,7 @@
 
 Split from `environment.py`: what a model request is sent with is settled here,
 once per batch (never per turn), including the checks a batch must pass before
-it starts: one answer per turn (`n`), no streaming, a whole-number token budget.
+it starts: one answer per turn (`n`) and no streaming.
 """
 
 from __future__ import annotations
@@ -86,18 +86,3 @@ def check_one_answer(sampling_args: SamplingArgs) -> None:
         f"answer per model turn; drop 'n' (or set it to 1) and ask for several rollouts of "
         f"each example instead (rollouts_per_example={n!r}, or `vfgym eval -r {n!r}`)"
     )
-
-
-def checked_token_budget(budget: Any) -> int | None:
-    """`rollout_token_budget` as an int (or None), checked once, not at every turn."""
-    if budget is None:
-        return None
-    if isinstance(budget, float) and budget.is_integer():
-        budget = int(budget)
-    if isinstance(budget, bool) or not isinstance(budget, int):
-        raise TypeError(
-            f"rollout_token_budget must be a whole number of tokens or None, not {budget!r}"
-        )
-    if budget <= 0:
-        raise ValueError("rollout_token_budget must be a positive number of tokens or None")
-    return budget
