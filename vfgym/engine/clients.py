@@ -41,6 +41,11 @@ def as_async_client(client: AsyncOpenAI | OpenAI) -> AsyncOpenAI | OpenAI:
     """
     if isinstance(client, AsyncOpenAI) or has_own_http_client(client):
         return client
+    return async_twin(client)
+
+
+def async_twin(client: OpenAI) -> AsyncOpenAI:
+    """A new `AsyncOpenAI` with the settings of the sync `client` (see `as_async_client`)."""
     return AsyncOpenAI(
         api_key=client.api_key,
         base_url=client.base_url,
@@ -82,7 +87,7 @@ async def loop_local_client(
         yield client
         return
     else:
-        local = as_async_client(client)
+        local = async_twin(client)
     try:
         yield local
     finally:

@@ -54,7 +54,7 @@ import logging
 import time
 import weakref
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, overload
 
 from vfgym.engine._async import called_safely, is_async_callable, stop_iteration_error
 from vfgym.engine.limited_pool import LIMITED_WORKERS, MAX_ABANDONED, Job, LimitedPool
@@ -140,10 +140,24 @@ class Offloader:
         except TypeError:
             self._strong[key] = verdict
 
+    @overload
+    async def call(self, func: Callable[..., Awaitable[T]], /, *args: Any, **kwargs: Any) -> T: ...
+    @overload
+    async def call(
+        self, func: Callable[..., T | Awaitable[T]], /, *args: Any, **kwargs: Any
+    ) -> T: ...
     async def call(self, func: Callable[..., T | Awaitable[T]], /, *args: Any, **kwargs: Any) -> T:
         """Await an async callable; run a sync one inline or in a thread (see the module)."""
         return await self.call_as(function_key(func), func, *args, **kwargs)
 
+    @overload
+    async def call_as(
+        self, key: Any, func: Callable[..., Awaitable[T]], /, *args: Any, **kwargs: Any
+    ) -> T: ...
+    @overload
+    async def call_as(
+        self, key: Any, func: Callable[..., T | Awaitable[T]], /, *args: Any, **kwargs: Any
+    ) -> T: ...
     async def call_as(
         self, key: Any, func: Callable[..., T | Awaitable[T]], /, *args: Any, **kwargs: Any
     ) -> T:
@@ -192,6 +206,14 @@ class Offloader:
                 self._strike(key)
         return await _settle(result)
 
+    @overload
+    async def call_waited(
+        self, key: Any, func: Callable[..., Awaitable[T]], /, *args: Any, **kwargs: Any
+    ) -> T: ...
+    @overload
+    async def call_waited(
+        self, key: Any, func: Callable[..., T | Awaitable[T]], /, *args: Any, **kwargs: Any
+    ) -> T: ...
     async def call_waited(
         self, key: Any, func: Callable[..., T | Awaitable[T]], /, *args: Any, **kwargs: Any
     ) -> T:
@@ -216,6 +238,19 @@ class Offloader:
                 job.exception()  # seen: the cancellation is what goes on
             raise
 
+    @overload
+    async def call_limited(
+        self, limit: float | None, func: Callable[..., Awaitable[T]], /, *args: Any, **kwargs: Any
+    ) -> T: ...
+    @overload
+    async def call_limited(
+        self,
+        limit: float | None,
+        func: Callable[..., T | Awaitable[T]],
+        /,
+        *args: Any,
+        **kwargs: Any,
+    ) -> T: ...
     async def call_limited(
         self,
         limit: float | None,

@@ -249,7 +249,7 @@ async def run_batch(
         completion, state = await play(i)
         await score(i, completion, state)
         record = write(i)
-        if on_result is not None:
+        if record is not None and on_result is not None:  # (a record whenever on_result)
             await deliver(i, record)
         if progress is not None:
             progress.update(1)
@@ -275,7 +275,7 @@ async def run_batch(
         # come at an await) never leaves part of a group on disk.
         records = [write(j) for j in members]
         for j, record in zip(members, records, strict=True):
-            if on_result is not None:
+            if record is not None and on_result is not None:
                 await deliver(j, record)
             if progress is not None:
                 progress.update(1)
@@ -315,7 +315,7 @@ async def run_batch(
     finally:
         if progress is not None:
             progress.close()
-        if owned:
+        if owned and isinstance(aclient, AsyncOpenAI):  # (an async twin is all it owns)
             await aclient.close()
 
     # The engine built every field itself: validating 10,000 conversations again

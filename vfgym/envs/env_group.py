@@ -95,8 +95,9 @@ class EnvGroup(MultiTurnEnv):
         )
         # The Gym adapter's per-step reward, only when every member gives one: a group
         # whose episodes reward some steps and not others would mislead training.
-        step_rewards = [getattr(env, "step_reward", None) for env in envs]
-        if all(callable(f) for f in step_rewards):
+        given = [getattr(env, "step_reward", None) for env in envs]
+        step_rewards = [f for f in given if callable(f)]
+        if len(step_rewards) == len(given):
             routed = (
                 self._step_reward_async
                 if any(is_async_callable(f) for f in step_rewards)
@@ -362,7 +363,7 @@ class EnvGroup(MultiTurnEnv):
         states: list[State],
         rewards: list[float],
         processing_class: Tokenizer,
-        max_seq_len: int = -1,
+        max_seq_len: int | None = -1,
         mask_env_responses: bool = False,
         mask_truncated_completions: bool = False,
         zero_truncated_completions: bool = False,

@@ -216,7 +216,7 @@ class Environment(ABC):
     @abstractmethod
     async def rollout(
         self,
-        client: AsyncOpenAI,
+        client: AsyncOpenAI | OpenAI,
         model: str,
         prompt: Messages,
         completion: Messages | None = None,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from abc import abstractmethod
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from openai import AsyncOpenAI, OpenAI
@@ -247,6 +247,8 @@ class MultiTurnEnv(Environment):
     ) -> str | None:
         """`check_stop` with no event loop, for environments whose `hooks_are_sync`."""
         context = self._context_sync(state)
+        # A hook overridden with a plain `def` returns its value, an async one an awaitable.
+        completed: bool | Awaitable[bool]
         if kwargs:  # (see advance_sync)
             completed = self.is_completed(context, state, **kwargs)
         else:
@@ -292,6 +294,7 @@ class MultiTurnEnv(Environment):
             completed = await self._completed(context, state, kwargs)
         if completed:
             return self._no_messages(), self._natural_stop(state, completed)
+        reply: tuple[Messages, State] | Awaitable[tuple[Messages, State]]
         if self._async_env_response:  # `call_hook`'s async case, without its call
             reply = (
                 self.env_response(context, state, **kwargs)
@@ -317,7 +320,10 @@ class MultiTurnEnv(Environment):
         """
         context = self._context_sync(state)
         # Hooks are called without `**kwargs` when there are none: a call through an
-        # empty `**` costs more than the rest of a game's turn check.
+        # empty `**` costs more than the rest of a game's turn check. (A hook overridden
+        # with a plain `def` returns its value, an async one an awaitable.)
+        completed: bool | Awaitable[bool]
+        reply: tuple[Messages, State] | Awaitable[tuple[Messages, State]]
         if kwargs:
             completed = self.is_completed(context, state, **kwargs)
         else:

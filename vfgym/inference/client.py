@@ -13,7 +13,7 @@ import asyncio
 import functools
 import inspect
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import openai
@@ -202,7 +202,11 @@ class ModelCaller:
         self.model = model
         self.retry = retry or DEFAULT_RETRY
         self._chat = message_type == "chat"
-        self._create = (client.chat if self._chat else client).completions.create
+        # The client's own `create`, or a wrapper's: its keyword arguments are built at
+        # run time (vLLM's extra sampling keys), past what the stubs' overloads describe.
+        self._create: Callable[..., Any] = (
+            client.chat if self._chat else client
+        ).completions.create
         self._in_thread = not _is_async(client, self._create)
         self._sampling_args = sampling_args
         self._kwargs = self._prepare(sampling_args, oai_tools)
@@ -264,9 +268,15 @@ class ModelCaller:
         while True:
             if isinstance(exc, openai.BadRequestError) and is_context_overflow(exc):
                 room, key = completion_room(exc), max_tokens_key(sampling_args)
-                if shrunk or room is None or key is None or sampling_args[key] <= room:  # type: ignore[index]
+                if (
+                    shrunk
+                    or room is None
+                    or key is None
+                    or sampling_args is None  # (a key was found in them: never None here)
+                    or sampling_args[key] <= room
+                ):
                     raise ContextLengthExceeded(str(exc)) from exc
-                sampling_args = {**sampling_args, key: room}  # type: ignore[dict-item]
+                sampling_args = {**sampling_args, key: room}
                 kwargs = self._with_sampling_args(sampling_args)
                 shrunk = True
             elif not is_transient(exc):  # a 400 is, unless its x-should-retry says otherwise

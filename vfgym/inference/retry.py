@@ -96,6 +96,7 @@ def retry_after(exc: BaseException) -> float | None:
         value = response.headers.get(header)
         if value is None:
             continue
+        seconds: float | None
         try:
             seconds = float(value) * scale
         except ValueError:

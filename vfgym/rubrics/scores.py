@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sized
 from math import isfinite
 from typing import Any
 
-from vfgym.types import RewardFunc, RolloutScore, RolloutScores, State
+from vfgym.types import Info, Messages, RewardFunc, RolloutScore, RolloutScores, State
 
 REWARD_ERRORS = "reward_errors"
 """Metric counting a rollout's failed reward functions; also the state key listing them."""
@@ -35,7 +35,9 @@ def add_scoring_time(state: State, elapsed_ms: float) -> None:
     timing["total_ms"] = timing.get("total_ms", 0.0) + elapsed_ms
 
 
-def rollout_args(state: State) -> tuple[Any, ...]:
+def rollout_args(
+    state: State,
+) -> tuple[Messages, Messages, Any, State, str, Info | None, int | None]:
     """A finished rollout's State as `score_rollout`'s positional arguments."""
     return (
         state["prompt"],

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
 from math import isfinite
+from types import MappingProxyType
 from typing import Any
 
 from vfgym.errors import SyncScoringUnavailable
@@ -19,6 +21,10 @@ from vfgym.rubrics.reward_call import RewardSpec
 from vfgym.rubrics.reward_funcs import RewardFuncs
 from vfgym.rubrics.scores import REWARD_ERRORS, add_scoring_time, plain_score, rollout_args
 from vfgym.types import Info, Messages, RewardFunc, RolloutScore, State
+
+#: The arguments offered when no function takes more than the State: none, since each
+#: is then called with the State alone (read-only, shared by every call).
+NOTHING_OFFERED: Mapping[str, Any] = MappingProxyType({})
 
 
 class _SyncPlan:
@@ -142,7 +148,7 @@ class SyncScoring(RewardFuncs):
         plan = self._sync_plan()  # raises before anything is called
         if state is None:
             state = {}
-        available = None
+        available: Mapping[str, Any] = NOTHING_OFFERED
         if plan.offers:
             available = self._offer(
                 prompt, completion, answer, state, task, info, example_id, kwargs
@@ -158,7 +164,7 @@ class SyncScoring(RewardFuncs):
             return plain_score(*self.score_values_sync(*rollout_args(state)))
         started = time.perf_counter()
         plan = self._sync_plan()  # raises before anything is called
-        available = None
+        available: Mapping[str, Any] = NOTHING_OFFERED
         if plan.offers:
             available = self._offer(*rollout_args(state), {})
         return self._run_plan(plan, state, available, True, started)
@@ -167,7 +173,7 @@ class SyncScoring(RewardFuncs):
         self,
         plan: _SyncPlan,
         state: State,
-        available: dict[str, Any] | None,
+        available: Mapping[str, Any],
         apply_weights: bool,
         started: float,
     ) -> tuple[float, dict[str, float]]:

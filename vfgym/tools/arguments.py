@@ -97,8 +97,10 @@ def json_text_decoded(arguments: dict[str, Any], errors: list[Any]) -> dict[str,
     changed = False
     for err in errors:
         key = err["loc"][0] if err["loc"] else None
-        value = arguments.get(key) if isinstance(key, str) else None
-        if err["type"] not in _CONTAINER_ERRORS or not isinstance(value, str):
+        if not isinstance(key, str) or err["type"] not in _CONTAINER_ERRORS:
+            continue
+        value = arguments.get(key)
+        if not isinstance(value, str):
             continue
         if err.get("input") != value:
             continue  # a string inside the argument, not the argument itself

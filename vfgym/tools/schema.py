@@ -172,9 +172,8 @@ def _unsupported_field(name: str, fields: dict[str, Any], config: pydantic.Confi
     """ "parameter 'x' (annotated T) " for the first field pydantic cannot handle, else ""."""
     for field_name, (annotation, info) in fields.items():
         try:
-            one = pydantic.create_model(
-                f"{name}_probe", __config__=config, **{field_name: (annotation, info)}
-            )
+            probe: dict[str, Any] = {field_name: (annotation, info)}
+            one = pydantic.create_model(f"{name}_probe", __config__=config, **probe)
             one.model_json_schema()
         except _SCHEMA_ERRORS:
             shown = getattr(annotation, "__name__", None) or repr(annotation)
@@ -384,8 +383,9 @@ def _field(param: inspect.Parameter, annotation: Any, doc: str | None) -> tuple[
         annotation = typing.Optional[annotation]  # noqa: UP045 - any annotation, at runtime
     # A description only when there is one: `None` would override one given in the
     # annotation (`Annotated[int, Field(description=...)]`).
-    described_by = {"description": description} if description else {}
-    return annotation, pydantic.Field(default, alias=param.name, **described_by)
+    if description:
+        return annotation, pydantic.Field(default, alias=param.name, description=description)
+    return annotation, pydantic.Field(default, alias=param.name)
 
 
 #: The annotations whose values the fast path of `Tool.validate` checks by exact type.
