@@ -18,7 +18,8 @@ from loopback_http import Answer
 
 from vfgym.envs import SingleTurnEnv
 from vfgym.errors import ContextLengthExceeded, ModelCallError
-from vfgym.inference.client import RetryPolicy, _retry_after, request_model_response
+from vfgym.inference.client import RetryPolicy, request_model_response
+from vfgym.inference.retry import retry_after as _retry_after
 from vfgym.rubrics import Rubric
 
 HELLO = [{"role": "user", "content": "hello"}]

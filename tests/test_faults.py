@@ -10,7 +10,8 @@ import pytest
 
 from vfgym.envs import MultiTurnEnv, SingleTurnEnv
 from vfgym.errors import ContextLengthExceeded, ModelCallError
-from vfgym.inference.client import RetryPolicy, _retry_after, is_transient, request_model_response
+from vfgym.inference.client import RetryPolicy, is_transient, request_model_response
+from vfgym.inference.retry import retry_after as _retry_after
 from vfgym.rubrics import Rubric
 from vfgym.types import Messages, State
 

@@ -16,7 +16,7 @@ import threading
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine
 from types import CoroutineType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 T = TypeVar("T")
 
@@ -30,6 +30,12 @@ def is_async_callable(func: Callable[..., Any]) -> bool:
     )
 
 
+@overload
+async def call_offloaded(func: Callable[..., Awaitable[T]], /, *args: Any, **kwargs: Any) -> T: ...
+@overload
+async def call_offloaded(
+    func: Callable[..., T | Awaitable[T]], /, *args: Any, **kwargs: Any
+) -> T: ...
 async def call_offloaded(func: Callable[..., T | Awaitable[T]], /, *args: Any, **kwargs: Any) -> T:
     """Call sync or async user code without blocking the event loop.
 
@@ -68,6 +74,10 @@ def called_safely(func: Callable[..., T], args: tuple[Any, ...], kwargs: dict[st
         raise stop_iteration_error(func) from exc
 
 
+@overload
+async def maybe_await(func: Callable[..., Awaitable[T]], /, *args: Any, **kwargs: Any) -> T: ...
+@overload
+async def maybe_await(func: Callable[..., T | Awaitable[T]], /, *args: Any, **kwargs: Any) -> T: ...
 async def maybe_await(func: Callable[..., T | Awaitable[T]], /, *args: Any, **kwargs: Any) -> T:
     """Call a hook inline and await its result if it returned an awaitable.
 
@@ -267,6 +277,10 @@ def run_inline(coro: Coroutine[Any, Any, T]) -> T:
     )
 
 
+@overload
+def call_inline(func: Callable[..., Awaitable[T]], /, *args: Any, **kwargs: Any) -> T: ...
+@overload
+def call_inline(func: Callable[..., T | Awaitable[T]], /, *args: Any, **kwargs: Any) -> T: ...
 def call_inline(func: Callable[..., T | Awaitable[T]], /, *args: Any, **kwargs: Any) -> T:
     """`maybe_await` for sync code with no event loop: call a hook that never waits.
 

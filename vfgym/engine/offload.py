@@ -47,13 +47,14 @@ free worker is not charged to it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
 import logging
 import time
 import weakref
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, overload
 
 from vfgym.engine._async import called_safely, is_async_callable, stop_iteration_error
 from vfgym.engine.limited_pool import LIMITED_WORKERS, MAX_ABANDONED, Job, LimitedPool
@@ -139,10 +140,24 @@ class Offloader:
         except TypeError:
             self._strong[key] = verdict
 
+    @overload
+    async def call(self, func: Callable[..., Awaitable[T]], /, *args: Any, **kwargs: Any) -> T: ...
+    @overload
+    async def call(
+        self, func: Callable[..., T | Awaitable[T]], /, *args: Any, **kwargs: Any
+    ) -> T: ...
     async def call(self, func: Callable[..., T | Awaitable[T]], /, *args: Any, **kwargs: Any) -> T:
         """Await an async callable; run a sync one inline or in a thread (see the module)."""
         return await self.call_as(function_key(func), func, *args, **kwargs)
 
+    @overload
+    async def call_as(
+        self, key: Any, func: Callable[..., Awaitable[T]], /, *args: Any, **kwargs: Any
+    ) -> T: ...
+    @overload
+    async def call_as(
+        self, key: Any, func: Callable[..., T | Awaitable[T]], /, *args: Any, **kwargs: Any
+    ) -> T: ...
     async def call_as(
         self, key: Any, func: Callable[..., T | Awaitable[T]], /, *args: Any, **kwargs: Any
     ) -> T:
@@ -191,6 +206,51 @@ class Offloader:
                 self._strike(key)
         return await _settle(result)
 
+    @overload
+    async def call_waited(
+        self, key: Any, func: Callable[..., Awaitable[T]], /, *args: Any, **kwargs: Any
+    ) -> T: ...
+    @overload
+    async def call_waited(
+        self, key: Any, func: Callable[..., T | Awaitable[T]], /, *args: Any, **kwargs: Any
+    ) -> T: ...
+    async def call_waited(
+        self, key: Any, func: Callable[..., T | Awaitable[T]], /, *args: Any, **kwargs: Any
+    ) -> T:
+        """`call_as`, except that a call in a worker thread is waited for when the caller
+        is cancelled; the cancellation goes on once it has returned.
+
+        For hooks that must not overlap with the cleanup that follows a cancellation
+        (`MultiTurnEnv`'s `setup_state`, `env_response`, `cleanup_state`): cleanup sees
+        all that the hook did and never runs at the same time. A call that runs inline
+        cannot be interrupted, so it needs no such wait (nor the task it costs).
+        """
+        if self.runs_inline(key):
+            return await self.call_as(key, func, *args, **kwargs)
+        job = asyncio.ensure_future(self.call_as(key, func, *args, **kwargs))
+        try:
+            return await asyncio.shield(job)
+        except asyncio.CancelledError:
+            while not job.done():  # a second cancellation does not cut the wait short
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.wait([job])
+            if not job.cancelled():
+                job.exception()  # seen: the cancellation is what goes on
+            raise
+
+    @overload
+    async def call_limited(
+        self, limit: float | None, func: Callable[..., Awaitable[T]], /, *args: Any, **kwargs: Any
+    ) -> T: ...
+    @overload
+    async def call_limited(
+        self,
+        limit: float | None,
+        func: Callable[..., T | Awaitable[T]],
+        /,
+        *args: Any,
+        **kwargs: Any,
+    ) -> T: ...
     async def call_limited(
         self,
         limit: float | None,

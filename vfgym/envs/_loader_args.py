@@ -24,13 +24,13 @@ import inspect
 import json
 import types
 import typing
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Collection, Mapping
+from typing import Any, cast
 
 #: Types whose values arrive from JSON as they are.
 _PLAIN = (bool, int, float, str, type(None))
 #: Containers, by the origin of their annotation; JSON has lists for tuples and sets.
-_CONTAINERS: dict[Any, tuple[type, ...]] = {
+_CONTAINERS: dict[Any, tuple[type[Collection[Any]], ...]] = {
     list: (list, tuple),
     tuple: (list, tuple),
     set: (list, tuple, set, frozenset),
@@ -222,7 +222,7 @@ def _fit_container(hint: Any, origin: type, value: Any, path: str, convert: bool
     if rebuild and not (convert and origin in _BUILT_FROM_LISTS):
         raise _Refused(path, hint, value)
     args = typing.get_args(hint)
-    if origin is dict:
+    if origin is dict and isinstance(value, dict):  # (dict is its only container)
         if len(args) != 2:
             return value
         pairs = [
@@ -254,7 +254,10 @@ def _fit_container(hint: Any, origin: type, value: Any, path: str, convert: bool
     if not rebuild and all(new is old for new, old in zip(items, value, strict=True)):
         return value
     try:
-        return origin(items) if rebuild else type(value)(items)
+        # The value's own type (a list, tuple, set or frozenset, or a subclass) rebuilt
+        # from its items; `Collection`'s constructor signature says nothing of that.
+        rebuilt = origin if rebuild else cast(Callable[[list[Any]], Any], type(value))
+        return rebuilt(items)
     except TypeError:  # unhashable items for a set
         raise _Refused(path, hint, value) from None
 

@@ -1,4 +1,8 @@
-"""Several environments behind one: rows carry a `task`, and each goes to its own."""
+"""Several environments behind one: rows carry a `task`, and each goes to its own.
+
+`EnvGroup` routes each rollout, hook and turn to its task's environment; its
+rubric (`EnvGroupRubric`, routing scores the same way) is in `env_group_rubric.py`.
+"""
 
 from __future__ import annotations
 
@@ -9,17 +13,16 @@ from openai import AsyncOpenAI, OpenAI
 
 from vfgym.engine._async import is_async_callable, maybe_await
 from vfgym.engine.data import format_rows, to_rows
+from vfgym.envs.env_group_rubric import EnvGroupRubric
 from vfgym.envs.environment import Environment
 from vfgym.envs.multiturn_env import MultiTurnEnv
 from vfgym.errors import UnknownTaskError
-from vfgym.rubrics import Rubric
 from vfgym.types import (
     ChatMessage,
     Info,
     Messages,
     ModelResponse,
     ProcessedOutputs,
-    RolloutScore,
     SamplingArgs,
     State,
 )
@@ -29,113 +32,6 @@ if TYPE_CHECKING:
 
 #: The columns a formatted row has; a row with all of them is kept as it is.
 _ROW_KEYS = ("prompt", "answer", "info", "task", "example_id")
-
-
-class EnvGroupRubric(Rubric):
-    """Scores each rollout with the rubric of the environment its task names."""
-
-    def __init__(self, env_map: Mapping[str, Environment]):
-        super().__init__()
-        self.env_map = dict(env_map)
-
-    def _rubric_for(self, task: str) -> Rubric:
-        env = self.env_map.get(task)
-        if env is None:
-            raise UnknownTaskError(
-                f"no environment for task {task!r}; tasks are {sorted(self.env_map)}"
-            )
-        return env.rubric
-
-    def get_reward_func_names(self) -> list[str]:
-        names: dict[str, None] = {}
-        for env in self.env_map.values():
-            names.update(dict.fromkeys(env.rubric.get_reward_func_names()))
-        return list(names)
-
-    async def score_rollout(
-        self,
-        prompt: Messages,
-        completion: Messages,
-        answer: str,
-        state: State,
-        task: str = "default",
-        info: Info | None = None,
-        example_id: int | None = None,
-        **kwargs: Any,
-    ) -> RolloutScore:
-        return await self._rubric_for(task).score_rollout(
-            prompt, completion, answer, state, task=task, info=info, example_id=example_id, **kwargs
-        )
-
-    async def score_group(self, states: list[State], **kwargs: Any) -> None:
-        """Each member's `score_group` over the rollouts of its own task.
-
-        A member's group hook compares the rollouts it scores (ranks them, votes), so
-        it sees its own task's, never another task's; the per-rollout columns
-        (`completions`, `answers`, ...) are cut to the same rollouts. Rollouts of a task
-        that names no member are left to `score_rollout`, which says so.
-        """
-        tasks = kwargs.get("tasks")
-        if not isinstance(tasks, list) or len(tasks) != len(states):
-            tasks = [state.get("task", "default") for state in states]
-        by_task: dict[str, list[int]] = {}
-        for i, task in enumerate(tasks):
-            by_task.setdefault(task, []).append(i)
-        for task, rows in by_task.items():
-            env = self.env_map.get(task)
-            if env is None:
-                continue
-            columns = {
-                key: [value[i] for i in rows]
-                if isinstance(value, list) and len(value) == len(states)
-                else value
-                for key, value in kwargs.items()
-            }
-            rubric = env.rubric  # (a plain-method hook runs through the member's offloader)
-            await rubric.offloader.call(rubric.score_group, [states[i] for i in rows], **columns)
-
-    def has_group_hook(self) -> bool:
-        """True when any member's rubric has a `score_group` hook (or this class
-        overrides it): `generate` then scores each example's rollouts together."""
-        if type(self).score_group is not EnvGroupRubric.score_group:
-            return True
-        return any(env.rubric.has_group_hook() for env in self.env_map.values())
-
-    def can_score_sync(self) -> bool:
-        """True when every member's rubric can score without an event loop."""
-        return all(env.rubric.can_score_sync() for env in self.env_map.values())
-
-    def score_values_sync(
-        self,
-        prompt: Messages,
-        completion: Messages,
-        answer: Any,
-        state: State,
-        task: str = "default",
-        info: Info | None = None,
-        example_id: int | None = None,
-        *,
-        apply_weights: bool = True,
-        **kwargs: Any,
-    ) -> tuple[float, dict[str, float]]:
-        """The member rubric's `score_values_sync` (it raises `SyncScoringUnavailable`
-        when it needs an event loop, as `Rubric`'s does)."""
-        return self._rubric_for(task).score_values_sync(
-            prompt,
-            completion,
-            answer,
-            state,
-            task,
-            info,
-            example_id,
-            apply_weights=apply_weights,
-            **kwargs,
-        )
-
-    def score_state_sync(self, state: State) -> tuple[float, dict[str, float]]:
-        """The member rubric's `score_state_sync`: how the Gym adapter scores an
-        episode's end, in its thread when the member's reward functions are sync."""
-        return self._rubric_for(state.get("task", "default")).score_state_sync(state)
 
 
 class EnvGroup(MultiTurnEnv):
@@ -199,8 +95,9 @@ class EnvGroup(MultiTurnEnv):
         )
         # The Gym adapter's per-step reward, only when every member gives one: a group
         # whose episodes reward some steps and not others would mislead training.
-        step_rewards = [getattr(env, "step_reward", None) for env in envs]
-        if all(callable(f) for f in step_rewards):
+        given = [getattr(env, "step_reward", None) for env in envs]
+        step_rewards = [f for f in given if callable(f)]
+        if len(step_rewards) == len(given):
             routed = (
                 self._step_reward_async
                 if any(is_async_callable(f) for f in step_rewards)
@@ -466,7 +363,7 @@ class EnvGroup(MultiTurnEnv):
         states: list[State],
         rewards: list[float],
         processing_class: Tokenizer,
-        max_seq_len: int = -1,
+        max_seq_len: int | None = -1,
         mask_env_responses: bool = False,
         mask_truncated_completions: bool = False,
         zero_truncated_completions: bool = False,
@@ -569,3 +466,6 @@ def _tagged(
         for row in data or ():
             rows.append({**row, "task": row["task"] if nested else name, "example_id": len(rows)})
     return rows
+
+
+__all__ = ["EnvGroup", "EnvGroupRubric"]

@@ -1,22 +1,34 @@
-"""The base of every environment: data, prompts, model calls, generate and evaluate."""
+"""The base of every environment: data, prompts, model calls, generate and evaluate.
+
+`Environment` is the public face; the work behind its methods lives by job in
+`env_settings.py` (its constructor's arguments checked), `sampling.py` (defaults
+and the caller's sampling arguments merged and checked),
+`dataset_rows.py` (row-level dataset steps), `batch_rollouts.py` (`run_rollouts`)
+and `vfgym.engine.runner` (`generate`'s scheduling, scoring and results).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import random
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping
-from contextlib import AbstractAsyncContextManager, nullcontext
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from openai import AsyncOpenAI, OpenAI
 
 from vfgym.engine._async import run_sync
-from vfgym.engine.data import DatasetLike, build_prompt, format_rows, row_count, to_rows
+from vfgym.engine.batch_inputs import check_num_examples, check_rollouts_per_example
+from vfgym.engine.clients import loop_local_client
+from vfgym.engine.data import DatasetLike, build_prompt, format_rows, to_rows
 from vfgym.engine.state import errored_state, fill_state_defaults, new_state
-from vfgym.inference.client import RetryPolicy, refuse_stream, request_model_response
+from vfgym.envs.batch_rollouts import compat_generate_kwargs, run_unscored_rollouts
+from vfgym.envs.dataset_rows import no_rows_message, renamed_columns, take_rows
+from vfgym.envs.env_settings import check_env_settings, checked_token_budget
+from vfgym.envs.sampling import env_sampling_args, merge_sampling_args
+from vfgym.inference.client import RetryPolicy, request_model_response
 from vfgym.parsers import Parser
 from vfgym.rubrics import Rubric
 from vfgym.types import (
@@ -35,10 +47,6 @@ from vfgym.types import (
 
 if TYPE_CHECKING:
     from vfgym.training.processing import Tokenizer
-
-# Keyword arguments verifiers 0.1.x environments accepted that vfgym has no use for.
-# They are accepted (so such environments run unchanged) and ignored.
-_IGNORED_COMPAT_KWARGS = frozenset({"max_workers", "map_kwargs"})
 
 
 class Environment(ABC):
@@ -64,24 +72,16 @@ class Environment(ABC):
         rollout_token_budget: int | None = None,
         **kwargs: Any,
     ):
-        unknown = set(kwargs) - _IGNORED_COMPAT_KWARGS
-        if unknown:
-            raise TypeError(
-                f"{type(self).__name__} got unexpected keyword argument(s) {sorted(unknown)}; "
-                "a subclass that needs its own settings should take them in its __init__"
-            )
-        if message_type not in ("chat", "completion"):
-            raise ValueError(f"message_type must be 'chat' or 'completion', not {message_type!r}")
-        if message_type == "completion" and (system_prompt or few_shot):
-            raise ValueError(
-                "system_prompt and few_shot need message_type='chat'; for completion "
-                "tasks put the full text in each row's 'prompt'"
-            )
-        if dataset is None and eval_dataset is None:
-            raise ValueError(
-                "give a dataset or an eval_dataset (a datasets.Dataset or a list of dicts)"
-            )
-        rollout_token_budget = _token_budget(rollout_token_budget)
+        check_env_settings(
+            type(self).__name__,
+            kwargs,
+            message_type,
+            system_prompt,
+            few_shot,
+            dataset,
+            eval_dataset,
+        )
+        rollout_token_budget = checked_token_budget(rollout_token_budget)
         self.logger = logging.getLogger(f"vfgym.envs.{type(self).__name__}")
         self.message_type: MessageType = message_type
         self.system_prompt = system_prompt
@@ -89,13 +89,7 @@ class Environment(ABC):
         self.parser = parser if parser is not None else Parser()
         self.rubric = rubric if rubric is not None else Rubric(parser=self.parser)
         self.oai_tools = oai_tools
-        self.sampling_args: SamplingArgs = {"n": 1, "extra_body": {}}
-        for key, value in (sampling_args or {}).items():
-            if key == "extra_body":
-                self.sampling_args["extra_body"].update(value or {})
-            else:
-                self.sampling_args[key] = value
-        _check_one_answer(self.sampling_args)
+        self.sampling_args: SamplingArgs = env_sampling_args(sampling_args)
         self.env_id = env_id or ""
         self.env_args = dict(env_args or {})
         self.retry = retry or RetryPolicy()
@@ -132,7 +126,7 @@ class Environment(ABC):
         """
         rows = to_rows(dataset)
         if question_key != "question" or answer_key != "answer":
-            rows = [_renamed(row, i, question_key, answer_key) for i, row in enumerate(rows)]
+            rows = [renamed_columns(row, i, question_key, answer_key) for i, row in enumerate(rows)]
         return format_rows(
             rows,
             message_type=self.message_type,
@@ -150,8 +144,8 @@ class Environment(ABC):
         if self.dataset is None:
             raise ValueError(f"{type(self).__name__} has no training dataset; use eval_dataset")
         if not self.dataset:
-            raise ValueError(_no_rows(self, "dataset"))
-        return _take(self.dataset, n, seed)
+            raise ValueError(no_rows_message(type(self).__name__, "dataset"))
+        return take_rows(self.dataset, n, seed)
 
     def get_eval_dataset(self, n: int | None = -1, seed: int | None = None) -> list[dict[str, Any]]:
         """The evaluation rows, falling back to the training rows when there is no
@@ -160,13 +154,13 @@ class Environment(ABC):
         if self.eval_dataset is not None:
             if not self.eval_dataset:
                 raise ValueError(
-                    _no_rows(self, "eval_dataset")
+                    no_rows_message(type(self).__name__, "eval_dataset")
                     + ", or eval_dataset=None to evaluate on the training rows"
                 )
-            return _take(self.eval_dataset, n, seed)
+            return take_rows(self.eval_dataset, n, seed)
         if not self.dataset:
-            raise ValueError(_no_rows(self, "dataset"))
-        return _take(self.dataset, n, seed)
+            raise ValueError(no_rows_message(type(self).__name__, "dataset"))
+        return take_rows(self.dataset, n, seed)
 
     def get_reward_funcs(self) -> list[Callable[..., Any]]:
         return self.rubric.get_reward_funcs()
@@ -178,27 +172,7 @@ class Environment(ABC):
 
     def merged_sampling_args(self, sampling_args: SamplingArgs | None) -> SamplingArgs:
         """The environment's defaults overlaid with the caller's (extra_body merged)."""
-        merged = dict(self.sampling_args)
-        merged["extra_body"] = dict(self.sampling_args.get("extra_body") or {})
-        for key, value in (sampling_args or {}).items():
-            if key == "extra_body":
-                merged["extra_body"].update(value or {})
-            else:
-                merged[key] = value
-        if sampling_args:
-            _drop_overridden_elsewhere(merged, sampling_args)
-        if sampling_args:
-            _drop_default_alias(merged, sampling_args)
-        _check_one_answer(merged)
-        # Refused here too, not only at each request: a batch must stop before it
-        # starts (and writes results no resume could finish) rather than error every
-        # rollout.
-        refuse_stream(merged, merged["extra_body"])
-        if merged.get("n", 1) == 1:
-            merged.pop("n", None)
-        if not merged["extra_body"]:
-            merged.pop("extra_body")
-        return merged
+        return merge_sampling_args(self.sampling_args, sampling_args)
 
     async def get_model_response(
         self,
@@ -242,7 +216,7 @@ class Environment(ABC):
     @abstractmethod
     async def rollout(
         self,
-        client: AsyncOpenAI,
+        client: AsyncOpenAI | OpenAI,
         model: str,
         prompt: Messages,
         completion: Messages | None = None,
@@ -310,68 +284,23 @@ class Environment(ABC):
         entry point, this is the lower-level call verifiers trainers make. A
         rollout that raises ends with `state["error"]`; the others go on.
         """
-        from vfgym.engine.runner import _check_max_concurrent, _progress_bar
-
-        workers = _check_max_concurrent(max_concurrent)
-        n = len(prompts)
-
-        def column(name: str, values: list[Any] | None, default: Callable[[int], Any]) -> list[Any]:
-            if not values:
-                return [default(i) for i in range(n)]
-            if len(values) != n:
-                raise ValueError(f"{n} prompts but {len(values)} {name}; give one per prompt")
-            return list(values)
-
-        rows = zip(
+        return await run_unscored_rollouts(
+            self,
+            client,
+            model,
             prompts,
-            column("completions", completions, lambda i: None),
-            column("answers", answers, lambda i: ""),
-            column("states", states, lambda i: None),
-            column("tasks", tasks, lambda i: "default"),
-            column("infos", infos, lambda i: {}),
-            column("example_ids", example_ids, lambda i: i),
-            strict=True,
+            completions,
+            answers,
+            states,
+            tasks,
+            infos,
+            example_ids,
+            sampling_args,
+            max_concurrent,
+            semaphore,
+            use_tqdm,
+            kwargs,
         )
-        if semaphore is None:
-            limit: AbstractAsyncContextManager[Any] = (
-                asyncio.Semaphore(workers) if workers > 0 else nullcontext()
-            )
-        else:
-            limit = semaphore
-        progress = _progress_bar(n, use_tqdm)
-
-        async def one(row: tuple[Any, ...]) -> tuple[Messages, State]:
-            prompt, completion, answer, state, task, info, example_id = row
-            try:
-                result = await self.run_rollout(
-                    limit,
-                    client,
-                    model,
-                    prompt,
-                    completion,
-                    answer,
-                    state,
-                    task,
-                    info,
-                    example_id,
-                    sampling_args,
-                    **kwargs,
-                )
-            except Exception as exc:  # the others go on; this one is reported as errored
-                failed = errored_state(
-                    self.message_type, prompt, answer, task, info, example_id, exc
-                )
-                self.logger.warning("rollout %s failed: %s", example_id, exc)
-                result = (failed["completion"], failed)
-            if progress is not None:
-                progress.update(1)
-            return result
-
-        try:
-            return list(await asyncio.gather(*(one(row) for row in rows)))
-        finally:
-            if progress is not None:
-                progress.close()
 
     # --------------------------------------------------- generate / evaluate
 
@@ -434,7 +363,7 @@ class Environment(ABC):
             resume=resume,
             use_tqdm=use_tqdm,
             on_result=on_result,
-            **_compat_generate_kwargs(kwargs),
+            **compat_generate_kwargs(kwargs),
         )
 
     def generate_sync(
@@ -446,7 +375,6 @@ class Environment(ABC):
         **kwargs: Any,
     ) -> GenerateOutputs:
         """`generate` for sync code; works inside a running event loop too (notebooks)."""
-        from vfgym.engine.runner import loop_local_client
 
         async def run() -> GenerateOutputs:
             async with loop_local_client(client) as local:
@@ -462,11 +390,9 @@ class Environment(ABC):
     ) -> list[dict[str, Any]]:
         """The evaluation rows, each repeated `rollouts_per_example` times in a row
         (None: once, as `generate` reads it)."""
-        from vfgym.engine.runner import _check_num_examples, _check_rollouts_per_example
-
         per = 1 if rollouts_per_example is None else rollouts_per_example
-        per = _check_rollouts_per_example(per)
-        rows = self.get_eval_dataset(n=_check_num_examples(num_examples), seed=seed)
+        per = check_rollouts_per_example(per)
+        rows = self.get_eval_dataset(n=check_num_examples(num_examples), seed=seed)
         return [row for row in rows for _ in range(per)]
 
     async def evaluate(
@@ -509,7 +435,6 @@ class Environment(ABC):
         **kwargs: Any,
     ) -> GenerateOutputs:
         """`evaluate` for sync code; works inside a running event loop too (notebooks)."""
-        from vfgym.engine.runner import loop_local_client
 
         async def run() -> GenerateOutputs:
             async with loop_local_client(client) as local:
@@ -587,114 +512,6 @@ class Environment(ABC):
             zero_truncated_completions=zero_truncated_completions,
             **kwargs,
         )
-
-
-#: Names of one setting: the client sends one of them (the chat name when both are set).
-_MAX_TOKENS_NAMES = ("max_tokens", "max_completion_tokens")
-
-
-def _drop_overridden_elsewhere(merged: dict[str, Any], given: SamplingArgs) -> None:
-    """Drop an environment default the caller set in the other place: `top_k` in the
-    caller's `extra_body` overrides the environment's top-level `top_k`, and the other
-    way round (the server would otherwise get both, and which wins is its choice)."""
-    extra = merged["extra_body"]
-    given_extra = given.get("extra_body") or {}
-    for key in given_extra:
-        if key not in given:
-            merged.pop(key, None)
-    for key in given:
-        if key != "extra_body" and key not in given_extra:
-            extra.pop(key, None)
-
-
-def _drop_default_alias(merged: SamplingArgs, given: SamplingArgs) -> None:
-    """Drop the environment's default max tokens under the other name than the
-    caller's, which would otherwise win over the caller's value at the client."""
-    for name, other in (_MAX_TOKENS_NAMES, _MAX_TOKENS_NAMES[::-1]):
-        if name in given and other not in given:
-            merged.pop(other, None)
-
-
-def _check_one_answer(sampling_args: SamplingArgs) -> None:
-    """Refuse an `n` other than 1: a rollout plays one conversation, so of n answers
-    it kept the first, and the token budget counted all n (the usage sums them)."""
-    n = sampling_args.get("n")
-    if n is None or (n == 1 and not isinstance(n, bool)):
-        return
-    raise ValueError(
-        f"sampling_args 'n' is {n!r}, but a rollout plays one conversation and keeps a single "
-        f"answer per model turn; drop 'n' (or set it to 1) and ask for several rollouts of "
-        f"each example instead (rollouts_per_example={n!r}, or `vfgym eval -r {n!r}`)"
-    )
-
-
-def _token_budget(budget: Any) -> int | None:
-    """`rollout_token_budget` as an int (or None), checked once, not at every turn."""
-    if budget is None:
-        return None
-    if isinstance(budget, float) and budget.is_integer():
-        budget = int(budget)
-    if isinstance(budget, bool) or not isinstance(budget, int):
-        raise TypeError(
-            f"rollout_token_budget must be a whole number of tokens or None, not {budget!r}"
-        )
-    if budget <= 0:
-        raise ValueError("rollout_token_budget must be a positive number of tokens or None")
-    return budget
-
-
-def _renamed(row: dict[str, Any], index: int, question_key: str, answer_key: str) -> dict[str, Any]:
-    """A row whose question and answer columns carry the standard names."""
-    out = dict(row)
-    for key, standard in ((question_key, "question"), (answer_key, "answer")):
-        if key == standard or ("prompt" in out and standard == "question"):
-            continue
-        if key not in out:
-            raise ValueError(
-                f"dataset row {index} has no {key!r} column (its columns: {sorted(out)})"
-            )
-        out[standard] = out.pop(key)
-    return out
-
-
-def _no_rows(env: Environment, name: str) -> str:
-    """The error for an environment whose `name` ("dataset", "eval_dataset") is empty."""
-    return (
-        f"{type(env).__name__}'s {name} has no rows; give it at least one row (a dict with a "
-        "'question' or a 'prompt')"
-    )
-
-
-def _take(rows: list[dict[str, Any]], n: Any, seed: int | None) -> list[dict[str, Any]]:
-    """The first `n` of `rows` (shuffled by `seed` first) as a new list."""
-    count = row_count(n)
-    if seed is not None:
-        rows = list(rows)
-        random.Random(seed).shuffle(rows)
-        return rows if count is None else rows[:count]
-    return list(rows) if count is None else rows[:count]
-
-
-# verifiers-era tuning knobs that vfgym's scheduler has no use for: scoring runs
-# as each rollout ends and results stream as they finish, so these change nothing.
-_IGNORED_GENERATE_KWARGS = frozenset(
-    {
-        "max_concurrent_generation",
-        "max_concurrent_scoring",
-        "generation_semaphore",
-        "scoring_semaphore",
-        "interleave_scoring",
-        "save_every",
-    }
-)
-
-
-def _compat_generate_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
-    """Keep the keyword arguments `run_batch` understands; refuse unknown ones."""
-    unknown = set(kwargs) - _IGNORED_GENERATE_KWARGS - {"semaphore", "gc_freeze"}
-    if unknown:
-        raise TypeError(f"generate() got unexpected keyword argument(s) {sorted(unknown)}")
-    return {k: v for k, v in kwargs.items() if k in ("semaphore", "gc_freeze")}
 
 
 __all__ = ["Environment", "errored_state", "fill_state_defaults", "new_state"]

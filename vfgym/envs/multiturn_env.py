@@ -1,12 +1,15 @@
-"""The turn loop: model turn, environment turn, until the episode ends."""
+"""The turn loop: model turn, environment turn, until the episode ends.
+
+`MultiTurnEnv` holds the loop and the hooks an author overrides; checking what
+the hooks return is in `env_replies.py`, and the stop reasons, turn limit and
+per-turn token budget in `turn_limits.py`.
+"""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import time
 from abc import abstractmethod
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from openai import AsyncOpenAI, OpenAI
@@ -15,21 +18,20 @@ from vfgym.engine._async import call_inline, is_async_callable, maybe_await, set
 from vfgym.engine.data import build_prompt, fresh_copy
 from vfgym.engine.offload import Offloader
 from vfgym.engine.state import fill_state_defaults, new_state
+from vfgym.envs.env_replies import prepared_state, take_reply
 from vfgym.envs.environment import Environment
+from vfgym.envs.turn_limits import (
+    STOP_REASONS,
+    TRUNCATING,
+    final_stop,
+    turn_limit,
+    turn_sampling_args,
+)
 from vfgym.errors import ContextLengthExceeded, error_record
-from vfgym.inference.client import ModelCaller, cut_by_length
+from vfgym.inference.client import ModelCaller
 from vfgym.inference.messages import assistant_message, completion_text
-from vfgym.training.processing import response_field
+from vfgym.training.response_ids import response_field
 from vfgym.types import ChatMessage, Info, Messages, ModelResponse, SamplingArgs, State
-
-#: Why an episode ended. "completed" is a natural end (Gymnasium's `terminated`);
-#: the others cut it short (`truncated`), except "error", which is neither. "length"
-#: is an episode whose last model reply the server cut at its token limit.
-#: The sampling args that limit a turn's tokens (the newer name first).
-_MAX_TOKENS_KEYS = ("max_completion_tokens", "max_tokens")
-
-STOP_REASONS = ("completed", "max_turns", "token_budget", "context_length", "length", "error")
-TRUNCATING = frozenset({"max_turns", "token_budget", "context_length", "length"})
 
 
 class MultiTurnEnv(Environment):
@@ -123,43 +125,15 @@ class MultiTurnEnv(Environment):
         `cleanup_state`): an async one awaited, a sync one through the offloader. A
         sync hook that blocks (acquiring a sandbox, a request, a subprocess) would
         otherwise stall every rollout sharing the loop; a quick one (a game's move)
-        runs inline after its first call."""
+        runs inline after its first call; a cancelled rollout waits for a sync hook
+        in a worker thread to return (see `Offloader.call_waited`)."""
         function = getattr(hook, "__func__", hook)  # (a method: the class's function)
         is_async = self._async_hooks.get(function)
         if is_async is None:  # asked once per hook: the check costs more than the call
             is_async = self._async_hooks[function] = is_async_callable(hook)
         if is_async:
             return await (hook(*args, **kwargs) if kwargs else hook(*args))
-        return await self._offloaded(function, hook, args, kwargs)
-
-    async def _offloaded(
-        self,
-        function: Any,
-        hook: Callable[..., Any],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-    ) -> Any:
-        """A sync hook called through the offloader (its verdict kept under `function`).
-
-        A sync hook in a worker thread runs on when the rollout is cancelled: the
-        cancellation waits for it, so that `cleanup_state` sees all that the hooks
-        before it did (what `setup_state` acquired, the State an `env_response`
-        changed) and never runs at the same time as one of them. A hook that runs
-        inline cannot be interrupted, so it needs no such wait (nor the task it costs).
-        """
-        offloader = self._sync_hooks
-        if offloader.runs_inline(function):
-            return await offloader.call_as(function, hook, *args, **kwargs)
-        job = asyncio.ensure_future(offloader.call_as(function, hook, *args, **kwargs))
-        try:
-            return await asyncio.shield(job)
-        except asyncio.CancelledError:
-            while not job.done():  # a second cancellation does not cut the wait short
-                with contextlib.suppress(asyncio.CancelledError):
-                    await asyncio.wait([job])
-            if not job.cancelled():
-                job.exception()  # seen: the cancellation is what goes on
-            raise
+        return await self._sync_hooks.call_waited(function, hook, *args, **kwargs)
 
     @property
     def hooks_are_sync(self) -> bool:
@@ -273,6 +247,8 @@ class MultiTurnEnv(Environment):
     ) -> str | None:
         """`check_stop` with no event loop, for environments whose `hooks_are_sync`."""
         context = self._context_sync(state)
+        # A hook overridden with a plain `def` returns its value, an async one an awaitable.
+        completed: bool | Awaitable[bool]
         if kwargs:  # (see advance_sync)
             completed = self.is_completed(context, state, **kwargs)
         else:
@@ -318,6 +294,7 @@ class MultiTurnEnv(Environment):
             completed = await self._completed(context, state, kwargs)
         if completed:
             return self._no_messages(), self._natural_stop(state, completed)
+        reply: tuple[Messages, State] | Awaitable[tuple[Messages, State]]
         if self._async_env_response:  # `call_hook`'s async case, without its call
             reply = (
                 self.env_response(context, state, **kwargs)
@@ -328,7 +305,7 @@ class MultiTurnEnv(Environment):
                 reply = await reply
         else:
             reply = await self.call_hook(self.env_response, (context, state), kwargs)
-        messages = self._take_reply(state, reply)
+        messages = take_reply(self, state, reply)
         # (an empty `**kwargs` costs a dict per call: this runs every turn)
         return messages, await (
             self.check_stop(state, **kwargs) if kwargs else self.check_stop(state)
@@ -343,7 +320,10 @@ class MultiTurnEnv(Environment):
         """
         context = self._context_sync(state)
         # Hooks are called without `**kwargs` when there are none: a call through an
-        # empty `**` costs more than the rest of a game's turn check.
+        # empty `**` costs more than the rest of a game's turn check. (A hook overridden
+        # with a plain `def` returns its value, an async one an awaitable.)
+        completed: bool | Awaitable[bool]
+        reply: tuple[Messages, State] | Awaitable[tuple[Messages, State]]
         if kwargs:
             completed = self.is_completed(context, state, **kwargs)
         else:
@@ -358,7 +338,7 @@ class MultiTurnEnv(Environment):
             reply = self.env_response(context, state)
         if hasattr(reply, "__await__"):
             reply = settle_inline(reply)
-        messages = self._take_reply(state, reply)
+        messages = take_reply(self, state, reply)
         if kwargs:
             return messages, self.check_stop_sync(state, **kwargs)
         return messages, self.check_stop_sync(state)
@@ -385,80 +365,6 @@ class MultiTurnEnv(Environment):
             return state["prompt"] + state["completion"]
         return call_inline(self.get_context_messages, state)
 
-    def _take_reply(self, state: State, reply: Any) -> Messages:
-        """Check `env_response`'s `(messages, state)` and add the messages to the completion."""
-        try:
-            env_messages, new_state = reply
-        except (TypeError, ValueError):
-            raise self._bad_reply(reply) from None
-        if new_state is not None and new_state is not state:
-            if not isinstance(new_state, dict) or _is_message(new_state):
-                # e.g. two messages returned without the State: the second is no State
-                raise self._bad_reply(reply)
-            state.update(new_state)
-        if self.message_type == "chat":
-            if isinstance(env_messages, dict):
-                env_messages = [env_messages]
-            if not isinstance(env_messages, list):
-                raise TypeError(
-                    f"{type(self).__name__}.env_response must return (list of messages, state), "
-                    f"got {type(env_messages).__name__} as the messages; e.g. "
-                    "`return [{'role': 'user', 'content': text}], state`, or `[]` for none"
-                )
-            for item in env_messages:
-                # `_is_chat_message` inlined for the usual message (a dict with a role and
-                # a text): the check runs on every turn of every rollout.
-                if not (
-                    type(item) is dict
-                    and item.get("role") in CHAT_ROLES
-                    and type(item.get("content")) is str
-                ) and not (isinstance(item, dict) and _is_chat_message(item)):
-                    raise self._bad_message(item)
-            state["completion"].extend(env_messages)
-        else:
-            try:
-                state["completion"] += env_messages
-            except TypeError:
-                raise TypeError(
-                    f"{type(self).__name__}.env_response must return (text, state) in a "
-                    f"message_type='completion' environment, got "
-                    f"{type(env_messages).__name__} as the text; return '' for no text"
-                ) from None
-        return env_messages
-
-    def _bad_message(self, item: Any) -> TypeError:
-        """The error for a chat `env_response` message that is no chat message: said
-        here, not as the next model call's HTTP 400 (which blames the model server) or a
-        Gym observation that crashes or reads it wrong, and not left in the completion."""
-        return TypeError(
-            f"{type(self).__name__}.env_response returned a message that {_flaw(item)}: "
-            f"{item!r:.80}. Return chat messages, e.g. "
-            "`return [{'role': 'user', 'content': text}], state`"
-        )
-
-    def _bad_reply(self, reply: Any) -> TypeError:
-        """The error for an `env_response` that did not return `(messages, state)`."""
-        return TypeError(
-            f"{type(self).__name__}.env_response must return (messages, state), a pair of "
-            f"the new messages and the State; it returned {_describe(reply)}. "
-            "End it with `return messages, state`."
-        )
-
-    def _final_stop(self, state: State, stop: str, last_response: ModelResponse) -> str:
-        """The stop reason `stop`, with a natural end whose last model reply was cut
-        at the server's token limit told as truncation: that reply ends mid-answer,
-        and a trainer masking truncated completions must see it. A turn limit or
-        context overflow already truncates; when the token budget lowered that turn's
-        max tokens, the budget is why it was cut. Cut turns before the last one do not
-        end the episode (the environment answers them as any other turn).
-        """
-        if stop != "completed" or last_response is None or not cut_by_length(last_response):
-            return stop
-        budget = self.rollout_token_budget
-        if budget is not None and state["completion_tokens"] >= budget:
-            return "token_budget"
-        return "length"
-
     def finish(self, state: State, stop_reason: str) -> None:
         """Mark how the episode ended."""
         state["stop_reason"] = stop_reason
@@ -473,38 +379,6 @@ class MultiTurnEnv(Environment):
         if isinstance(prompt, str):
             return build_prompt(prompt, self.system_prompt, self.few_shot)
         return list(map(dict, prompt))  # type: ignore[arg-type]
-
-    def _prepared(self, state: State, prepared: Any) -> State:
-        """The State after `setup_state` returned `prepared`: the same dict, or a new
-        one whose keys are taken in (as `env_response`'s are)."""
-        if prepared is state:
-            return state
-        if not isinstance(prepared, dict) or _is_message(prepared):
-            raise TypeError(
-                f"{type(self).__name__}.setup_state must return the State (or None, having "
-                f"changed it in place), got {type(prepared).__name__}; end it with "
-                "`return state`"
-            )
-        state.update(prepared)
-        return state
-
-    def _turn_sampling_args(self, state: State, sampling_args: SamplingArgs) -> SamplingArgs:
-        """Clamp the turn's max tokens to what is left of the rollout's token budget."""
-        budget = self.rollout_token_budget
-        if budget is None:
-            return sampling_args
-        left = budget - state["completion_tokens"]
-        # Every limit the turn sets is clamped; a key present with None sets none.
-        limits = [k for k in _MAX_TOKENS_KEYS if sampling_args.get(k) is not None]
-        if not limits:
-            key = (
-                "max_completion_tokens"
-                if "max_completion_tokens" in sampling_args
-                else "max_tokens"
-            )
-            return {**sampling_args, key: left}
-        over = {key: left for key in limits if sampling_args[key] > left}
-        return {**sampling_args, **over} if over else sampling_args
 
     # ---------------------------------------------------------------- loop
 
@@ -570,18 +444,19 @@ class MultiTurnEnv(Environment):
             if not self._default_hook("setup_state"):
                 prepared = await self.call_hook(self.setup_state, (state,), kwargs)
                 if prepared is not None:  # a hook that mutates in place may forget `return state`
-                    state = self._prepared(state, prepared)
+                    state = prepared_state(type(self).__name__, state, prepared)
             stop = await self.check_stop(state, **kwargs)
             default_context = self._default_context
             chat = self.message_type == "chat"
-            budgeted = self.rollout_token_budget is not None
+            budget = self.rollout_token_budget
+            budgeted = budget is not None
             response: ModelResponse = None
             while stop is None:
                 if default_context:
                     context = state["prompt"] + state["completion"]
                 else:
                     context = await maybe_await(self.get_context_messages, state)
-                turn_args = self._turn_sampling_args(state, args) if budgeted else args
+                turn_args = turn_sampling_args(budget, state, args) if budgeted else args
                 try:
                     if caller is not None:
                         response = await caller(context, turn_args)
@@ -605,7 +480,7 @@ class MultiTurnEnv(Environment):
                 )
                 self.record_model_turn(state, message, response)
                 _, stop = await (self.advance(state, **kwargs) if kwargs else self.advance(state))
-            self.finish(state, self._final_stop(state, stop, response))
+            self.finish(state, final_stop(self.rollout_token_budget, state, stop, response))
         except Exception as exc:  # the batch goes on; the rollout is reported as errored
             state["error"] = error_record(exc)
             self.finish(state, "error")
@@ -623,61 +498,4 @@ class MultiTurnEnv(Environment):
         return state["completion"], state
 
 
-def turn_limit(max_turns: Any) -> int:
-    """`max_turns` as the int the loop compares on every turn; None (like 0 or a
-    negative number) means no limit.
-
-    Checked once here: a None or a "5" that reached the turn check would end
-    every rollout as an error, one model turn in.
-    """
-    if max_turns is None:
-        return -1
-    if isinstance(max_turns, float) and max_turns.is_integer():
-        return int(max_turns)
-    if isinstance(max_turns, bool) or not isinstance(max_turns, int):
-        raise TypeError(
-            f"max_turns must be a whole number of turns (0, a negative number or None "
-            f"for no limit), not {max_turns!r}"
-        )
-    return max_turns
-
-
-def _is_message(value: dict[str, Any]) -> bool:
-    """True for a chat message, which a State (it always has a prompt) never is."""
-    return "role" in value and "prompt" not in value
-
-
-#: The roles a chat message may have (those an OpenAI-compatible chat template knows).
-CHAT_ROLES = frozenset({"system", "user", "assistant", "tool", "developer"})
-
-
-def _is_chat_message(message: dict[str, Any]) -> bool:
-    """True for a dict a chat server takes as a message: a known role, and content
-    that is text, None (an assistant's tool calls) or a list of parts."""
-    content = message.get("content")
-    return message.get("role") in CHAT_ROLES and (
-        content is None or isinstance(content, str | list)
-    )
-
-
-def _flaw(item: Any) -> str:
-    """What is wrong with `item` as a chat message, for `_bad_message`."""
-    if not isinstance(item, dict):
-        return f"is a {type(item).__name__}, not a dict"
-    if "role" not in item:
-        return "has no 'role'"
-    if item["role"] not in CHAT_ROLES:
-        return f"has the role {item['role']!r}, not one of {sorted(CHAT_ROLES)}"
-    return (
-        f"has content of type {type(item.get('content')).__name__}; "
-        "content must be text (a str), None or a list of parts"
-    )
-
-
-def _describe(reply: Any) -> str:
-    """A short account of what `env_response` returned, for its error message."""
-    if isinstance(reply, list | tuple):
-        kinds = ", ".join(type(item).__name__ for item in reply[:4])
-        more = ", ..." if len(reply) > 4 else ""
-        return f"a {type(reply).__name__} of {len(reply)} ({kinds}{more})"
-    return f"a {type(reply).__name__}"
+__all__ = ["STOP_REASONS", "TRUNCATING", "MultiTurnEnv", "turn_limit"]

@@ -1,10 +1,14 @@
-"""Tool use: plain Python functions the model calls through OpenAI tool calls."""
+"""Tool use: plain Python functions the model calls through OpenAI tool calls.
+
+`ToolEnv` answers each tool call with a tool message; reading the calls and
+writing the results is in `tool_calls.py`, checking its settings in
+`tool_settings.py`, and the tools' schemas in `vfgym.tools`.
+"""
 
 from __future__ import annotations
 
 import inspect
 import json
-import math
 import time
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from typing import Any
@@ -12,52 +16,28 @@ from typing import Any
 from vfgym.engine._async import maybe_await, never_suspends
 from vfgym.engine.offload import AbandonedThreadsError, Offloader, OffloadMode
 from vfgym.envs.multiturn_env import MultiTurnEnv
-from vfgym.errors import CallTimeoutError, ToolTimeoutError
-from vfgym.tools.schema import (
-    Tool,
-    check_tool_name,
-    clip,
-    json_kind,
-    quote,
-    read_json_integer,
-    tool_name,
+from vfgym.envs.tool_calls import (
+    cut_text,
+    default_error_formatter,
+    give_id,
+    read_call_function,
+    read_call_id,
+    read_call_name,
+    result_text,
 )
+from vfgym.envs.tool_settings import (
+    DEFAULT_MAX_TOOL_RESULT_CHARS,
+    MIN_TOOL_RESULT_CHARS,
+    check_result_cap,
+    check_time_limit,
+    check_time_limits,
+    checked_tools,
+)
+from vfgym.errors import CallTimeoutError, ToolTimeoutError
+from vfgym.tools.arguments import read_json_integer
+from vfgym.tools.names import check_tool_name, clip, json_kind, quote, tool_name
+from vfgym.tools.schema import Tool
 from vfgym.types import ChatMessage, Messages, State
-
-#: How many characters of a tool's reply the model reads by default: plenty for any
-#: answer a tool should give, and a few thousand tokens, so that one runaway result
-#: (a `cat` of a big file, a print in a loop) cannot fill the model's context window.
-DEFAULT_MAX_TOOL_RESULT_CHARS = 20_000
-#: The smallest cap accepted: room for the note on a cut reply and some text before it.
-MIN_TOOL_RESULT_CHARS = 100
-
-
-def checked_tools(tools: Any) -> list[Callable[..., Any]]:
-    """`tools` as the list of functions it must be, or an error saying how to pass them:
-    left alone, one function or a schema dict fails deep in `inspect` ("'function'
-    object is not iterable", "{...} is not a callable object")."""
-    if tools is None:
-        return []
-    if callable(tools) or not isinstance(tools, list | tuple):
-        name = getattr(tools, "__name__", None)
-        example = f"tools=[{name}]" if isinstance(name, str) else "tools=[my_tool, other_tool]"
-        raise TypeError(
-            f"tools must be a list of functions, e.g. {example}, not a "
-            f"{type(tools).__name__}: {tools!r:.80}"
-        )
-    for index, tool in enumerate(tools):
-        if not callable(tool):
-            raise TypeError(
-                f"tool {index} is a {type(tool).__name__}, not a function: {tool!r:.80}. "
-                "A tool is a Python function whose schema is built from its type hints and "
-                "docstring; pass the function itself"
-            )
-    return list(tools)
-
-
-def default_error_formatter(exc: Exception) -> str:
-    """What the model reads when its tool call fails: the error's type and message."""
-    return f"Error: {type(exc).__name__}: {exc}"
 
 
 class ToolCallError(Exception):
@@ -360,7 +340,7 @@ class ToolEnv(MultiTurnEnv):
         can hold anything: a malformed call must become the model's error message,
         not a raw exception that ends the rollout.
         """
-        function = _call_function(call)
+        function = read_call_function(call)
         if type(function) is not dict and not isinstance(function, Mapping):
             raise ToolCallError(
                 "a tool call's 'function' must be an object with 'name' and 'arguments', "
@@ -383,20 +363,20 @@ class ToolEnv(MultiTurnEnv):
         called = state.setdefault("tools_called", [])
         log = state.setdefault("tool_call_log", [])
         replies: list[ChatMessage] = []
-        taken = {_call_id(call) for call in calls}
+        taken = {read_call_id(call) for call in calls}
         answered: set[str] = set()
         for index, call in enumerate(calls):
             started = time.perf_counter()
-            call_id = _call_id(call)
+            call_id = read_call_id(call)
             if not call_id or call_id in answered:  # none, or an earlier call's: a new one
-                call_id = _give_id(call, index, taken)
+                call_id = give_id(call, index, taken)
             answered.add(call_id)
             name = ""
             try:
                 name, args = self._parse_call(call)
                 args = self._tool_specs[name].validate(args)
             except (ToolCallError, ValueError) as exc:
-                name = name or _call_name(call)
+                name = name or read_call_name(call)
                 reply: ChatMessage = {
                     "role": "tool",
                     "content": self._error_text(f"Error: {exc}"),
@@ -435,136 +415,6 @@ class ToolEnv(MultiTurnEnv):
             )
             replies.append(reply)
         return replies, state
-
-
-def check_time_limit(value: Any, name: str = "tool_timeout") -> float | None:
-    """`value` as a tool call's time limit in seconds, refused now rather than at the
-    first call: zero, a negative number or NaN would fail every call, and infinity
-    would only pretend to limit."""
-    if value is None:
-        return None
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or value <= 0
-    ):
-        raise ValueError(
-            f"{name} must be a positive, finite number of seconds, or None for no limit; "
-            f"got {value!r}"
-        )
-    return float(value)
-
-
-def check_time_limits(value: Any) -> dict[str, float | None]:
-    """`value` as per-tool time limits: a mapping of tool names to `check_time_limit`
-    values (None for none); {} when there are none."""
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
-        raise ValueError(
-            "tool_timeouts must map tool names to seconds (or None for no limit), such "
-            f'as {{"search": 30}}; got {clip(repr(value))}'
-        )
-    return {key: check_time_limit(limit, f"tool_timeouts[{key!r}]") for key, limit in value.items()}
-
-
-def check_result_cap(value: Any) -> int | None:
-    """`value` as a cap on tool replies, refused now rather than at the first long reply."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < MIN_TOOL_RESULT_CHARS:
-        raise ValueError(
-            "max_tool_result_chars must be a whole number of characters, at least "
-            f"{MIN_TOOL_RESULT_CHARS}, or None for no cap; got {value!r}"
-        )
-    return value
-
-
-def result_text(result: Any) -> str:
-    """A tool's result as the text of its reply: "" for None, bytes decoded as UTF-8
-    (what the model should read is the text, not Python's b'...' repr), a dict, list
-    or tuple of JSON values as JSON (models misread Python's repr: its quotes, None,
-    True), else `str`.
-
-    A named tuple keeps its `str`, whose field names say more than a JSON array.
-    """
-    if result is None:
-        return ""
-    if isinstance(result, bytes | bytearray | memoryview):
-        return bytes(result).decode("utf-8", errors="replace")
-    if isinstance(result, dict | list | tuple) and not hasattr(result, "_fields"):
-        try:
-            return json.dumps(result, ensure_ascii=False)
-        except (TypeError, ValueError):
-            pass  # a value JSON has no form for (a set, bytes, an object) or a cycle
-    return str(result)
-
-
-def _cut_note(kept: int, total: int) -> str:
-    return f"\n[... cut to the first {kept} of {total} characters]"
-
-
-def cut_text(text: str, limit: int | None) -> str:
-    """`text`, or when longer than `limit` (None: no limit) its start and a note
-    saying how much of how many characters is shown, `limit` characters at most.
-
-    The model must know it reads part of the result, or it takes the part for the
-    whole. The cut never falls between the two halves of a surrogate pair (text
-    decoded with "surrogatepass" can hold them), which would leave invalid text.
-    """
-    if limit is None or len(text) <= limit:
-        return text
-    total = len(text)
-    kept = limit - len(_cut_note(limit, total))  # the note for `kept` is no longer
-    if "\udc00" <= text[kept] <= "\udfff" and "\ud800" <= text[kept - 1] <= "\udbff":
-        kept -= 1
-    return text[:kept] + _cut_note(kept, total)
-
-
-def _give_id(call: Any, index: int, taken: set[str]) -> str:
-    """A new id for a call that has none (or an earlier call's), unique in its turn,
-    written into the call.
-
-    The OpenAI API requires each tool reply's `tool_call_id` to be the id of a call
-    in the assistant turn before it; a call without an id can only be matched once
-    it has one.
-    """
-    call_id = f"call_{index}"
-    suffix = 0
-    while call_id in taken:
-        suffix += 1
-        call_id = f"call_{index}_{suffix}"
-    taken.add(call_id)
-    if isinstance(call, MutableMapping):
-        call["id"] = call_id
-    return call_id
-
-
-def _call_fields(call: Any) -> Mapping[str, Any]:
-    """A tool call as a mapping: a dict as it is, an openai object dumped, else empty."""
-    if type(call) is dict or isinstance(call, Mapping):  # (the exact type: no ABC check)
-        return call
-    dump = getattr(call, "model_dump", None)
-    return dump() if callable(dump) else {}
-
-
-def _call_function(call: Any) -> Any:
-    """The `function` part of a tool call, unchecked ({} when missing)."""
-    return _call_fields(call).get("function") or {}
-
-
-def _call_id(call: Any) -> str:
-    """The id of a tool call as a str ("" when missing), whatever it was sent as."""
-    call_id = _call_fields(call).get("id")
-    return "" if call_id is None else str(call_id)
-
-
-def _call_name(call: Any) -> str:
-    """The tool name of a call for the log, even when the call is malformed."""
-    function = _call_function(call)
-    name = function.get("name") if isinstance(function, Mapping) else None
-    return name if isinstance(name, str) else ""
 
 
 def _refuse_constant(name: str) -> Any:
@@ -606,3 +456,18 @@ def _call_arguments(name: str, raw: Any) -> dict[str, Any]:
     if not isinstance(args, dict):
         raise ToolCallError(f"the arguments of {name} must be a JSON object, not {json_kind(args)}")
     return args
+
+
+__all__ = [
+    "DEFAULT_MAX_TOOL_RESULT_CHARS",
+    "MIN_TOOL_RESULT_CHARS",
+    "ToolCallError",
+    "ToolEnv",
+    "check_result_cap",
+    "check_time_limit",
+    "check_time_limits",
+    "checked_tools",
+    "cut_text",
+    "default_error_formatter",
+    "result_text",
+]

@@ -2,7 +2,9 @@
 
 Every model call of a rollout goes through a `ModelCaller`, so the retry
 policy, the handling of vLLM's extra sampling keys and the recognition of a
-context-length overflow live in one place.
+context-length overflow are applied in one place. This module sends the request
+and decides what a failure is; the policy itself (`RetryPolicy`, Retry-After) is
+in `retry.py`, and reading a context overflow in `overflow.py`.
 """
 
 from __future__ import annotations
@@ -11,12 +13,7 @@ import asyncio
 import functools
 import inspect
 import json
-import random
-import re
-from collections.abc import Mapping
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import openai
@@ -25,18 +22,21 @@ from openai.resources.chat.completions import AsyncCompletions as AsyncChatCompl
 from openai.resources.completions import AsyncCompletions
 
 from vfgym.errors import ContextLengthExceeded, ModelCallError
-from vfgym.types import ChatCompletionToolParam, Messages, MessageType, ModelResponse
-
-_CONTEXT_MARKERS = (
-    "maximum context length",
-    "context_length_exceeded",
-    "context length",
-    "prompt is too long",
-    "too many tokens",
-    # vLLM's engine (not its OpenAI layer): "The decoder prompt (length N) is longer
-    # than the maximum model length of M."
-    "maximum model length",
+from vfgym.inference.overflow import (
+    completion_room,
+    cut_by_length,
+    is_context_overflow,
+    max_tokens_key,
 )
+from vfgym.inference.retry import (
+    DEFAULT_RETRY,
+    MAX_STALE_CONNECTIONS,
+    RetryPolicy,
+    failure_hint,
+    retry_after,
+    stale_loop,
+)
+from vfgym.types import ChatCompletionToolParam, Messages, MessageType, ModelResponse
 
 # Besides 429 and 5xx: a request timeout and a conflict (say, an overloaded server
 # shedding load) may pass when sent again; other 4xx are the caller's to fix.
@@ -56,118 +56,6 @@ class EmptyModelResponse(Exception):
         self.status_code = status_code
 
 
-@dataclass(frozen=True)
-class RetryPolicy:
-    """How transient server failures are retried: exponential backoff with jitter.
-
-    Retried: HTTP 408, 409, 429 and 5xx, timeouts, dropped connections, bodies
-    that are not valid JSON and 200 answers without a completion (an OpenAI or a
-    vLLM error object, or no choices). A pooled connection of an event loop that
-    has closed is dropped and the request sent again at once, without counting as
-    a retry (see `_stale_loop`). Anything else
-    (a 400, a 401, a 404) is the caller's to fix and fails at once. A server's
-    `x-should-retry` header overrides the status either way. A server's
-    Retry-After (seconds or an HTTP date) replaces the backoff; every wait,
-    jitter included, is capped at `max_delay`. `generate`/`evaluate` turn the
-    openai client's own retries off for the batch, so this policy alone decides.
-    """
-
-    max_retries: int = 4
-    initial_delay: float = 0.25
-    max_delay: float = 8.0
-    jitter: float = 0.25
-
-    def __post_init__(self) -> None:
-        # A negative or NaN wait would not fail: it would retry at once, hammering
-        # a server that is already struggling. Refuse it where it is written.
-        if not self.max_retries >= 0:
-            raise ValueError(f"RetryPolicy max_retries must be >= 0, got {self.max_retries}")
-        for name in ("initial_delay", "max_delay"):
-            if not getattr(self, name) >= 0:
-                raise ValueError(
-                    f"RetryPolicy {name} must be >= 0 seconds, got {getattr(self, name)}"
-                )
-        if not 0 <= self.jitter <= 1:
-            raise ValueError(f"RetryPolicy jitter must be a fraction in [0, 1], got {self.jitter}")
-
-    def delay(self, attempt: int, retry_after: float | None = None) -> float:
-        """Seconds to wait before retry number `attempt` (1-based)."""
-        if retry_after is not None:
-            return min(self.max_delay, retry_after)
-        base = min(self.max_delay, self.initial_delay * (2 ** (attempt - 1)))
-        # Capped again after the jitter: `max_delay` is the promise, not the median.
-        return min(self.max_delay, base * (1.0 + random.uniform(-self.jitter, self.jitter)))
-
-
-def is_context_overflow(exc: BaseException) -> bool:
-    """True when the server refused the request because the prompt is too long."""
-    if not isinstance(exc, openai.BadRequestError):
-        return False
-    text = str(exc).lower()
-    return any(marker in text for marker in _CONTEXT_MARKERS)
-
-
-_WINDOW = re.compile(r"maximum context length (?:is|of) (\d+)")
-# The prompt's size as each server words it: OpenAI and older vLLM "(P in the
-# messages, C in the completion)"; vLLM 0.9-0.11 "your request has P input tokens";
-# newer vLLM "your prompt contains at least P input tokens"; SGLang "P tokens
-# from the input messages".
-_PROMPT_SIZE = re.compile(
-    r"(\d+) in the (?:messages|prompt)"
-    r"|request has (\d+) input tokens"
-    r"|prompt contains (?:at least )?(\d+) input tokens"
-    r"|(\d+) tokens from the input"
-)
-# OpenAI counts tools apart: "you requested T tokens (M in the messages, F in the
-# functions, and C in the completion)"; the prompt is then everything but C.
-_REQUESTED = re.compile(r"you requested (\d+) tokens \([^)]*?(\d+) in the completion\)")
-
-
-def completion_room(exc: BaseException) -> int | None:
-    """Completion tokens that would still fit, read from a context-overflow error.
-
-    OpenAI, vLLM and SGLang all give the window ("maximum context length is/of N
-    tokens") and the prompt's size, in different words (see `_PROMPT_SIZE`; OpenAI
-    counts tools apart, see `_REQUESTED`); None
-    when the message does not say, or when the prompt alone fills the window.
-    """
-    text = str(exc)
-    window = _WINDOW.search(text)
-    prompt_tokens = _prompt_tokens(text)
-    if window is None or prompt_tokens is None:
-        return None
-    room = int(window.group(1)) - prompt_tokens
-    return room if room > 0 else None
-
-
-def _prompt_tokens(text: str) -> int | None:
-    """The prompt's size in an overflow message, tools included when counted apart."""
-    requested = _REQUESTED.search(text)
-    if requested is not None:
-        return int(requested.group(1)) - int(requested.group(2))
-    prompt = _PROMPT_SIZE.search(text)
-    if prompt is None:
-        return None
-    return int(next(size for size in prompt.groups() if size is not None))
-
-
-def cut_by_length(response: Any) -> bool:
-    """True when the server stopped the reply at its token limit (finish_reason
-    "length": `max_tokens`, or the context window): the text ends mid-answer, which a
-    trainer must be able to tell apart from a reply the model ended itself."""
-    choices = getattr(response, "choices", None)
-    if not choices:
-        return False
-    return getattr(choices[0], "finish_reason", None) == "length"
-
-
-def _max_tokens_key(sampling_args: dict[str, Any] | None) -> str | None:
-    for key in ("max_completion_tokens", "max_tokens"):
-        if (sampling_args or {}).get(key) is not None:
-            return key
-    return None
-
-
 def is_transient(exc: BaseException) -> bool:
     """True for failures that a later identical request may not meet. A server's
     `x-should-retry` header decides when it is there, as in the openai client: for a
@@ -178,70 +66,12 @@ def is_transient(exc: BaseException) -> bool:
             return told == "true"
     if isinstance(exc, openai.APIConnectionError | openai.RateLimitError):
         return True  # APITimeoutError is an APIConnectionError
-    if _stale_loop(exc):
+    if stale_loop(exc):
         return True
     if isinstance(exc, openai.APIStatusError | EmptyModelResponse):
         status = exc.status_code
         return status is None or status >= 500 or status in _RETRIED_4XX
     return isinstance(exc, openai.APIResponseValidationError | json.JSONDecodeError)
-
-
-#: Connections of a closed event loop a request may meet before the retry policy
-#: counts them: openai's default pool keeps up to 100 idle ones (1,000 at most open).
-_MAX_STALE_CONNECTIONS = 1000
-
-
-def _stale_loop(exc: BaseException) -> bool:
-    """True when a pooled connection belongs to an event loop that has closed.
-
-    An `AsyncOpenAI` used under one `asyncio.run` and again under the next keeps the
-    first loop's connections in its pool; each fails once, is dropped from the pool,
-    and the request sent again goes over a connection of the running loop. (The
-    running loop itself cannot be the closed one: this code runs on it.)
-    """
-    return isinstance(exc, RuntimeError) and str(exc) == "Event loop is closed"
-
-
-def _failure_hint(exc: BaseException) -> str:
-    """What to do about a call that failed on every attempt, as far as `exc` tells."""
-    if _stale_loop(exc):
-        return (
-            "; the client's connections belong to an event loop that has closed: make the "
-            "AsyncOpenAI client inside the coroutine that asyncio.run runs, or call "
-            "evaluate_sync / generate_sync, which give each run connections of its own"
-        )
-    return "; check that it is up and not overloaded"
-
-
-def _retry_after(exc: BaseException) -> float | None:
-    """Seconds the server asked us to wait, if it said (`retry-after-ms` is the precise one)."""
-    response = getattr(exc, "response", None)
-    if response is None:
-        return None
-    for header, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        value = response.headers.get(header)
-        if value is None:
-            continue
-        try:
-            seconds = float(value) * scale
-        except ValueError:
-            if scale != 1.0:
-                continue
-            seconds = _seconds_until(value)  # Retry-After may be an HTTP date
-        if seconds is not None and seconds >= 0:
-            return seconds
-    return None
-
-
-def _seconds_until(http_date: str) -> float | None:
-    """Seconds from now to an HTTP date (0 when it has passed); None when it is not one."""
-    try:
-        when = parsedate_to_datetime(http_date)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when.tzinfo is None:  # RFC 9110 dates are GMT
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
 def _checked(response: Any) -> Any:
@@ -334,9 +164,6 @@ def refuse_stream(args: Mapping[str, Any], extra: Mapping[str, Any]) -> None:
         )
 
 
-DEFAULT_RETRY = RetryPolicy()
-
-
 def _is_async(client: Any, create: Any) -> bool:
     """Whether `create` must be awaited: an AsyncOpenAI, or a wrapper with an async `create`.
 
@@ -375,7 +202,11 @@ class ModelCaller:
         self.model = model
         self.retry = retry or DEFAULT_RETRY
         self._chat = message_type == "chat"
-        self._create = (client.chat if self._chat else client).completions.create
+        # The client's own `create`, or a wrapper's: its keyword arguments are built at
+        # run time (vLLM's extra sampling keys), past what the stubs' overloads describe.
+        self._create: Callable[..., Any] = (
+            client.chat if self._chat else client
+        ).completions.create
         self._in_thread = not _is_async(client, self._create)
         self._sampling_args = sampling_args
         self._kwargs = self._prepare(sampling_args, oai_tools)
@@ -436,27 +267,33 @@ class ModelCaller:
         shrunk = False
         while True:
             if isinstance(exc, openai.BadRequestError) and is_context_overflow(exc):
-                room, key = completion_room(exc), _max_tokens_key(sampling_args)
-                if shrunk or room is None or key is None or sampling_args[key] <= room:  # type: ignore[index]
+                room, key = completion_room(exc), max_tokens_key(sampling_args)
+                if (
+                    shrunk
+                    or room is None
+                    or key is None
+                    or sampling_args is None  # (a key was found in them: never None here)
+                    or sampling_args[key] <= room
+                ):
                     raise ContextLengthExceeded(str(exc)) from exc
-                sampling_args = {**sampling_args, key: room}  # type: ignore[dict-item]
+                sampling_args = {**sampling_args, key: room}
                 kwargs = self._with_sampling_args(sampling_args)
                 shrunk = True
             elif not is_transient(exc):  # a 400 is, unless its x-should-retry says otherwise
                 raise ModelCallError(_refusal_message(exc), attempts=attempt + 1) from exc
-            elif _stale_loop(exc) and stale < _MAX_STALE_CONNECTIONS:
+            elif stale_loop(exc) and stale < MAX_STALE_CONNECTIONS:
                 # Sent again at once and not counted: the pool dropped that connection,
-                # and a pool may hold many from the earlier loop (see `_stale_loop`).
+                # and a pool may hold many from the earlier loop (see `stale_loop`).
                 stale += 1
             else:
                 attempt += 1
                 if attempt > self.retry.max_retries:
                     raise ModelCallError(
                         f"model server still failing after {attempt} attempts "
-                        f"({type(exc).__name__}: {exc}){_failure_hint(exc)}",
+                        f"({type(exc).__name__}: {exc}){failure_hint(exc)}",
                         attempts=attempt,
                     ) from exc
-                await asyncio.sleep(self.retry.delay(attempt, _retry_after(exc)))
+                await asyncio.sleep(self.retry.delay(attempt, retry_after(exc)))
             try:
                 return _checked(await self._send(prompt, kwargs))
             except Exception as again:
@@ -498,3 +335,17 @@ async def request_model_response(
         retry=retry,
     )
     return await caller(prompt)
+
+
+__all__ = [
+    "EmptyModelResponse",
+    "ModelCaller",
+    "RetryPolicy",
+    "completion_room",
+    "cut_by_length",
+    "is_context_overflow",
+    "is_transient",
+    "prepare_sampling_args",
+    "refuse_stream",
+    "request_model_response",
+]

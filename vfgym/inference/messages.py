@@ -28,15 +28,23 @@ def assistant_message(response: ChatCompletion) -> ChatMessage:
     choice = response.choices[0].message
     message["content"] = choice.content or ""
     if choice.tool_calls:
-        message["tool_calls"] = [
-            {
-                "id": call.id,
-                "type": "function",
-                "function": {"name": call.function.name, "arguments": call.function.arguments},
-            }
-            for call in choice.tool_calls
-        ]
+        message["tool_calls"] = [_wire_tool_call(call) for call in choice.tool_calls]
     return message
+
+
+def _wire_tool_call(call: Any) -> dict[str, Any]:
+    """One tool call of a response in wire format. A function call (the kind vfgym's
+    tools make) is written field by field; another kind (OpenAI's custom tools) as
+    the server sent it, so that the next request sends it back unchanged."""
+    if call.type == "function":
+        function = call.function
+        return {
+            "id": call.id,
+            "type": "function",
+            "function": {"name": function.name, "arguments": function.arguments},
+        }
+    dumped: dict[str, Any] = call.model_dump(exclude_none=True)
+    return dumped
 
 
 def completion_text(response: Completion) -> str:

@@ -84,12 +84,15 @@ def _check_template(template: str) -> None:
     if not isinstance(template, str):
         raise TypeError(f"judge_prompt must be a string, got {type(template).__name__}")
     try:
-        fields = [(f, spec, conv) for _, f, spec, conv in string.Formatter().parse(template)]
+        fields = [
+            (f, spec, conv)
+            for _, f, spec, conv in string.Formatter().parse(template)
+            if f is not None  # literal text after the last field
+        ]
     except ValueError as exc:
         raise ValueError(
             f"judge_prompt is not a valid format string ({exc}); write literal braces as {{{{ }}}}"
         ) from exc
-    fields = [field for field in fields if field[0] is not None]
     unknown = {name for name, _, _ in fields} - JUDGE_PROMPT_FIELDS
     if unknown:
         raise ValueError(

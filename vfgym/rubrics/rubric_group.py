@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from vfgym.rubrics.rubric import REWARD_ERRORS, Rubric, add_scoring_time
+from vfgym.rubrics.rubric import Rubric
+from vfgym.rubrics.scores import REWARD_ERRORS, add_scoring_time
 from vfgym.types import Info, Messages, RewardFunc, RolloutScore, State
 
 

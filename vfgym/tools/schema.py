@@ -2,7 +2,9 @@
 
 A `Tool` keeps the function, its JSON schema and a validator built from the same
 signature, so the schema the model sees and the checks its arguments get can
-never disagree.
+never disagree. This module builds both from the function; checking a call's
+arguments beyond the validator, and explaining what is wrong, is in `arguments.py`,
+and tool names in `names.py`.
 """
 
 from __future__ import annotations
@@ -11,89 +13,28 @@ import functools
 import inspect
 import json
 import logging
-import re
 import types
 import typing
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, Union
 
 import pydantic
 
 from vfgym.tools._docstrings import parse_docstring
+from vfgym.tools.arguments import (
+    MAX_INTEGER_DIGITS,
+    all_finite,
+    explain,
+    is_strict_json,
+    json_text_decoded,
+    read_json_integer,
+    refuse_booleans_as_numbers,
+)
+from vfgym.tools.names import NAME_SHOWN, check_tool_name, clip, json_kind, quote, tool_name
 from vfgym.types import ChatCompletionToolParam
 
 logger = logging.getLogger(__name__)
-
-#: The function names OpenAI's API accepts (other OpenAI-compatible servers follow it).
-_VALID_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
-#: How many characters of a name (of a tool, of an argument) a message or record keeps.
-NAME_SHOWN = 64
-
-
-def tool_name(func: Callable[..., Any]) -> str:
-    """The name a tool is called by: the function's `__name__`; for a `functools.partial`
-    without one, the name of the function it wraps; else its class name.
-
-    The same rule as `ToolRubric`'s names, so its counts find the calls recorded.
-    """
-    name = getattr(func, "__name__", None)
-    if isinstance(name, str) and name:
-        return name
-    if isinstance(func, functools.partial):
-        return tool_name(func.func)
-    return type(func).__name__
-
-
-def check_tool_name(name: str) -> None:
-    """Refuse a name an OpenAI-compatible server would refuse, while it is easy to fix.
-
-    Left to the server, a bad name (a lambda's "<lambda>", a name with spaces) fails
-    every request of every rollout with a 400 that names neither tool nor function.
-    """
-    if not _VALID_NAME.fullmatch(name):
-        raise ValueError(
-            f"tool name {clip(name)!r} is not one an OpenAI-compatible server accepts: "
-            "use 1 to 64 letters, digits, '_' or '-'. Offer a function made with `def` "
-            "(not a lambda), or set the callable's __name__"
-        )
-
-
-def clip(text: str, limit: int = NAME_SHOWN) -> str:
-    """`text` as it is, or when longer than `limit` its start and its length.
-
-    A model can send a name (of a tool, of an argument) of any length; echoed whole,
-    it would go back into the model's context and into every record of the rollout.
-    """
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]}… ({len(text)} characters)"
-
-
-def quote(text: str, limit: int = NAME_SHOWN) -> str:
-    """`repr(text)`, or when longer than `limit` the repr of its start and its length."""
-    if len(text) <= limit:
-        return repr(text)
-    return f"{text[:limit] + '…'!r} ({len(text)} characters)"
-
-
-def json_kind(value: Any) -> str:
-    """What `value` is in JSON's words ("null", "an array"): errors about a model's tool
-    call are read by the model, which sent JSON and knows no Python type names."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list | tuple):
-        return "an array"
-    if isinstance(value, Mapping):
-        return "an object"
-    return f"a {type(value).__name__}"
-
 
 # Schema keywords whose value maps names (parameters, definitions) to sub-schemas:
 # a key "title" there is a name, not pydantic's title annotation.
@@ -115,7 +56,7 @@ def _strip_titles(schema: Any) -> Any:
         return schema
     out: dict[str, Any] = {}
     for key, value in schema.items():
-        if key == "title" or (key == "default" and not _is_strict_json(value)):
+        if key == "title" or (key == "default" and not is_strict_json(value)):
             continue
         if key in _LITERALS:
             out[key] = value
@@ -126,18 +67,9 @@ def _strip_titles(schema: Any) -> Any:
     return out
 
 
-def _is_strict_json(value: Any) -> bool:
-    """Whether `value` is JSON as the openai client sends it (no Infinity, no NaN)."""
-    try:
-        json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError):
-        return False
-    return True
-
-
 def _check_sendable(name: str, parameters: dict[str, Any]) -> None:
     """Refuse a schema the openai client cannot send (a bound such as `le=math.inf`)."""
-    if not _is_strict_json(parameters):
+    if not is_strict_json(parameters):
         raise ValueError(
             f"tool {name!r}: its JSON schema holds a number JSON cannot carry (infinity "
             "or NaN), so no request offering it could be sent; give its parameters "
@@ -240,9 +172,8 @@ def _unsupported_field(name: str, fields: dict[str, Any], config: pydantic.Confi
     """ "parameter 'x' (annotated T) " for the first field pydantic cannot handle, else ""."""
     for field_name, (annotation, info) in fields.items():
         try:
-            one = pydantic.create_model(
-                f"{name}_probe", __config__=config, **{field_name: (annotation, info)}
-            )
+            probe: dict[str, Any] = {field_name: (annotation, info)}
+            one = pydantic.create_model(f"{name}_probe", __config__=config, **probe)
             one.model_json_schema()
         except _SCHEMA_ERRORS:
             shown = getattr(annotation, "__name__", None) or repr(annotation)
@@ -352,14 +283,14 @@ class Tool:
             # The common case, decided without pydantic: every parameter given, each
             # with exactly its annotated type (anything else is validated below).
             if all(type(arguments.get(k)) is t for k, t in plain.items()) and (
-                not self._plain_floats or _finite(arguments, self._plain_floats)
+                not self._plain_floats or all_finite(arguments, self._plain_floats)
             ):
                 return dict(arguments)
         assert self._validator is not None
         try:
             model = self._validator.model_validate(arguments)
         except pydantic.ValidationError as exc:
-            decoded = _json_text_decoded(arguments, exc.errors())
+            decoded = json_text_decoded(arguments, exc.errors())
             if decoded is None:
                 raise ValueError(self._explain(exc.errors())) from None
             try:
@@ -370,62 +301,12 @@ class Tool:
         # The fields, by parameter name (extra keys are forbidden).
         values = {self._params[key]: value for key, value in model.__dict__.items()}
         if self._numeric:
-            self._refuse_booleans_as_numbers(arguments, values)
+            refuse_booleans_as_numbers(self.name, self._numeric, arguments, values)
         return values
 
-    def _refuse_booleans_as_numbers(self, sent: dict[str, Any], values: dict[str, Any]) -> None:
-        """ValueError when a boolean the model sent became a number (see
-        `_boolean_as_number`), saying where."""
-        for name, value in values.items():
-            if name not in sent or name not in self._numeric:
-                continue  # its default, or no number in it
-            try:
-                where = _boolean_as_number(sent[name], value)
-            except RecursionError:
-                continue  # nested deeper than a model would nest numbers
-            if where is not None:
-                loc = ".".join(clip(str(part)) for part in (name, *where))
-                raise ValueError(
-                    f"invalid arguments for {self.name}: {loc}: Input should be a number, "
-                    "not a boolean (send a number such as 1, not true)"
-                )
-
     def _explain(self, errors: list[Any]) -> str:
-        """The model's error message: each problem, and what to send instead."""
-        problems = "; ".join(self._problem(err) for err in errors)
-        message = f"invalid arguments for {self.name}: {problems}"
-        # Only a parameter missing or unknown: one inside an argument (a tuple's item,
-        # an object's field) has nothing to do with the parameters' names.
-        if any(err["type"] in _NAME_ERRORS and len(err["loc"]) == 1 for err in errors):
-            names = ", ".join(self._params.values())
-            offered = f"the parameters of {self.name} are: {names}"
-            message = f"{message}; {offered if names else f'{self.name} takes no arguments'}"
-        return message
-
-    def _problem(self, err: Any) -> str:
-        """One problem, `where: what`, with a hint when pydantic's message alone
-        would leave the model guessing (a null, JSON sent as text, a number too big)."""
-        where = ".".join(clip(str(p)) for p in err["loc"]) or "arguments"
-        if err["type"] == "int_parsing_size":
-            return f"{where}: {_too_large_integer(err.get('input'))}"
-        return f"{where}: {err['msg']}{self._hint(err)}"
-
-    def _hint(self, err: Any) -> str:
-        """What the model sent, when that is what it must change: a null (and that
-        leaving the argument out gives its default), an array or object as text."""
-        if err["type"] in ("missing", "extra_forbidden"):
-            return ""
-        value, loc = err.get("input"), err["loc"]
-        if value is None:
-            if len(loc) != 1 or loc[0] not in self._defaults:
-                return " (got null)"
-            default = self._defaults[loc[0]]
-            shown = f", {clip(json.dumps(default))}" if _is_strict_json(default) else ""
-            return f" (got null; leave {loc[0]} out to use its default{shown})"
-        if isinstance(value, str) and err["type"] in _CONTAINER_ERRORS:
-            kind = "an array" if err["type"] in _ARRAY_ERRORS else "an object"
-            return f" (got a string: send {kind} itself, not text)"
-        return ""
+        """The model's error message for pydantic's `errors` (see `arguments.explain`)."""
+        return explain(self.name, self._params.values(), self._defaults, errors)
 
     def call_arguments(self, arguments: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
         """(positional, keyword) arguments that call `func` with `arguments` (by name):
@@ -439,94 +320,6 @@ class Tool:
                 break  # the call fails with Python's own message for a missing argument
             positional.append(keywords.pop(name))
         return positional, keywords
-
-
-#: The most digits an integer argument may have: Python's limit on reading an integer
-#: from text (its default) and pydantic's; a tool's own `str()` of a longer one fails too.
-MAX_INTEGER_DIGITS = 4300
-#: What to send instead of an integer with more digits.
-_SEND_SHORTER = f"send an integer of at most {MAX_INTEGER_DIGITS} digits"
-
-
-def read_json_integer(text: str) -> int:
-    """An integer literal of a call's JSON arguments (`json.JSONDecoder(parse_int=...)`).
-
-    Python refuses a literal past its digit limit in words the model cannot act on
-    ("... use sys.set_int_max_str_digits() to increase the limit"); this says how
-    long the number is and what to send instead.
-    """
-    digits = len(text) - (text[:1] == "-")
-    if digits > MAX_INTEGER_DIGITS:
-        raise ValueError(
-            f"an integer in the arguments has {digits} digits, too long to read; {_SEND_SHORTER}"
-        )
-    return int(text)
-
-
-def _too_large_integer(value: Any) -> str:
-    """The model's message for an integer argument pydantic refused as too large: one
-    with too many digits, or a float beyond what it converts to an integer."""
-    if isinstance(value, float):
-        return (
-            f"{value!r} is too large to read as an integer when sent as a decimal number; "
-            "send the integer's digits, with no decimal point or exponent"
-        )
-    digits = _digit_count(value)
-    if digits is None or digits <= MAX_INTEGER_DIGITS:
-        return f"the integer is too large to read; {_SEND_SHORTER}"
-    return f"the integer has {digits} digits, too long to read; {_SEND_SHORTER}"
-
-
-def _digit_count(value: Any) -> int | None:
-    """How many digits the integer `value` (an int, or its text) has before any
-    decimal point; None when it is neither."""
-    if isinstance(value, str):
-        whole = value.strip().lstrip("+-").split(".", 1)[0]
-        return sum(c.isdigit() for c in whole)
-    if isinstance(value, int):
-        size = abs(value)
-        if size == 0:
-            return 1
-        # str() of such an int is what fails; the digits follow from its bit length.
-        digits = int(size.bit_length() * 0.30102999566398120) + 1
-        return digits - 1 if size < 10 ** (digits - 1) else digits
-    return None
-
-
-#: Pydantic's errors for a parameter the model left out or does not exist.
-_NAME_ERRORS = frozenset({"missing", "extra_forbidden"})
-#: Pydantic's errors for a value of the wrong kind where an array is expected.
-_ARRAY_ERRORS = frozenset({"list_type", "tuple_type", "set_type", "frozen_set_type"})
-#: ... and where an array or an object is: the errors JSON sent as text gets.
-_CONTAINER_ERRORS = _ARRAY_ERRORS | {
-    "dict_type",
-    "model_type",
-    "model_attributes_type",
-    "dataclass_type",
-    "dataclass_exact_type",
-}
-
-
-def _json_text_decoded(arguments: dict[str, Any], errors: list[Any]) -> dict[str, Any] | None:
-    """`arguments` with each array or object that came as JSON text decoded, or
-    None when there is none: what a parameter of that kind was refused for."""
-    decoded = dict(arguments)
-    changed = False
-    for err in errors:
-        key = err["loc"][0] if err["loc"] else None
-        value = arguments.get(key) if isinstance(key, str) else None
-        if err["type"] not in _CONTAINER_ERRORS or not isinstance(value, str):
-            continue
-        if err.get("input") != value:
-            continue  # a string inside the argument, not the argument itself
-        try:
-            parsed = json.loads(value)
-        except (ValueError, RecursionError):
-            continue
-        if isinstance(parsed, dict | list):
-            decoded[key] = parsed
-            changed = True
-    return decoded if changed else None
 
 
 def _warn_star_args(
@@ -590,47 +383,13 @@ def _field(param: inspect.Parameter, annotation: Any, doc: str | None) -> tuple[
         annotation = typing.Optional[annotation]  # noqa: UP045 - any annotation, at runtime
     # A description only when there is one: `None` would override one given in the
     # annotation (`Annotated[int, Field(description=...)]`).
-    described_by = {"description": description} if description else {}
-    return annotation, pydantic.Field(default, alias=param.name, **described_by)
+    if description:
+        return annotation, pydantic.Field(default, alias=param.name, description=description)
+    return annotation, pydantic.Field(default, alias=param.name)
 
 
 #: The annotations whose values the fast path of `Tool.validate` checks by exact type.
 _PLAIN = (str, int, float, bool)
-
-
-#: The kinds of JSON value that are, or may hold, a boolean.
-_SUSPECTS = frozenset({bool, list, dict})
-
-
-def _boolean_as_number(sent: Any, got: Any) -> tuple[Any, ...] | None:
-    """Where in `sent` (a path; () for itself) a boolean became a number in `got`, its
-    validated form, or None: pydantic, like Python, reads true as 1, which a model that
-    sent true for a number did not mean.
-
-    Lists and dicts are followed item by item; a model or dataclass is left to its
-    own definition, and a value taken as it came (`Any`) has nothing converted.
-    """
-    if got is sent:
-        return None
-    if type(sent) is bool:
-        return () if isinstance(got, int | float) and not isinstance(got, bool) else None
-    if type(sent) is list and isinstance(got, list | tuple) and len(got) == len(sent):
-        if _SUSPECTS.isdisjoint(map(type, sent)):  # the common case, at C speed
-            return None
-        pairs: Iterable[tuple[Any, Any, Any]] = zip(range(len(sent)), sent, got, strict=True)
-    elif type(sent) is dict and type(got) is dict and len(got) == len(sent):
-        if _SUSPECTS.isdisjoint(map(type, sent.values())):
-            return None
-        pairs = (
-            (key, value, new) for (key, value), new in zip(sent.items(), got.values(), strict=True)
-        )
-    else:
-        return None
-    for where, value, new in pairs:
-        inner = _boolean_as_number(value, new)
-        if inner is not None:
-            return (where, *inner)
-    return None
 
 
 def _numeric_parameters(schema: dict[str, Any]) -> frozenset[str]:
@@ -642,16 +401,6 @@ def _numeric_parameters(schema: dict[str, Any]) -> frozenset[str]:
         if '"integer"' in text or '"number"' in text or '"$ref"' in text:
             numeric.add(name)
     return frozenset(numeric)
-
-
-def _finite(arguments: dict[str, Any], names: tuple[str, ...]) -> bool:
-    """Whether the floats `arguments` gives for `names` are finite (x - x is NaN for
-    an infinity and for NaN)."""
-    for name in names:
-        value = arguments[name]
-        if value - value != 0.0:
-            return False
-    return True
 
 
 def _annotated_text(annotation: Any) -> str | None:
@@ -686,3 +435,18 @@ def _admits_none(annotation: Any) -> bool:
 def convert_func_to_oai_tool(func: Callable[..., Any]) -> ChatCompletionToolParam:
     """The OpenAI tool schema of a plain function (verifiers-compatible name)."""
     return Tool.from_function(func).schema
+
+
+__all__ = [
+    "MAX_INTEGER_DIGITS",
+    "NAME_SHOWN",
+    "Tool",
+    "check_tool_name",
+    "clip",
+    "convert_func_to_oai_tool",
+    "json_kind",
+    "parse_docstring",
+    "quote",
+    "read_json_integer",
+    "tool_name",
+]
