@@ -11,19 +11,20 @@ calls, sampling arguments), never quality.
 Two halves, because the two live in different virtual environments:
 
 - `model_dir()` / `cache_key()` run in vfgym's own environment (the test fixture): they
-  only hash this file and the corpus to name the cache folder, importing nothing heavy.
+  only hash this file, the corpus and the venv's name to name the cache folder, importing
+  nothing heavy.
 - `make_model(out_dir)` runs under the vLLM venv's Python, which has `torch`,
   `transformers` and `tokenizers`: `python tiny_model.py OUT_DIR`.
 
-The cache folder's name is a hash of this file and of the corpus, so editing either
-makes a new model, and an unchanged one is made only once.
+The cache folder's name is a hash of this file, of the corpus and of the vLLM venv's
+name (its pinned versions), so changing any of them makes a new model, and an unchanged
+one is made only once.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -101,21 +102,21 @@ def corpus_files(root: Path = ROOT) -> list[Path]:
     return files
 
 
-def cache_key(root: Path = ROOT) -> str:
-    """A hash of this file and the corpus: the model's cache folder changes with either."""
+def cache_key(toolchain: str = "", root: Path = ROOT) -> str:
+    """A hash of this file, the corpus and `toolchain` (the name of the venv that makes the
+    model, which carries the tokenizers/transformers versions): any of them changing makes
+    a new model."""
     digest = hashlib.sha256(Path(__file__).read_bytes())
+    digest.update(toolchain.encode())
     for path in corpus_files(root):
         digest.update(str(path.relative_to(root)).encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
 
 
-def model_dir(cache_root: Path | None = None) -> Path:
-    """Where the model for this version of the making code lives (made or not)."""
-    if cache_root is None:
-        base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-        cache_root = Path(os.environ.get("VFGYM_VLLM_CACHE", Path(base) / "vfgym-ci"))
-    return cache_root / f"tiny-qwen2-{cache_key()}"
+def model_dir(cache_root: Path, toolchain: str = "") -> Path:
+    """Where the model for this making code and toolchain lives (made or not)."""
+    return cache_root / f"tiny-qwen2-{cache_key(toolchain)}"
 
 
 def _train_tokenizer(out_dir: Path) -> int:

@@ -82,7 +82,7 @@ def ensure_tiny_model(python: Path) -> Path:
     It is made in a scratch folder and renamed into place, so a run interrupted while
     making it, or two runs making it at once, never leave a half-made model.
     """
-    target = tiny_model.model_dir(cache_root())
+    target = tiny_model.model_dir(cache_root(), toolchain=python.parent.parent.name)
     if (target / "model.safetensors").is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
