@@ -247,6 +247,10 @@ async def test_32_concurrent_rollouts_complete(
 async def test_forced_tool_calls_reach_the_tool_env_and_are_answered(
     vllm_server: VLLMServer, client: AsyncOpenAI, tool_choice: Any
 ) -> None:
+    # Random weights never call a tool unprompted; a forced tool_choice makes vLLM produce
+    # the call under its structured-output grammar. vLLM 0.32 CPU fills the arguments with
+    # any JSON (seen: "[]", "\"\""), so ToolEnv answers most calls with its argument
+    # error: what is asserted is that every call reaches ToolEnv and gets its tool message.
     env = vf.load_environment("calculator", num_examples=1, max_turns=2, seed=0)
     out = await env.evaluate(
         client,
