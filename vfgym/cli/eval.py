@@ -26,6 +26,7 @@ from typing import IO, Any
 from urllib.parse import urlsplit
 
 from vfgym.cli._support import (
+    EXIT_DISK,
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_TERMINATED,
@@ -39,7 +40,7 @@ from vfgym.cli._support import (
     describe_environment,
 )
 from vfgym.engine._async import boxed
-from vfgym.errors import ResultsBusy, ResumeMismatch
+from vfgym.errors import ResultsBusy, ResultsDiskError, ResumeMismatch
 from vfgym.results.jsonl import (
     METADATA_FILE,
     REDACTED,
@@ -674,7 +675,42 @@ def _run_rollouts(startup: _Startup, sigterm: SigtermCancels, err: IO[str]) -> i
         raise CommandError(str(exc), EXIT_USAGE) from None
     except ResumeMismatch as exc:  # the inputs changed since the run started (data, version)
         raise CommandError(str(exc), EXIT_USAGE) from None
+    except ResultsDiskError as exc:
+        message = _disk_message(exc, options, endpoint, directory, resume)
+        raise CommandError(message, EXIT_DISK) from None
     return None
+
+
+#: What to do about each kind of disk trouble, by errno name.
+_DISK_FIXES = {
+    "ENOSPC": "free some space on its file system",
+    "EDQUOT": "free some space or raise your disk quota",
+    "EROFS": "make its file system writable again (it is mounted read-only)",
+    "EACCES": "give yourself write permission on it",
+    "EPERM": "give yourself write permission on it",
+    "EFBIG": "raise the file-size limit (`ulimit -f`)",
+}
+
+
+def _disk_message(
+    exc: ResultsDiskError,
+    options: EvalOptions,
+    endpoint: Endpoint,
+    directory: Path,
+    resume: bool,
+) -> str:
+    """The disk refused the results: what happened, what is kept, what to do, how to go on."""
+    fix = _DISK_FIXES.get(errno.errorcode.get(exc.errno or 0, ""), "fix the disk")
+    head = f"the disk refused the results in {directory}: {exc}"
+    if not resume and not _holds_results(directory):
+        return (
+            f"{head}. Nothing was kept; {fix}, or choose another -o/--output-dir, and start "
+            f"the run again with:\n  {restart_command(options, endpoint, directory)}"
+        )
+    return (
+        f"{head}. {RESULTS_FILE} holds whole lines only (strict JSON lines); {fix}, then "
+        f"continue the run with:\n  {resume_command(options, endpoint, directory)}"
+    )
 
 
 def _report(startup: _Startup, out: IO[str], err: IO[str]) -> int:

@@ -7,6 +7,8 @@ finished and `resume` picks up where it stopped.
 from __future__ import annotations
 
 import codecs
+import contextlib
+import errno
 import hashlib
 import json
 import math
@@ -17,9 +19,11 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from importlib import metadata as importlib_metadata
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
-from vfgym.errors import ResultsBusy, ResumeMismatch
+
+from vfgym.errors import ResultsBusy, ResultsDiskError, ResumeMismatch
+from vfgym.results.durable import LineAppender, compact, needs_compaction, truncate_torn_tail
 
 try:
     import fcntl
@@ -257,6 +261,12 @@ class ResultsWriter:
     It holds an exclusive lock on the directory while open: two writers would
     truncate each other's file or interleave their lines, and two resumes of one
     run would redo the same rollouts twice.
+
+    The file is strict JSON lines whenever the writer is not in the middle of a
+    write (see `vfgym.results.durable`): a resume first cuts off a line a kill left
+    half-written, a write the disk refuses is cut back to the last whole line and
+    raised as `ResultsDiskError`, and closing the writer compacts the file to one
+    line per rollout, moving superseded attempts to `superseded.jsonl`.
     """
 
     def __init__(
@@ -274,32 +284,46 @@ class ResultsWriter:
         self.resume = resume
         self.rows = rows
         self.finished: dict[int, dict[str, Any]] = {}
-        self._file: IO[bytes] | None = None
+        self._file: LineAppender | None = None
         self._lock: int | None = None
         self._started = time.time()
+        self._written: set[Any] = set()
+        self._compact = False
+        self._failure: ResultsDiskError | None = None
 
     def __enter__(self) -> ResultsWriter:
-        _make_directory(self.directory)
-        self._lock = _lock_directory(self.directory)
         try:
+            _make_directory(self.directory)
+            self._lock = _lock_directory(self.directory)
             self._open()
-        except BaseException:
+        except BaseException as exc:
             self._unlock()
+            if self._file is not None:
+                self._file.close()
+                self._file = None
+            if isinstance(exc, OSError) and not isinstance(exc, ResultsDiskError):
+                if _is_disk_trouble(exc):
+                    raise self._disk_error(exc, "open") from exc
             raise
         return self
 
     def _open(self) -> None:
         results = self.directory / RESULTS_FILE
         if self.resume:
+            if results.exists():
+                # A killed run's cut-off line: removed, not closed with a newline, so the
+                # file stays strict JSON lines and the next line starts a line of its own.
+                truncate_torn_tail(results)
             self.finished = load_finished(self.directory, expect=self.metadata, rows=self.rows)
+            self._compact = results.exists() and needs_compaction(results)
         elif results.exists() and results.stat().st_size > 0:
             raise FileExistsError(
                 f"{results} already holds results; pass resume=True (--resume) to continue "
                 "that run, or choose another output directory"
             )
-        self._file = results.open("ab" if self.resume else "wb")
-        if self.resume and _ends_mid_line(results):
-            self._file.write(b"\n")  # a killed run's cut-off line must not swallow the next one
+        if self.resume and results.exists():
+            self._written = {index for _, index in _line_indices(results)}
+        self._file = LineAppender(results, truncate=not self.resume)
         self.metadata.update(
             status="running",
             started_at=time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(self._started)),
@@ -308,31 +332,79 @@ class ResultsWriter:
         )
         self._write_metadata()
 
+    @property
+    def kept(self) -> int:
+        """Rollouts with a line on disk now: finished before this session or written in it."""
+        return len(self._written)
+
     def write(self, record: dict[str, Any]) -> None:
+        """Append one result line; ResultsDiskError (the file cut back to its last whole
+        line) when the disk refuses it, and for every write after that."""
         assert self._file is not None, "ResultsWriter used outside its `with` block"
-        self._file.write(json_line(record))
-        self._file.flush()
+        if self._failure is not None:
+            raise self._failure
+        try:
+            self._file.append(json_line(record))
+        except OSError as exc:
+            self._failure = self._disk_error(exc, "write")
+            raise self._failure from exc
+        index = record.get("index")
+        if index in self._written:
+            self._compact = True  # a retried rollout: its earlier line is superseded
+        self._written.add(index)
+
+    def _disk_error(self, exc: OSError, action: str) -> ResultsDiskError:
+        """`exc` (the OS refusing a file of this run) as the error the user is shown."""
+        reason = exc.strerror or str(exc)
+        code = errno.errorcode.get(exc.errno or 0, "")
+        where = exc.filename or self.directory / RESULTS_FILE
+        return ResultsDiskError(
+            f"cannot {action} {where}: {reason}{f' ({code})' if code else ''}; "
+            f"{self.kept} finished rollout(s) are kept in {self.directory / RESULTS_FILE}",
+            directory=str(self.directory),
+            kept=self.kept,
+            error_number=exc.errno,
+        )
 
     def close(self, status: str, summary: dict[str, Any] | None = None) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
-        finished = time.time()
-        self.metadata.update(
-            status=status,
-            finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(finished)),
-            duration_s=round(finished - self._started, 3),
-            **(summary or {}),
-        )
+        """Close the file (compacted to one line per rollout when it holds superseded
+        attempts) and write the final metadata with `status` and `summary`."""
         try:
+            if self._file is not None:
+                self._file.close()
+                self._file = None
+                if self._compact and self._failure is None:
+                    try:
+                        compact(self.directory / RESULTS_FILE)
+                    except OSError as exc:
+                        raise self._disk_error(exc, "compact") from exc
+                    self._compact = False
+            finished = time.time()
+            self.metadata.update(
+                status=status,
+                finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(finished)),
+                duration_s=round(finished - self._started, 3),
+                **(summary or {}),
+            )
             self._write_metadata()
         finally:
             self._unlock()
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        if self._file is not None:  # not closed by the caller: the run was cut short
-            self.close("interrupted" if exc_type is not None else "complete")
-        self._unlock()
+        try:
+            if self._file is not None:  # not closed by the caller: the run was cut short
+                status = "complete" if exc_type is None else "interrupted"
+                if self._failure is not None:
+                    status = "failed"  # the disk refused a line
+                try:
+                    self.close(status)
+                except OSError:
+                    # The disk that stopped the run refuses the metadata too: the error
+                    # already on its way says what happened, and is not replaced by this.
+                    if exc_type is None:
+                        raise
+        finally:
+            self._unlock()
 
     def _unlock(self) -> None:
         if self._lock is not None:
@@ -343,8 +415,35 @@ class ResultsWriter:
         path = self.directory / METADATA_FILE
         tmp = path.with_suffix(".json.tmp")
         safe = redact_secrets(_strict(self.metadata))
-        tmp.write_text(json.dumps(safe, indent=2, allow_nan=False) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
+        try:
+            tmp.write_text(json.dumps(safe, indent=2, allow_nan=False) + "\n", encoding="utf-8")
+            os.replace(tmp, path)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            if not _is_disk_trouble(exc):
+                raise
+            raise self._disk_error(exc, "write") from exc
+
+
+#: What the OS says when the disk, not vfgym, is at fault: full, read-only, forbidden,
+#: over quota, past the file-size limit, or failing.
+_DISK_ERRNOS = frozenset(
+    getattr(errno, name)
+    for name in ("ENOSPC", "EROFS", "EACCES", "EPERM", "EDQUOT", "EFBIG", "EIO")
+    if hasattr(errno, name)
+)
+
+
+def _is_disk_trouble(exc: OSError) -> bool:
+    return exc.errno in _DISK_ERRNOS
+
+
+def _line_indices(path: Path) -> Iterator[tuple[int, Any]]:
+    """(line number, rollout index) of each readable result line of `path`."""
+    for number, record in result_lines(path):
+        if isinstance(record, dict) and "index" in record:
+            yield number, record["index"]
 
 
 def _make_directory(directory: Path) -> None:
@@ -380,16 +479,6 @@ def _lock_directory(directory: Path) -> int | None:
         os.close(fd)
         return None
     return fd
-
-
-def _ends_mid_line(path: Path) -> bool:
-    """True when the file's last line has no newline (a write cut off by a kill)."""
-    with path.open("rb") as handle:
-        handle.seek(0, os.SEEK_END)
-        if handle.tell() == 0:
-            return False
-        handle.seek(-1, os.SEEK_END)
-        return handle.read(1) != b"\n"
 
 
 RESUME_KEYS = (
