@@ -556,7 +556,9 @@ def chat_chunk_choices(
     when it carries none); with `want_ids` each carries its `token_ids`.
     """
     message, ids, finish = turn
-    steps = [(delta, these, None) for delta, these in chat_deltas(view, message, ids)]
+    steps: list[tuple[dict[str, Any], list[int], str | None]] = [
+        (delta, these, None) for delta, these in chat_deltas(view, message, ids)
+    ]
     steps.append(({}, [], finish))
     out = []
     for delta, these, reason in steps:
