@@ -91,11 +91,12 @@ def read_run(directory: Path) -> RunInput:
         except OSError as exc:
             raise CommandError(f"cannot read {path}: {exc}") from None
     if not records and problem:
-        lines = (
-            f"its {len(damaged)} line(s) in {RESULTS_FILE} are damaged"
-            if damaged
-            else (f"it holds no result lines in {RESULTS_FILE}")
-        )
+        lines = f"it holds no result lines in {RESULTS_FILE}"
+        if damaged:
+            lines = (
+                f"its {len(damaged)} line(s) in {RESULTS_FILE} are no readable result records "
+                f"(the first being record {damaged[0]}; damaged, or not JSON objects)"
+            )
         raise CommandError(
             f"nothing in {directory} can be read: {problem}, and {lines}; is it a "
             "directory written by `vfgym eval`?"
