@@ -8,7 +8,7 @@ error, an unknown route included, is answered in the OpenAI error shape.
 Streaming (`stream: true`) is for outside tools (the openai client, agent
 frameworks); vfgym's own client refuses it, as a rollout needs whole answers. The
 answer is computed whole, then sent as server-sent events cut per token (see
-`protocol.text_pieces`), so every refusal and a policy that raises is still an
+`streaming.text_pieces`), so every refusal and a policy that raises is still an
 HTTP error status before the stream starts. What a stream keeps of the rest:
 
 - The request is recorded as it arrived, and a queued fault hits it before any
@@ -38,9 +38,11 @@ from aiohttp import web
 from vfgym.inference.server.core import ServerCore
 from vfgym.inference.server.http import json_response, send_events
 from vfgym.inference.server.protocol import (
-    EventStream,
     HTTPFailure,
     bad_request,
+)
+from vfgym.inference.server.streaming import (
+    EventStream,
 )
 
 MAX_BODY_BYTES = 64 * 1024 * 1024

@@ -42,24 +42,26 @@ from vfgym.inference.server.params import (
 )
 from vfgym.inference.server.policy import BoundPolicy, PolicyRouter, normalise_reply
 from vfgym.inference.server.protocol import (
-    EventStream,
     HTTPFailure,
     JSONWriter,
     ResponseHead,
     TokenizerView,
     TokenOptions,
     bad_request,
-    chat_chunk_choices,
     chat_logprobs,
     completion_choice,
-    completion_chunk_choices,
     completion_logprobs,
     context_overflow,
     finish_text,
     finish_turn,
-    interleave,
     model_not_found,
     reply_text,
+)
+from vfgym.inference.server.streaming import (
+    EventStream,
+    chat_chunk_choices,
+    completion_chunk_choices,
+    interleave,
 )
 
 

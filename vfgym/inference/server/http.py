@@ -11,8 +11,10 @@ from typing import Any
 from aiohttp import web
 
 from vfgym.inference.server.protocol import (
-    EventStream,
     JSONWriter,
+)
+from vfgym.inference.server.streaming import (
+    EventStream,
 )
 
 
