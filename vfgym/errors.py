@@ -29,7 +29,8 @@ keeps working. Every message says what went wrong and what to do.
     │   └── ServerTokenizerError (RuntimeError)
     ├── results files
     │   ├── ResultsBusy (RuntimeError)    another writer holds the directory
-    │   └── ResumeMismatch (ValueError)   the directory holds another run
+    │   ├── ResumeMismatch (ValueError)   the directory holds another run
+    │   └── ResultsDiskError (OSError)    the disk refused a write: full, read-only, quota
     ├── the loopback model server
     │   ├── UnknownModelError (LookupError)
     │   ├── PolicyReplyError (TypeError)
@@ -364,6 +365,27 @@ class ResumeMismatch(VFGymError, ValueError):
 
 class ResultsBusy(VFGymError, RuntimeError):
     """Another writer (another `vfgym eval`, or another batch) is writing to the directory."""
+
+
+class ResultsDiskError(VFGymError, OSError):
+    """The disk refused to hold the results: no space, read-only, no permission, quota.
+
+    Not the model's failure nor a bug: the run stops, and what it finished is kept.
+    The results file was cut back to its last complete line before this was raised,
+    so it is strict JSON lines and `--resume` continues it once the disk is fixed.
+    `directory` is the results directory, `kept` the rollouts whose lines are on disk,
+    `errno` the operating system's error number (ENOSPC, EROFS, EACCES, EDQUOT, ...).
+    """
+
+    def __init__(
+        self, message: str, *, directory: str = "", kept: int = 0, error_number: int | None = None
+    ):
+        # (Defaults so that pickle and copy, which call the class with the message
+        # alone and then restore the attributes, can rebuild it.)
+        super().__init__(message)
+        self.directory = directory
+        self.kept = kept
+        self.errno = error_number
 
 
 # -- games -------------------------------------------------------------------------------

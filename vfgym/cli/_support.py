@@ -22,10 +22,13 @@ from vfgym.errors import UnknownEnvironmentError, VFGymError
 if TYPE_CHECKING:  # asyncio is imported by the commands that run a loop, not by the parser
     import asyncio
 
-#: Exit codes: 1 the run failed, 2 the command line was wrong, 130 interrupted (Ctrl-C, or
-#: its task cancelled), 143 terminated (SIGTERM: 128 + 15, what a shell reports for it).
+#: Exit codes: 1 the run failed, 2 the command line was wrong, 74 the disk refused the
+#: results (full, read-only, no permission, quota: sysexits' EX_IOERR), 130 interrupted
+#: (Ctrl-C, or its task cancelled), 143 terminated (SIGTERM: 128 + 15, what a shell
+#: reports for it).
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+EXIT_DISK = 74
 EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 128 + signal.SIGTERM
 
@@ -304,6 +307,7 @@ def _not_served(where: str, model: str, served: list[str]) -> str:
 
 
 __all__ = [
+    "EXIT_DISK",
     "EXIT_FAILED",
     "EXIT_INTERRUPTED",
     "EXIT_TERMINATED",

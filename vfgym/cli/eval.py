@@ -10,22 +10,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
-import json
 import logging
 import os
-import re
 import shlex
 import sys
-import tempfile
-import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
-from urllib.parse import urlsplit
 
 from vfgym.cli._support import (
+    EXIT_DISK,
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_TERMINATED,
@@ -38,391 +33,29 @@ from vfgym.cli._support import (
     check_served_model,
     describe_environment,
 )
-from vfgym.engine._async import boxed
-from vfgym.errors import ResultsBusy, ResumeMismatch
-from vfgym.results.jsonl import (
-    METADATA_FILE,
-    REDACTED,
-    RESULTS_FILE,
-    as_json,
-    inputs_digest,
-    load_finished,
-    read_results,
-    redact_secrets,
+from vfgym.cli.eval_directory import (
+    check_resumable,
+    check_writable,
+    default_output_dir,
+    resolve_output_dir,
+    restart_command,
+    resume_command,
 )
-from vfgym.results.summary import error_text, format_summary, latest_records, summarize_records
-
-DEFAULT_API_KEY_VAR = "OPENAI_API_KEY"
-EMBEDDED_MODELS = ("reference", "random")
-#: The most rollouts one run takes on: every one is an input row built before the first
-#: starts (about half a kilobyte each, before its conversation; ten million is some 5 GB),
-#: so far more would run the machine out of memory and have the process killed with
-#: nothing said. Larger evaluations are split into several runs.
-MAX_ROLLOUTS = 10_000_000
-_CONNECTION_ERRORS = frozenset({"APIConnectionError", "APITimeoutError", "ConnectError"})
-
-
-@dataclass
-class EvalOptions:
-    """What `vfgym eval` was asked to do, as parsed from the command line."""
-
-    env_id: str
-    model: str | None = None
-    base_url: str | None = None
-    api_key_var: str = DEFAULT_API_KEY_VAR
-    num_examples: int = 5
-    rollouts_per_example: int = 3
-    max_concurrent: int = 32
-    sampling_args: dict[str, Any] = field(default_factory=dict)
-    env_args: dict[str, Any] = field(default_factory=dict)
-    output_dir: str | None = None
-    resume: str | bool = False
-    progress: bool = False
-    verbose: bool = False
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    """Where the model lives: vfgym's built-in server, or a configured one."""
-
-    embedded: bool
-    model: str
-    base_url: str | None = None
-    api_key: str | None = None
-
-
-def resolve_endpoint(options: EvalOptions, environ: Mapping[str, str]) -> Endpoint:
-    """Decide between the embedded reference server and a configured model server.
-
-    The built-in server is used when no base URL is configured and either no API
-    key is set or the model asked for is one it plays (`reference`, `random`), so
-    a key exported for other tools never hides the reference policy.
-    """
-    api_key = environ.get(options.api_key_var) or None
-    base_url = options.base_url or environ.get("OPENAI_BASE_URL") or None
-    if base_url is not None:
-        check_base_url(base_url, "-b/--base-url" if options.base_url else "OPENAI_BASE_URL")
-    if base_url is None and (api_key is None or options.model in EMBEDDED_MODELS):
-        model = options.model or "reference"
-        if model not in EMBEDDED_MODELS:
-            raise CommandError(
-                f"no model server is configured (no -b/--base-url, {options.api_key_var} is "
-                f"unset), and vfgym's built-in server only plays `-m reference` or `-m random`. "
-                f"To evaluate {model!r}, point at its server: -b http://HOST:PORT/v1 "
-                f"(and export {options.api_key_var} if it needs a key)",
-                EXIT_USAGE,
-            )
-        return Endpoint(embedded=True, model=model)
-    if not options.model:
-        where = base_url or "the OpenAI API"
-        hint = "" if options.base_url else " (`-m reference` plays on vfgym's built-in server)"
-        raise CommandError(
-            f"name the model to evaluate on {where} with -m/--model, for example "
-            f"-m gpt-4.1-mini, or the name a vLLM server was started with{hint}",
-            EXIT_USAGE,
-        )
-    return Endpoint(
-        embedded=False, model=options.model, base_url=base_url, api_key=api_key or "EMPTY"
-    )
-
-
-def check_base_url(base_url: str, source: str) -> None:
-    """Refuse a base URL the openai client can only fail to connect to, after every retry.
-
-    `localhost:8000/v1` (no scheme) is the usual slip; it would surface minutes later
-    as an unreachable server, so it is named here, before any rollout.
-    """
-    parts = urlsplit(base_url)
-    if parts.scheme in ("http", "https") and parts.netloc:
-        return
-    fix = f"-b http://{base_url}" if "://" not in base_url else "-b http://HOST:PORT/v1"
-    raise CommandError(
-        f"{source} {base_url!r} is not an http:// or https:// URL; give the server's full "
-        f"base URL, e.g. {fix}",
-        EXIT_USAGE,
-    )
-
-
-def _safe_name(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("._") or "model"
-
-
-def default_output_dir(env_id: str, model: str, now: float | None = None) -> Path:
-    """`outputs/<env>/<model>-<timestamp>`, made unique if two runs start in one second."""
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
-    base = Path("outputs") / _safe_name(env_id) / f"{_safe_name(model)}-{stamp}"
-    candidate, n = base, 1
-    while candidate.exists():
-        n += 1
-        candidate = base.with_name(f"{base.name}-{n}")
-    return candidate
-
-
-def resolve_output_dir(options: EvalOptions, model: str) -> tuple[Path, bool]:
-    """The results directory and whether this run resumes an earlier one."""
-    if options.resume:
-        if isinstance(options.resume, str):
-            if options.output_dir and Path(options.output_dir) != Path(options.resume):
-                raise CommandError(
-                    f"--resume {options.resume} and -o {options.output_dir} name different "
-                    "directories; give only --resume DIR",
-                    EXIT_USAGE,
-                )
-            directory = Path(options.resume)
-        elif options.output_dir:
-            directory = Path(options.output_dir)
-        else:
-            raise CommandError(
-                "--resume needs the directory of the run to continue: --resume DIR "
-                "(or -o DIR --resume)",
-                EXIT_USAGE,
-            )
-        if not (directory / RESULTS_FILE).exists() and not (directory / METADATA_FILE).exists():
-            raise CommandError(
-                f"nothing to resume in {directory}: it holds no {RESULTS_FILE} or {METADATA_FILE}"
-                "; check the path, or drop --resume to start a new run",
-                EXIT_USAGE,
-            )
-        return directory, True
-    if options.output_dir:
-        directory = Path(options.output_dir)
-        _refuse_file_in_path(directory)
-        if _holds_results(directory):
-            raise CommandError(
-                f"{directory} already holds results; add --resume to continue that run, "
-                "or choose another -o/--output-dir",
-                EXIT_USAGE,
-            )
-        return directory, False
-    directory = default_output_dir(options.env_id, model)
-    _refuse_file_in_path(directory, given=False)
-    return directory, False
-
-
-def _holds_results(directory: Path) -> bool:
-    """True when `directory` has results a new run there would overwrite: the rule for
-    refusing `-o DIR` without --resume, and so for which command a stopped run prints."""
-    results = directory / RESULTS_FILE
-    return results.is_file() and results.stat().st_size > 0
-
-
-def _refuse_file_in_path(directory: Path, given: bool = True) -> None:
-    """A file where the results directory (or one of its parents) should be cannot hold a
-    run; said before the run starts rather than as an OS error once it has."""
-    for path in (directory, *directory.parents):
-        if path.is_dir():
-            return
-        if path.exists():
-            what = (
-                f"-o/--output-dir {directory}"
-                if given
-                else f"the default results directory {directory}"
-            )
-            raise CommandError(
-                f"{what} cannot be a results directory: {path} is a file; choose another "
-                "-o/--output-dir",
-                EXIT_USAGE,
-            )
-
-
-def check_writable(directory: Path) -> None:
-    """Create the results directory and make sure a file can be written in it, so a
-    read-only or forbidden place is named before the run, not met as an OS error in it."""
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=directory):
-            pass
-    except OSError as exc:
-        reason = exc.strerror or str(exc)
-        raise CommandError(
-            f"cannot write results to {directory}: {reason}; choose another -o/--output-dir "
-            "(a directory you can write to)",
-            EXIT_USAGE,
-        ) from None
-    for name in (RESULTS_FILE, METADATA_FILE):
-        _check_run_file(directory / name)
-
-
-def _check_run_file(path: Path) -> None:
-    """A file of an earlier run in the directory must be one this run can use: results.jsonl
-    is read on resume and appended to, metadata.json replaced whole. One left by another
-    user (a run in a container, as root), or a directory in its place, would otherwise
-    stop the run with an OS error once it has started."""
-    if not path.exists():
-        return
-    try:
-        if path.is_dir():
-            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
-        if path.name == RESULTS_FILE:
-            os.close(os.open(path, os.O_RDWR | os.O_APPEND))
-    except OSError as exc:
-        reason = exc.strerror or str(exc)
-        raise CommandError(
-            f"cannot use {path}: {reason}; fix it (its permissions, or move it aside), or "
-            "choose another -o/--output-dir",
-            EXIT_USAGE,
-        ) from None
-
-
-def resume_command(options: EvalOptions, endpoint: Endpoint, directory: Path) -> str:
-    """The command line that continues this run where it stopped."""
-    return _eval_command(options, endpoint, ["--resume", str(directory)])
-
-
-def restart_command(options: EvalOptions, endpoint: Endpoint, directory: Path) -> str:
-    """The command line that starts this run again in `directory`: for a run stopped
-    before it wrote anything, which `--resume` would refuse (there is nothing to resume)."""
-    return _eval_command(options, endpoint, ["-o", str(directory)])
-
-
-def _eval_command(options: EvalOptions, endpoint: Endpoint, where: list[str]) -> str:
-    """`vfgym eval` with this run's settings, then `where` (the results directory's flag)."""
-    parts = ["vfgym", "eval", options.env_id, "-m", endpoint.model]
-    if options.base_url:
-        parts += ["-b", options.base_url]
-    if options.api_key_var != DEFAULT_API_KEY_VAR:
-        parts += ["-k", options.api_key_var]
-    parts += [
-        "-n",
-        str(options.num_examples),
-        "-r",
-        str(options.rollouts_per_example),
-        "-c",
-        str(options.max_concurrent),
-    ]
-    if options.sampling_args:
-        parts += ["-S", _json(options.sampling_args)]
-    if options.env_args:
-        parts += ["-a", _json(options.env_args)]
-    return shlex.join(parts + where)
-
-
-def _previous_metadata(directory: Path) -> dict[str, Any] | None:
-    """The earlier run's metadata.json, or None when it has none; CommandError when unreadable."""
-    path = directory / METADATA_FILE
-    if not path.exists():
-        return None
-    try:
-        previous = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        problem = f"is not valid JSON ({exc})" if isinstance(exc, ValueError) else f"({exc})"
-        raise CommandError(
-            f"cannot resume {directory}: its {METADATA_FILE} {problem}. Move it aside to "
-            f"resume from {RESULTS_FILE} alone, or start a new run with another -o/--output-dir",
-            EXIT_USAGE,
-        ) from None
-    if not isinstance(previous, dict):
-        raise CommandError(
-            f"cannot resume {directory}: its {METADATA_FILE} is not a vfgym run's metadata "
-            "(a JSON object); check the path, or start a new run with another -o/--output-dir",
-            EXIT_USAGE,
-        )
-    return previous
-
-
-def _earlier_command(
-    previous: Mapping[str, Any], options: EvalOptions, endpoint: Endpoint, directory: Path
-) -> str | None:
-    """The command that continues the run `previous` describes, or None if it says too little."""
-    try:
-        earlier = replace(
-            options,
-            env_id=str(previous["env_id"]),
-            num_examples=int(previous["num_examples"]),
-            rollouts_per_example=int(previous["rollouts_per_example"]),
-            sampling_args=_unredacted(
-                dict(previous.get("sampling_args") or {}), options.sampling_args
-            ),
-            env_args=_unredacted(dict(previous.get("env_args") or {}), options.env_args),
-        )
-        model = str(previous["model"])
-    except (KeyError, TypeError, ValueError):
-        return None
-    command = resume_command(earlier, replace(endpoint, model=model), directory)
-    if REDACTED in command:
-        command += f"\n(replace {REDACTED} with the credential the run was started with)"
-    return command
-
-
-def _unredacted(previous: Any, current: Any) -> Any:
-    """The earlier run's arguments, as metadata.json holds them, with each credential
-    written there as `<redacted>` taken back from this command line where it redacts
-    to the same, so the command printed from them sends the key, not the placeholder."""
-    if not isinstance(previous, dict):
-        return previous
-    current = current if isinstance(current, dict) else {}
-    restored = {}
-    for key, value in previous.items():
-        mine = current.get(key)
-        if key in current and redact_secrets(as_json({key: mine})) == {key: value}:
-            restored[key] = mine
-        else:
-            restored[key] = _unredacted(value, mine)
-    return restored
-
-
-def check_resumable(env: Any, options: EvalOptions, endpoint: Endpoint, directory: Path) -> None:
-    """Refuse, before any server starts, to resume a run that was started differently
-    or over other rows (a dataset changed since): the engine would refuse it too, but
-    only once the built-in server had started and announced itself.
-
-    For other settings the message gives the command with the earlier run's, since the
-    usual cause is `--resume DIR` without the -n/-r/-S/-a the run was started with.
-    Other rows get the engine's own message: the same command would be refused again.
-    """
-    from vfgym.engine.runner import normalize_inputs  # the rows as the engine records them
-
-    previous = _previous_metadata(directory)
-    inputs = env.get_eval_inputs(options.num_examples, options.rollouts_per_example)
-    rows = normalize_inputs(env, inputs)
-    settings = {
-        "env_id": env.env_id,
-        "env_args": env.env_args,
-        "model": endpoint.model,
-        "sampling_args": env.merged_sampling_args(options.sampling_args or None),
-        "num_inputs": len(rows),
-        "rollouts_per_example": options.rollouts_per_example,
-    }
-    try:
-        load_finished(
-            directory, expect={**settings, "inputs_digest": inputs_digest(rows)}, rows=rows
-        )
-    except ResumeMismatch as exc:
-        _refuse_other_settings(directory, settings, previous, options, endpoint)
-        raise CommandError(str(exc), EXIT_USAGE) from None  # the same run, over other rows
-    except ValueError as exc:  # a damaged results file
-        raise CommandError(str(exc), EXIT_USAGE) from None
-
-
-def _refuse_other_settings(
-    directory: Path,
-    settings: dict[str, Any],
-    previous: dict[str, Any] | None,
-    options: EvalOptions,
-    endpoint: Endpoint,
-) -> None:
-    """Refuse a run started with other settings (CommandError), with the command that
-    continues it when its metadata says enough to write one; return if they agree."""
-    try:
-        load_finished(directory, expect=settings)
-    except ResumeMismatch as exc:
-        earlier = None
-        if previous is not None and _records_readable(directory):
-            earlier = _earlier_command(previous, options, endpoint, directory)
-        hint = f", or continue it with the settings it was started with:\n  {earlier}"
-        raise CommandError(str(exc) + (hint if earlier else ""), EXIT_USAGE) from None
-
-
-def _records_readable(directory: Path) -> bool:
-    try:
-        load_finished(directory)
-    except ValueError:
-        return False
-    return True
-
-
-def _json(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"))
+from vfgym.cli.eval_messages import disk_message, errors_message, report_stopped
+from vfgym.cli.eval_options import (
+    DEFAULT_API_KEY_VAR,
+    EMBEDDED_MODELS,
+    MAX_ROLLOUTS,
+    Endpoint,
+    EvalOptions,
+    resolve_endpoint,
+)
+from vfgym.engine._async import boxed
+from vfgym.errors import ResultsBusy, ResultsDiskError, ResumeMismatch
+from vfgym.results.jsonl import (
+    read_results,
+)
+from vfgym.results.summary import format_summary, summarize_records
 
 
 def embedded_policies(env: Any, env_id: str) -> dict[str, Any]:
@@ -543,14 +176,6 @@ def _check_run_size(env: Any, options: EvalOptions) -> None:
         )
 
 
-def _is_unreachable(error: Any) -> bool:
-    if not isinstance(error, Mapping):
-        return False
-    cause = error.get("cause") or {}
-    kinds = {error.get("type"), cause.get("type") if isinstance(cause, Mapping) else None}
-    return bool(kinds & _CONNECTION_ERRORS) or "Connection error" in str(error.get("message"))
-
-
 def _check_sampling_args(env: Any, options: EvalOptions) -> None:
     """Refuse `-S` settings no rollout can run with (`stream`, `n` above 1) before
     anything starts: refused at each request instead, every rollout would error, and
@@ -663,17 +288,22 @@ def _run_rollouts(startup: _Startup, sigterm: SigtermCancels, err: IO[str]) -> i
             )
             runner.run(sigterm.run(boxed(evaluation)))
     except KeyboardInterrupt:
-        return _stopped("Interrupted", EXIT_INTERRUPTED, options, endpoint, directory, resume, err)
+        return report_stopped(
+            "Interrupted", EXIT_INTERRUPTED, options, endpoint, directory, resume, err
+        )
     except asyncio.CancelledError:  # SIGTERM, or the task cancelled by other code
         if sigterm.received:
             how, code = "Terminated (SIGTERM)", EXIT_TERMINATED
         else:
             how, code = "Cancelled", EXIT_INTERRUPTED
-        return _stopped(how, code, options, endpoint, directory, resume, err)
+        return report_stopped(how, code, options, endpoint, directory, resume, err)
     except (FileExistsError, ResultsBusy) as exc:
         raise CommandError(str(exc), EXIT_USAGE) from None
     except ResumeMismatch as exc:  # the inputs changed since the run started (data, version)
         raise CommandError(str(exc), EXIT_USAGE) from None
+    except ResultsDiskError as exc:
+        message = disk_message(exc, options, endpoint, directory, resume)
+        raise CommandError(message, EXIT_DISK) from None
     return None
 
 
@@ -688,85 +318,13 @@ def _report(startup: _Startup, out: IO[str], err: IO[str]) -> int:
     print(f"results  {directory}  (HTML report: vfgym view {shown})", file=out)
     if summary.num_errored:
         again = resume_command(startup.options, endpoint, directory)
-        print(_errors_message(records, endpoint, directory, again), file=err)
+        print(errors_message(records, endpoint, directory, again), file=err)
         return EXIT_FAILED
     return 0
 
 
-def _stopped(
-    how: str,
-    code: int,
-    options: EvalOptions,
-    endpoint: Endpoint,
-    directory: Path,
-    resume: bool,
-    err: IO[str],
-) -> int:
-    """Say what a run stopped before its end kept, and the command that goes on from
-    there; `code` is returned. Ctrl-C, SIGTERM and a cancelled task all end here."""
-    if not resume and not _holds_results(directory):
-        # Stopped before its first result (while the server started, say): there is
-        # nothing to resume, and `--resume DIR` would be refused for that.
-        print(
-            f"\n{how} before any rollout finished; nothing is kept in {directory}. "
-            f"Start the run again with:\n  {restart_command(options, endpoint, directory)}",
-            file=err,
-        )
-        return code
-    kept = len(load_finished(directory)) if (directory / RESULTS_FILE).exists() else 0
-    print(
-        f"\n{how}. {kept} finished rollout(s) are kept in {directory}; "
-        f"continue with:\n  {resume_command(options, endpoint, directory)}",
-        file=err,
-    )
-    return code
-
-
-def _errors_message(
-    records: list[dict[str, Any]], endpoint: Endpoint, directory: Path, again: str
-) -> str:
-    """What failed, the likely fix when one is known, and the command that retries."""
-    rows = latest_records(records)
-    errored = [r for r in rows if r.get("error")]
-    if endpoint.embedded:
-        where = "vfgym's built-in server"
-    else:
-        where = f"the model server at {endpoint.base_url or 'the OpenAI API'}"
-    if any(_is_unreachable(r["error"]) for r in errored):
-        head = (
-            f"{where} was unreachable: {len(errored)} of {len(rows)} rollouts failed after retries"
-        )
-    else:
-        head = f"{len(errored)} of {len(rows)} rollouts errored"
-    return (
-        f"error: {head} ({error_text(errored[0]['error'])[:300]}).{_v1_hint(errored, endpoint)}"
-        f" The finished rollouts are kept in {directory}; once the cause is fixed, run the "
-        f"errored ones again with:\n  {again}"
-    )
-
-
-def _v1_hint(errored: list[dict[str, Any]], endpoint: Endpoint) -> str:
-    """OpenAI-compatible servers (vLLM, SGLang, OpenAI) serve under /v1; a base URL without
-    a path gets 404 for every request, which says nothing about the cause by itself."""
-    if endpoint.embedded or not endpoint.base_url:
-        return ""
-    if urlsplit(endpoint.base_url).path.strip("/"):
-        return ""
-    if not any(_is_not_found(r["error"]) for r in errored):
-        return ""
-    fixed = endpoint.base_url.rstrip("/") + "/v1"
-    return f" The server answered 404 Not Found: its API is usually under /v1, try -b {fixed}."
-
-
-def _is_not_found(error: Any) -> bool:
-    if not isinstance(error, Mapping):
-        return False
-    cause = error.get("cause")
-    kinds = {error.get("type"), cause.get("type") if isinstance(cause, Mapping) else None}
-    return "NotFoundError" in kinds or "Error code: 404" in str(error.get("message"))
-
-
 __all__ = [
+    "DEFAULT_API_KEY_VAR",
     "EMBEDDED_MODELS",
     "Endpoint",
     "EvalOptions",

@@ -1,4 +1,4 @@
-"""The `vfgym` command: list, eval, play, view and sandbox.
+"""The `vfgym` command: list, eval, play, view, serve-model and sandbox.
 
 Every failure a user can cause ends with one clear sentence on stderr and a
 non-zero exit code, never a traceback (`-v` shows one for unexpected errors).
@@ -32,6 +32,7 @@ _EPILOG = """examples:
   vfgym eval wordle -b http://localhost:8000/v1 -m Qwen/Qwen3-8B -n 50 -r 4
   vfgym play tictactoe
   vfgym view outputs/wordle/reference-20250101-120000
+  vfgym serve-model wordle --faults 429,500,drop --fault-rate 0.2
   vfgym sandbox doctor
 """
 
@@ -96,6 +97,44 @@ def _add_eval(commands: argparse._SubParsersAction) -> None:
     )
 
 
+def _add_serve_model(commands: argparse._SubParsersAction) -> None:
+    p = commands.add_parser(
+        "serve-model",
+        help="serve an environment's policy as an OpenAI-compatible model server",
+        description="Serve an environment's reference or random policy as an "
+        "OpenAI-compatible model server (any model name, any API key), optionally failing "
+        "a share of the requests, to rehearse a trainer or evaluation pipeline against a "
+        "flaky server. Stops on Ctrl-C or SIGTERM.",
+    )
+    p.add_argument("env", help="environment id, e.g. wordle (see `vfgym list`)")
+    p.add_argument(
+        "--policy",
+        choices=("reference", "random"),
+        default="reference",
+        help="which policy answers (default: reference)",
+    )
+    p.add_argument("-a", "--env-args", metavar="JSON", help="environment arguments (JSON)")
+    p.add_argument("--host", default="127.0.0.1", help="address (default: 127.0.0.1)")
+    p.add_argument(
+        "--port", type=int, default=8000, help="port (default: 8000; 0 picks a free one)"
+    )
+    p.add_argument(
+        "--faults",
+        metavar="KINDS",
+        help="fault kinds to inject, comma-separated: 500, 503, 429[=RETRY_AFTER], "
+        "slow[=SECONDS], drop, malformed, context",
+    )
+    p.add_argument(
+        "--fault-rate",
+        type=float,
+        default=0.1,
+        help="share of requests that get a fault, 0 to 1 (default: 0.1)",
+    )
+    p.add_argument("--fault-seed", type=int, default=0, help="seed of the fault draws (default: 0)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random policy (default: 0)")
+    _add_verbose(p)
+
+
 def _add_verbose(parser: argparse.ArgumentParser) -> None:
     """Every subcommand takes -v, since an unexpected error tells the user to add it."""
     parser.add_argument(
@@ -127,6 +166,8 @@ def _parser() -> argparse.ArgumentParser:
         "--max-rollouts", type=int, default=1000, help="conversations shown (default: 1000)"
     )
     _add_verbose(view)
+
+    _add_serve_model(commands)
 
     commands.add_parser(
         "sandbox",
@@ -185,6 +226,23 @@ def _cmd_view(args: argparse.Namespace, out: IO[str]) -> int:
     path = write_report(Path(args.results), output, max_rollouts=args.max_rollouts)
     print(f"report written to {path}", file=out)
     return 0
+
+
+def _cmd_serve_model(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    from vfgym.cli.serve_model import ServeOptions, serve_model
+
+    options = ServeOptions(
+        env_id=args.env,
+        policy=args.policy,
+        env_args=parse_json_object("-a/--env-args", args.env_args),
+        host=args.host,
+        port=args.port,
+        faults=args.faults,
+        fault_rate=args.fault_rate,
+        fault_seed=args.fault_seed,
+        seed=args.seed,
+    )
+    return serve_model(options, out, err)
 
 
 def _cmd_play(args: argparse.Namespace, out: IO[str]) -> int:
@@ -259,6 +317,8 @@ def _dispatch(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         return _cmd_play(args, out)
     if args.command == "view":
         return _cmd_view(args, out)
+    if args.command == "serve-model":
+        return _cmd_serve_model(args, out, err)
     return _cmd_sandbox([], err)
 
 

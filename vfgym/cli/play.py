@@ -20,7 +20,7 @@ import json
 import math
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import IO, Any
 
 from vfgym.cli._support import (
@@ -276,7 +276,9 @@ class PlaySession:
     async def setup(self, state: State) -> State:
         """`setup_state`, run inside the episode's try: what it acquires before failing
         or being interrupted (a sandbox lease, say) is released by `cleanup_state`."""
-        prepared = await maybe_await(self.env.setup_state, state)
+        # Typed as any hook: an environment may override the async hook with a sync one.
+        hook: Callable[..., Any] = self.env.setup_state
+        prepared: State | None = await maybe_await(hook, state)
         return prepared if prepared is not None else state
 
     def run(self, runner: asyncio.Runner) -> int:
@@ -334,7 +336,8 @@ def _encoding_name(encoding: str) -> str:
 
 
 async def _cleanup(env: MultiTurnEnv, state: State) -> None:
-    await maybe_await(env.cleanup_state, state)
+    hook: Callable[..., Any] = env.cleanup_state  # sync in some environments (see `setup`)
+    await maybe_await(hook, state)
 
 
 def _isatty(stream: Any) -> bool:

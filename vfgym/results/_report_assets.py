@@ -16,6 +16,8 @@ main { max-width: 1100px; margin: 0 auto; padding: 24px 20px 60px; }
 h1 { font-size: 22px; margin: 0 0 4px; }
 h2 { font-size: 17px; margin: 28px 0 10px; }
 .meta { color: var(--muted); margin: 0; word-break: break-all; }
+h1, summary, td, th, .kv, .note, .toolcall .name, .msg .role { overflow-wrap: anywhere; }
+table { max-width: 100%; }
 .cards { display: flex; flex-wrap: wrap; gap: 10px; margin-top: 16px; }
 .card { background: var(--card); border: 1px solid var(--line); border-radius: 8px;
   padding: 10px 14px; min-width: 130px; }

@@ -18,7 +18,8 @@ from typing import Any
 
 from vfgym.cli._support import EXIT_USAGE, CommandError
 from vfgym.results._report_assets import CSS, JS
-from vfgym.results.jsonl import METADATA_FILE, RESULTS_FILE, redact_secrets, result_lines
+from vfgym.results.jsonl import METADATA_FILE, RESULTS_FILE, redact_secrets
+from vfgym.results.report_input import MAX_DEPTH, Tamer, is_marker, read_run
 from vfgym.results.summary import (
     RunSummary,
     error_text,
@@ -32,8 +33,11 @@ from vfgym.results.summary import (
 MAX_CONTENT_CHARS = 20_000
 #: Longer error messages (a server's whole HTML error page, say) are cut too.
 MAX_ERROR_CHARS = 2_000
-#: Longer tool names and call ids (model-written like any text) are cut too.
+#: Longer names (tools, call ids, metrics, stop reasons, task, environment, model:
+#: model-written or hand-edited like any text) are cut too.
 MAX_NAME_CHARS = 200
+#: Longer facts in the line under the title (arguments, base URL) are cut too.
+MAX_FACT_CHARS = 600
 #: Kinds of error listed at the top; the rest are counted.
 MAX_ERROR_KINDS = 10
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -44,6 +48,8 @@ def _e(value: Any) -> str:
 
 
 def _num(value: Any, digits: int = 3) -> str:
+    if is_marker(value):  # a number too large for a float: said, not shown as "-"
+        return f'<span class="note">{_e(value)}</span>'
     if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
         return f"{value:.{digits}f}"
     return "-"
@@ -59,6 +65,17 @@ def _clip(text: str, limit: int = MAX_CONTENT_CHARS) -> str:
         return _e(text)
     cut = len(text) - limit
     return _e(text[:limit]) + f'<span class="note"> … {cut} more characters</span>'
+
+
+def _name(value: Any) -> str:
+    """A name (metric, stop reason, task, ...) as HTML, cut with a note past MAX_NAME_CHARS."""
+    return _clip("" if value is None else str(value), MAX_NAME_CHARS)
+
+
+def _plain_cut(value: Any, limit: int = MAX_NAME_CHARS) -> str:
+    """`value` as text of at most `limit` characters (for the page title: no markup there)."""
+    text = "" if value is None else str(value)
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def rollout_status(record: Mapping[str, Any], threshold: float) -> str:
@@ -103,7 +120,7 @@ def _summary_html(summary: RunSummary) -> str:
     if summary.metrics:
         counted = metric_counts_differ(summary)  # n only when some metric has fewer values
         rows = "".join(
-            f"<tr><td>{_e(name)}</td><td>{_num(s.mean)}</td><td>{_num(s.std)}</td>"
+            f"<tr><td>{_name(name)}</td><td>{_num(s.mean)}</td><td>{_num(s.std)}</td>"
             f"<td>{_num(s.min)}</td><td>{_num(s.max)}</td>"
             f"{f'<td>{s.n}</td>' if counted else ''}</tr>"
             for name, s in summary.metrics.items()
@@ -123,7 +140,7 @@ def _summary_html(summary: RunSummary) -> str:
         )
     if summary.stop_reasons:
         rows = "".join(
-            f"<tr><td>{_e(k)}</td><td>{v}</td></tr>" for k, v in summary.stop_reasons.items()
+            f"<tr><td>{_name(k)}</td><td>{v}</td></tr>" for k, v in summary.stop_reasons.items()
         )
         parts.append(
             '<table id="stop-reasons"><thead><tr><th>stop reason</th><th>rollouts</th></tr>'
@@ -288,7 +305,7 @@ def rollout_html(record: Mapping[str, Any], threshold: float) -> str:
         f"#{_e(index)}",
         f"example {_e(record.get('example_id'))}",
         f'<span class="reward">reward {_num(record.get("reward"))}</span>',
-        _e(record.get("stop_reason") or status),
+        _name(record.get("stop_reason") or status),
     ]
     if record.get("turn") is not None:
         bits.append(f"{_e(record.get('turn'))} turns")
@@ -309,12 +326,12 @@ def rollout_html(record: Mapping[str, Any], threshold: float) -> str:
             f"{_e(json.dumps(record['reward_errors'], ensure_ascii=False)[:2000])}</div>"
         )
     answer = record.get("answer")
-    meta = [f"<b>task</b> {_e(record.get('task'))}"]
+    meta = [f"<b>task</b> {_name(record.get('task'))}"]
     if answer not in (None, ""):
         meta.append(f"<b>answer</b> {_clip(str(answer))}")
     metrics = record.get("metrics")
     if isinstance(metrics, Mapping) and metrics:
-        meta.append(" · ".join(f"<b>{_e(k)}</b> {_num(v)}" for k, v in metrics.items()))
+        meta.append(" · ".join(f"<b>{_name(k)}</b> {_num(v)}" for k, v in metrics.items()))
     body.append(f'<p class="kv">{" · ".join(meta)}</p>')
     tool_names: dict[str, str] = {}
     body.append(_conversation_html(record.get("prompt"), tool_names))
@@ -337,13 +354,20 @@ def render_report(
     source: str = "",
     max_rollouts: int = 1000,
     damaged_lines: Sequence[int] = (),
+    tamed_values: int = 0,
+    metadata_problem: str = "",
 ) -> str:
     """The whole report as one HTML string.
 
     `damaged_lines` are the numbers of the lines of results.jsonl that could not be
     read: the page says so, since every count on it then covers fewer rollouts.
+    `tamed_values` counts values replaced by a marker (see `report_input`), and
+    `metadata_problem` says why the run's settings are unknown; both are noted too.
     """
-    metadata = redact_secrets(dict(metadata))  # runs written before keys were redacted
+    tame = Tamer()  # (values `read_run` already tamed are left as they are)
+    records = [tame(dict(record)) for record in records]
+    metadata = redact_secrets(tame(dict(metadata)))  # runs written before keys were redacted
+    tamed_values += tame.count
     summary = summarize_records(records, metadata)
     rows = latest_records(records)
     env_id = metadata.get("env_id") or "evaluation"
@@ -353,9 +377,9 @@ def render_report(
         if metadata.get(key):
             facts.append(f"{key.replace('_', ' ')} {metadata[key]}")
     if metadata.get("env_args"):
-        facts.append(f"env args {json.dumps(metadata['env_args'], ensure_ascii=False)}")
+        facts.append(f"env args {_json_text(metadata['env_args'])}")
     if metadata.get("sampling_args"):
-        facts.append(f"sampling {json.dumps(metadata['sampling_args'], ensure_ascii=False)}")
+        facts.append(f"sampling {_json_text(metadata['sampling_args'])}")
     if source:
         facts.append(source)
     shown = rows[: max(0, max_rollouts)]
@@ -383,10 +407,12 @@ def render_report(
         "<!DOCTYPE html>\n"
         '<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>vfgym · {_e(env_id)} · {_e(model)}</title><style>{CSS}</style></head>"
-        f'<body><main><header><h1 id="title">{_e(env_id)}</h1>'
-        f'<p class="meta">{" · ".join(_e(f) for f in facts)}</p>{_damaged_html(damaged_lines)}'
-        "</header>"
+        f"<title>vfgym · {_e(_plain_cut(env_id))} · {_e(_plain_cut(model))}</title>"
+        f"<style>{CSS}</style></head>"
+        f'<body><main><header><h1 id="title">{_name(env_id)}</h1>'
+        f'<p class="meta">{" · ".join(_clip(str(f), MAX_FACT_CHARS) for f in facts)}</p>'
+        f"{_missing_metadata_html(metadata_problem)}{_damaged_html(damaged_lines)}"
+        f"{_tamed_html(tamed_values)}</header>"
         f'<section id="summary">{_summary_html(summary)}</section>'
         f"<section><h2>Reward distribution</h2>{histogram_svg(scored_rewards)}</section>"
         f'<section id="rollouts"><h2>Rollouts</h2><div class="controls">{buttons}'
@@ -395,6 +421,30 @@ def render_report(
         '<button type="button" id="collapse">collapse all</button>'
         f'<span id="shown"></span></div>{clipped}{rollouts}</section>'
         f"</main><script>{JS}</script></body></html>\n"
+    )
+
+
+def _missing_metadata_html(problem: str) -> str:
+    """The note that the run's settings are unknown, and why."""
+    if not problem:
+        return ""
+    return (
+        f'<p class="note" id="no-metadata">{_e(problem)}: the run\'s settings (environment, '
+        "model, arguments, status) are unknown; the rollouts below are all this page "
+        "knows of the run.</p>"
+    )
+
+
+def _tamed_html(count: int) -> str:
+    """The note on values the page shows as a marker instead of as they are."""
+    if not count:
+        return ""
+    plural = "s" if count != 1 else ""
+    return (
+        f'<p class="note" id="tamed">{count} value{plural} could not be shown as written '
+        f"(numbers too large for a float, or nesting deeper than {MAX_DEPTH} levels) and "
+        f"{'are' if plural else 'is'} marked where {'they' if plural else 'it'} stood; "
+        f"{RESULTS_FILE} keeps them whole.</p>"
     )
 
 
@@ -413,54 +463,6 @@ def _damaged_html(numbers: Sequence[int]) -> str:
         "of everything below; `vfgym eval --resume` on this directory runs the rollouts "
         "that have no readable line again.</p>"
     )
-
-
-def _read_run(directory: Path) -> tuple[Any, list[Any], list[int]]:
-    """The metadata, the records, and the numbers of the lines that could not be read.
-
-    Like `read_results`, but a damaged line is counted for the page to mention rather
-    than dropped unseen, and a line the JSON parser refuses in any way (not UTF-8, cut
-    short, an integer past Python's digit limit, nesting past its recursion limit) is
-    such a line, not a crash. A damaged metadata.json is named with what to do.
-    """
-    meta_path = directory / METADATA_FILE
-    try:
-        metadata = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.exists() else {}
-    except (OSError, ValueError, RecursionError) as exc:  # UnicodeDecodeError: a ValueError
-        raise CommandError(
-            f"cannot read {meta_path}: {str(exc)[:300]}; restore it, or move it aside to "
-            "report the results without the run's settings"
-        ) from None
-    path = directory / RESULTS_FILE
-    records: list[Any] = []
-    damaged: list[int] = []
-    if not path.exists():
-        return metadata, records, damaged
-    try:
-        for number, record in result_lines(path):
-            if record is None:
-                damaged.append(number)
-            else:
-                records.append(record)
-    except OSError as exc:
-        raise CommandError(f"cannot read {path}: {exc}") from None
-    return metadata, records, damaged
-
-
-def _check_shapes(directory: Path, metadata: Any, records: list[Any]) -> None:
-    """Valid JSON that is not what `vfgym eval` writes is named, not met as a crash later."""
-    if not isinstance(metadata, Mapping):
-        raise CommandError(
-            f"{directory / METADATA_FILE} is not a vfgym run's metadata (a JSON object); is "
-            "it a directory written by `vfgym eval`?"
-        )
-    bad = [number for number, record in enumerate(records, 1) if not isinstance(record, Mapping)]
-    if bad:
-        raise CommandError(
-            f"{directory / RESULTS_FILE} holds {len(bad)} line(s) that are not result records "
-            f"(JSON objects), the first being record {bad[0]}; is it a file written by "
-            "`vfgym eval`?"
-        )
 
 
 def write_report(directory: Path, output: Path | None = None, max_rollouts: int = 1000) -> Path:
@@ -483,15 +485,16 @@ def write_report(directory: Path, output: Path | None = None, max_rollouts: int 
             f"{max_rollouts}",
             EXIT_USAGE,
         )
-    metadata, records, damaged = _read_run(directory)
-    _check_shapes(directory, metadata, records)
+    run = read_run(directory)
     path = output if output is not None else directory / "report.html"
     html = render_report(
-        metadata,
-        records,
+        run.metadata,
+        run.records,
         source=str(directory),
         max_rollouts=max_rollouts,
-        damaged_lines=damaged,
+        damaged_lines=run.damaged_lines,
+        tamed_values=run.tamed_values,
+        metadata_problem=run.metadata_problem,
     )
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -15,7 +15,7 @@ import sys
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 #: A rollout passes (for pass@k) when its reward reaches this value.
 DEFAULT_PASS_THRESHOLD = 1.0
@@ -81,7 +81,7 @@ class RunSummary:
         return self.num_rollouts - self.num_errored
 
 
-def _is_finite(value: Any) -> bool:
+def _is_finite(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 

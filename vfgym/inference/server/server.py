@@ -23,6 +23,7 @@ import openai
 from aiohttp import web
 
 from vfgym.inference.server.app import ServerCore, build_app
+from vfgym.inference.server.faults import FaultMix
 from vfgym.inference.server.policy import PolicyRouter, PolicySpec
 from vfgym.inference.server.protocol import TokenizerView
 from vfgym.inference.server.tokenizer import ByteTokenizer
@@ -49,6 +50,7 @@ class ModelServer:
         thread hop per request would dominate the cost; turn it on for a policy
         that blocks.
     record_requests: keep every generation request body in `requests`.
+    faults: a `FaultMix` to start with (see `set_fault_mix`).
     """
 
     def __init__(
@@ -62,6 +64,7 @@ class ModelServer:
         model_name: str = "vfgym-test",
         offload_sync: bool = False,
         record_requests: bool = True,
+        faults: FaultMix | None = None,
     ) -> None:
         # (a bool is an int to Python: True would be a 1-token window, or port 1)
         if type(max_model_len) is bool or not isinstance(max_model_len, int) or max_model_len < 1:
@@ -80,6 +83,8 @@ class ModelServer:
             max_model_len=max_model_len,
             record_requests=record_requests,
         )
+        if faults is not None:
+            self._core.faults.set_mix(faults)
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
         self._thread: threading.Thread | None = None
@@ -167,8 +172,22 @@ class ModelServer:
         """Answer every generation request with `fault` (after any queued ones)."""
         self._core.faults.set_always(fault)
 
+    def set_fault_mix(self, mix: FaultMix | None) -> None:
+        """Fail a random share of generation requests, as `mix` says (None: stop).
+
+        For rehearsing a pipeline against a flaky server: `FaultMix(["429", "500",
+        "drop"], rate=0.1, seed=7)` fails one request in ten, reproducibly. Queued and
+        standing faults still come first.
+        """
+        self._core.faults.set_mix(mix)
+
+    @property
+    def fault_mix(self) -> FaultMix | None:
+        """The fault mix in force, if any (its `injected` counts what it did)."""
+        return self._core.faults.mix
+
     def clear_faults(self) -> None:
-        """Drop queued and standing faults."""
+        """Drop queued and standing faults, and the fault mix."""
         self._core.faults.clear()
 
     @property
