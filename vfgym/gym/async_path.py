@@ -19,7 +19,7 @@ from vfgym.gym.episode import Observation, _with_defaults
 from vfgym.gym.loops import LoopKeeping
 from vfgym.gym.scoring import score_sync, scoring_failed
 from vfgym.rubrics.rubric import rollout_args
-from vfgym.types import ChatMessage, State
+from vfgym.types import ChatMessage, Messages, State
 
 
 class AsyncEpisodes(LoopKeeping):
@@ -36,9 +36,9 @@ class AsyncEpisodes(LoopKeeping):
         prompt, answer, task, info, example_id = self._row_args(index)
         # What the hooks open (a sandbox session, a client) belongs to this loop.
         self._episode_loop = asyncio.get_running_loop()
-        completion = await maybe_await(env.init_completion)
+        completion: Messages = await maybe_await(env.init_completion)
         args = (prompt, completion, answer, task, info, example_id)
-        state = await maybe_await(env.init_state, *args)
+        state: State = await maybe_await(env.init_state, *args)
         state = _with_defaults(state, prompt, completion, answer, task, info, example_id)
         self._state, self._done, self._cleaned = state, False, False
         try:

@@ -285,6 +285,8 @@ class GymEnv(SyncEpisodes):
             self._refuse_step()
         state: State = self._state  # type: ignore[assignment]
         self._busy = True
+        # (read duck-typed below: one message dict, or anything else for `_observe`)
+        env_messages: Any
         try:
             try:
                 env_messages, stop = self._text_turn(state, action)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 import gymnasium as gym
@@ -28,6 +28,7 @@ from vfgym.gym.actions import model_turn
 from vfgym.gym.shipping import Outbox
 from vfgym.gym.spaces import MessagesSpace, ModelTurnSpace, UnicodeText
 from vfgym.gym.state_view import StateView
+from vfgym.gym.text import content_text
 from vfgym.rubrics.reward_call import to_reward
 from vfgym.types import ChatMessage, Messages, State
 
@@ -214,7 +215,8 @@ class EpisodeCore(gym.Env[Observation, Action]):
         self._cleaned = True
         try:
             if not self._default_cleanup:
-                call_inline(self.environment.cleanup_state, state)
+                cleanup: Callable[[State], Awaitable[None] | None] = self.environment.cleanup_state
+                call_inline(cleanup, state)
         except Exception as exc:
             self._cleanup_failed(state, exc)
         except BaseException:  # interrupted: a later close() runs it again
@@ -262,7 +264,7 @@ class EpisodeCore(gym.Env[Observation, Action]):
         if isinstance(turn, str):
             text = turn
         else:
-            parts = [turn.get("content") or ""]
+            parts = [content_text(turn.get("content"))]
             for call in turn.get("tool_calls") or ():
                 function = call.get("function") or {}
                 parts += [function.get("name") or "", function.get("arguments") or ""]

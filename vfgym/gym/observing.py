@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import json
 from operator import itemgetter
-from typing import Any
+from typing import Any, cast
 
 from vfgym.gym.episode import Observation
 from vfgym.gym.rendering import Rendering
 from vfgym.gym.shipping import Conversation, new_outbox
+from vfgym.gym.spaces import MessagesSpace
 from vfgym.gym.state_view import StateView
 from vfgym.gym.text import clean_strings, clean_text, content_text, fit_text, observation_text
-from vfgym.types import Messages, State
+from vfgym.types import ChatMessage, Messages, State
 
 #: How many prompts' observation texts a GymEnv remembers (see `_observe_prompt`).
 PROMPT_TEXTS_KEPT = 4096
@@ -71,11 +72,12 @@ class Observing(Rendering):
         if self._observation_mode == "text":
             return observation_text(messages, self._max_text_length)
         limit = self._max_text_length
-        out = []
+        out: list[Any] = []
         # One or two messages of a role and a content (a step's usual reply) fit the
         # space's JSON bound by construction: 2 * (2 * limit + 64) < 4 * limit + 4096.
         plain = len(messages) <= 2
-        for message in messages:
+        # (a list: "messages" mode is only made for chat environments)
+        for message in cast("list[ChatMessage]", messages):
             copied = dict(message)
             content = copied.get("content")
             if content is not None:
@@ -89,7 +91,8 @@ class Observing(Rendering):
                         copied[key] = clean_strings(value)
             out.append(copied)
         if not plain:
-            capacity = self.observation_space.shared_memory_chars  # type: ignore[union-attr]
+            # (a MessagesSpace: this is "messages" mode)
+            capacity = cast(MessagesSpace, self.observation_space).shared_memory_chars
             if _json_size_bound(out) > capacity:
                 _fit_json(out, capacity)
         return out

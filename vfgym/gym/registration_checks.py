@@ -13,7 +13,7 @@ import importlib.util
 import logging
 import operator
 from collections.abc import Callable
-from typing import Any, get_args
+from typing import Any, SupportsIndex, TypeGuard, get_args
 
 import gymnasium as gym
 import numpy as np
@@ -47,7 +47,7 @@ SPEC_FIELDS = {
 }
 
 
-def is_reference(environment: object) -> bool:
+def is_reference(environment: object) -> TypeGuard[str]:
     """True for a 'module:function' string, as Gymnasium writes entry points.
 
     Registry names never hold a ':' (`register` refuses ids that do for the same
@@ -190,7 +190,12 @@ def checked_max_episode_steps(max_episode_steps: object) -> int | None:
     if max_episode_steps is None:
         return None
     try:  # int and numpy ints; not True, 2.5 or "5"
-        steps = None if isinstance(max_episode_steps, bool) else operator.index(max_episode_steps)
+        steps = (
+            operator.index(max_episode_steps)
+            if isinstance(max_episode_steps, SupportsIndex)
+            and not isinstance(max_episode_steps, bool)
+            else None
+        )
     except TypeError:
         steps = None
     if steps is None:

@@ -10,7 +10,8 @@ every option, and hands environments that need a loop to `vfgym.gym.async_path`.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, cast
 
 from vfgym.engine._async import call_inline, settle_inline
 from vfgym.engine.data import fresh_copy
@@ -23,6 +24,9 @@ from vfgym.gym.scoring import score_sync, scoring_failed
 from vfgym.gym.state_view import StateView
 from vfgym.rubrics.rubric import Rubric, rollout_args
 from vfgym.types import ChatMessage, Messages, State
+
+#: A fresh copy of a prompt message: `dict`, typed as the message it copies.
+_copy_message = cast("Callable[[ChatMessage], ChatMessage]", dict)
 
 
 class SyncEpisodes(AsyncEpisodes):
@@ -41,11 +45,15 @@ class SyncEpisodes(AsyncEpisodes):
         if self._default_init:
             state = new_state(prompt, [], answer, task, info, example_id)
         else:
-            completion = call_inline(env.init_completion)
+            # (typed and cast: mypy cannot solve `call_inline`'s `T | Awaitable[T]` for a
+            # union T such as `Messages`)
+            init_completion: Callable[[], Awaitable[Any]] = env.init_completion
+            completion = cast(Messages, call_inline(init_completion))
             state = call_inline(env.init_state, prompt, completion, answer, task, info, example_id)
             state = _with_defaults(state, prompt, completion, answer, task, info, example_id)
         self._state, self._done, self._cleaned = state, False, False
-        ready = None
+        # (a sync override returns the State or None, an async one an awaitable of it)
+        ready: Any = None
         if not self._default_setup:
             try:
                 ready = env.setup_state(state)
@@ -66,14 +74,14 @@ class SyncEpisodes(AsyncEpisodes):
             self._done = True
             self._cleanup_sync(self._state)
         row = self._row_cache.get(index) or self._cached_row(index)
-        prompt = list(map(dict, row.prompt)) if row.chat else row.prompt
+        prompt = list(map(_copy_message, row.prompt)) if row.chat else row.prompt
         info = dict(row.info) if row.flat_info else fresh_copy(row.info)
         state = new_state(prompt, [], row.answer, row.task, info, row.example_id)
         self._episode_loop = None
         self._state, self._done, self._cleaned = state, False, False
         if not self._default_setup:
             try:
-                ready = self.environment.setup_state(state)
+                ready: Any = self.environment.setup_state(state)
                 if ready is not state and hasattr(ready, "__await__"):
                     ready = settle_inline(ready)
             except BaseException as exc:
@@ -100,6 +108,9 @@ class SyncEpisodes(AsyncEpisodes):
     def _step_sync(self, action: Action) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
         """`step` with every option: message actions, a token counter, per-step rewards,
         human rendering, a vector worker's views, hooks that need the event loop."""
+        # (`text_turn_sync` takes only text, `_record_and_advance` any checked turn)
+        turn: Callable[[State, Any], tuple[Messages, str | None]]
+        move: Any  # text for `text_turn_sync`, a checked turn for `_record_and_advance`
         if self._inline and type(action) is str:
             turn, move = self._text_turn, action
         else:

@@ -78,6 +78,7 @@ from vfgym.gym.vector_args import (
 )
 from vfgym.gym.vector_autoreset import Autoresetting
 from vfgym.gym.vector_upkeep import (
+    StepResult,
     SubEnvFailure,
     VectorMode,
     end_on_running_loop,
@@ -242,6 +243,7 @@ class GymVectorEnv(Autoresetting):
         ended = self._ended
         limit = self.max_episode_steps
         results: list[Any] = [None] * self.num_envs
+        result: StepResult | SubEnvFailure
         failed = False
         for i in range(self.num_envs):
             env = envs[i]
@@ -358,14 +360,23 @@ class GymVectorEnv(Autoresetting):
             self._close_loop()
 
     @property
-    def np_random_seed(self) -> tuple[int | None, ...]:
-        """Each sub-env's seed."""
+    def np_random_seed(self) -> tuple[int | None, ...]:  # type: ignore[override]
+        """Each sub-env's seed (one per sub-env, as in Gymnasium's `SyncVectorEnv`, where
+        `VectorEnv` declares one seed)."""
         return tuple(env.np_random_seed for env in self.envs)
 
-    @property
-    def np_random(self) -> tuple[np.random.Generator, ...]:  # type: ignore[override]
-        """Each sub-env's random generator."""
+    @property  # type: ignore[override]
+    def np_random(self) -> tuple[np.random.Generator, ...]:
+        """Each sub-env's random generator (one per sub-env, as `np_random_seed`)."""
         return tuple(env.np_random for env in self.envs)
+
+    @np_random.setter
+    def np_random(self, value: Any) -> None:
+        """Refused: there is no one generator to set (`VectorEnv` would take one)."""
+        raise AttributeError(
+            "a GymVectorEnv has one random generator per sub-env: seed them with "
+            "reset(seed=...), or set one with vec.envs[i].np_random = generator"
+        )
 
     def __deepcopy__(self, memo: dict[int, Any]) -> GymVectorEnv:
         """A copy of the vector env and its sub-envs' episodes (each sub-env copied as
@@ -408,10 +419,10 @@ class GymVectorEnv(Autoresetting):
 
     def _batch(
         self,
-        rewards: list[float],
-        terminations: list[bool],
-        truncations: list[bool],
-        infos: list[Any],
+        rewards: Sequence[float],
+        terminations: Sequence[bool],
+        truncations: Sequence[bool],
+        infos: Sequence[Any],
     ) -> tuple[tuple[Any, ...], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         n = self.num_envs
         # (`fromiter` with positional arguments: a fifth cheaper than `np.array(values,
@@ -449,7 +460,7 @@ class GymVectorEnv(Autoresetting):
     def _after_reset(
         self,
         plan: list[tuple[int, int | None]],
-        results: list[tuple[Any, dict[str, Any]] | Exception],
+        results: list[tuple[Any, dict[str, Any]] | BaseException],
     ) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """What `reset` returns, once each planned sub-env has reset or failed to."""
         infos: list[Any] = [None] * self.num_envs

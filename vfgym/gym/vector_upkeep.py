@@ -81,9 +81,9 @@ class SubEnvUpkeep(VectorEnv):
                 "reset them with reset(options={'reset_mask': mask}) before stepping again"
             )
         actions = list(actions)
-        ended = self._ended
+        autoresetting = self._ended
         for i, action in enumerate(actions):
-            if type(action) is not str and not ended[i]:
+            if type(action) is not str and not autoresetting[i]:
                 self.envs[i]._model_turn(action)  # a bad action raises before any step
         return actions
 
@@ -172,8 +172,9 @@ class SubEnvUpkeep(VectorEnv):
             raise
         return []
 
-    async def _gather(self, calls: list[Coroutine[Any, Any, T]]) -> list[T | Exception]:
-        """Run the sub-envs' calls concurrently; a call that raised gives its exception."""
+    async def _gather(self, calls: list[Coroutine[Any, Any, T]]) -> list[T | BaseException]:
+        """Run the sub-envs' calls concurrently; a call that raised gives its exception
+        (an `Exception`: any other, an interruption, is raised here)."""
         try:
             results = await asyncio.gather(*calls, return_exceptions=True)
         except BaseException:  # cancelled while the calls ran
