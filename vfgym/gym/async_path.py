@@ -15,7 +15,7 @@ import asyncio
 from typing import Any
 
 from vfgym.engine._async import maybe_await
-from vfgym.gym.episode import Observation, _with_defaults
+from vfgym.gym.episode import Observation, with_state_defaults
 from vfgym.gym.loops import LoopKeeping
 from vfgym.gym.scoring import score_sync, scoring_failed
 from vfgym.rubrics.rubric import rollout_args
@@ -39,7 +39,7 @@ class AsyncEpisodes(LoopKeeping):
         completion: Messages = await maybe_await(env.init_completion)
         args = (prompt, completion, answer, task, info, example_id)
         state: State = await maybe_await(env.init_state, *args)
-        state = _with_defaults(state, prompt, completion, answer, task, info, example_id)
+        state = with_state_defaults(state, prompt, completion, answer, task, info, example_id)
         self._state, self._done, self._cleaned = state, False, False
         try:
             # (a sync setup through the environment's offloader, as in its rollouts)

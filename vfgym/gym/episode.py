@@ -320,7 +320,7 @@ def _error_told(state: State) -> str:
     return f": {kind}: {str(message)[:200]}" if message else f": {kind}"
 
 
-def _with_defaults(
+def with_state_defaults(
     state: State,
     prompt: Messages,
     completion: Messages,

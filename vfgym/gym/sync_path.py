@@ -19,7 +19,7 @@ from vfgym.engine.state import new_state
 from vfgym.envs.multiturn_env import TRUNCATING
 from vfgym.errors import SyncScoringUnavailable
 from vfgym.gym.async_path import AsyncEpisodes
-from vfgym.gym.episode import Action, Observation, _with_defaults
+from vfgym.gym.episode import Action, Observation, with_state_defaults
 from vfgym.gym.scoring import score_sync, scoring_failed
 from vfgym.gym.state_view import StateView
 from vfgym.rubrics.rubric import Rubric, rollout_args
@@ -50,7 +50,7 @@ class SyncEpisodes(AsyncEpisodes):
             init_completion: Callable[[], Awaitable[Any]] = env.init_completion
             completion = cast(Messages, call_inline(init_completion))
             state = call_inline(env.init_state, prompt, completion, answer, task, info, example_id)
-            state = _with_defaults(state, prompt, completion, answer, task, info, example_id)
+            state = with_state_defaults(state, prompt, completion, answer, task, info, example_id)
         self._state, self._done, self._cleaned = state, False, False
         # (a sync override returns the State or None, an async one an awaitable of it)
         ready: Any = None
@@ -166,7 +166,7 @@ class SyncEpisodes(AsyncEpisodes):
             self._cleanup_sync(state)
         rubric = self.environment.rubric
         if type(rubric).score_rollout_sync is Rubric.score_rollout_sync:
-            # `_score_here` and `_score_sync`, inlined for the usual rubric (a game's):
+            # `_score_here` and `score_sync`, inlined for the usual rubric (a game's):
             # two calls cost a game's episode end a tenth of its time.
             try:
                 episode_reward, metrics = rubric.score_state_sync(state)
