@@ -131,7 +131,7 @@ def _extends(value: list[Any] | str, sent: list[Any] | str) -> bool:
     """
     if type(value) is not type(sent) or len(value) < len(sent):
         return False
-    if type(value) is str:
+    if isinstance(value, str) and isinstance(sent, str):  # (both or neither: same type)
         return value.startswith(sent)
     if len(value) == len(sent):
         return value == sent
@@ -230,6 +230,7 @@ def _rebuild_view(
     episodes = _INBOX.get(stream)
     if episodes is None:
         episodes = _open_stream(stream, _receiving_connection(sys._getframe(1)))
+    slot: list[Any] | None
     if version == 0:
         for older in [e for e in episodes if e < episode]:  # abandoned by a reset
             del episodes[older]

@@ -268,9 +268,11 @@ def _fit_sample(messages: list[dict[str, Any]], limit: int) -> list[dict[str, An
 
 
 # ------------------------------------------------------------------ flattening
+#
+# Registered with `register(cls, function)`: mypy's check of the decorator form
+# cannot match a subclass of `Space[str]` against Gymnasium's generic `Space[T]`.
 
 
-@flatten.register(UnicodeText)
 def _flatten_unicode(space: UnicodeText, x: str) -> np.ndarray:
     if len(x) > space.max_length:
         raise ValueError(f"text of {len(x)} characters does not fit {space!r}")
@@ -279,7 +281,9 @@ def _flatten_unicode(space: UnicodeText, x: str) -> np.ndarray:
     return out
 
 
-@unflatten.register(UnicodeText)
+flatten.register(UnicodeText, _flatten_unicode)
+
+
 def _unflatten_unicode(space: UnicodeText, x: np.ndarray) -> str:
     """The text of code points `x`, padding (`CODE_POINT_LIMIT`) left out.
 
@@ -298,6 +302,9 @@ def _unflatten_unicode(space: UnicodeText, x: np.ndarray) -> str:
     return text if is_clean(text) else FORBIDDEN.sub("\ufffd", text)
 
 
+unflatten.register(UnicodeText, _unflatten_unicode)
+
+
 @flatten_space.register(UnicodeText)
 def _flatten_unicode_space(space: UnicodeText) -> Box:
     return Box(low=0, high=CODE_POINT_LIMIT, shape=(space.max_length,), dtype=np.int32)
@@ -308,14 +315,18 @@ def _flatdim_unicode(space: UnicodeText) -> int:
     return space.max_length
 
 
-@flatten.register(MessagesSpace)
 def _flatten_messages(space: MessagesSpace, x: Any) -> np.ndarray:
     raise MessagesNotFlattenableError(space)
 
 
-@unflatten.register(MessagesSpace)
+flatten.register(MessagesSpace, _flatten_messages)
+
+
 def _unflatten_messages(space: MessagesSpace, x: Any) -> list:
     raise MessagesNotFlattenableError(space)
+
+
+unflatten.register(MessagesSpace, _unflatten_messages)
 
 
 @flatten_space.register(MessagesSpace)

@@ -12,7 +12,7 @@ longer than the space allows with a note saying so. The raw messages stay in
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 #: Characters no observation contains: C0 controls except tab/newline/CR, DEL, C1
@@ -84,7 +84,7 @@ def content_text(content: Any) -> str:
     return str(content)
 
 
-def messages_text(messages: Sequence[Any] | str) -> str:
+def messages_text(messages: Sequence[Mapping[str, Any]] | str) -> str:
     """The contents of `messages` joined by a blank line (a completion string as it is)."""
     if isinstance(messages, str):
         return messages
@@ -93,7 +93,7 @@ def messages_text(messages: Sequence[Any] | str) -> str:
     return SEPARATOR.join([content_text(m.get("content")) for m in messages])
 
 
-def observation_text(messages: Sequence[Any] | str, max_length: int) -> str:
+def observation_text(messages: Sequence[Mapping[str, Any]] | str, max_length: int) -> str:
     """What the text observation shows for `messages`: cleaned and cut to fit."""
     if type(messages) is list and len(messages) == 1:  # a game's reply: the common case
         text = messages[0].get("content")
@@ -108,7 +108,7 @@ def observation_text(messages: Sequence[Any] | str, max_length: int) -> str:
     return fit_text(clean_text(messages_text(messages)), max_length)
 
 
-def conversation_text(messages: Iterable[Any] | str) -> str:
+def conversation_text(messages: Iterable[Mapping[str, Any]] | str) -> str:
     """A readable transcript with role headers, tool calls shown, for `render()`."""
     if isinstance(messages, str):
         return messages

@@ -50,37 +50,47 @@ call (in both modes), then `vfgym.errors.SubEnvError` is raised with the batch o
 results (each failed slot carrying `info["error"]`), so no other sub-env's step —
 an episode's end among them — goes unreported. The failed sub-envs need a reset
 (`options={"reset_mask": mask}`) before the next step.
+
+This module holds the vector env's calls and its batching of results; the checks of
+its arguments live in `vfgym.gym.vector_args`, and the bookkeeping of failed sub-envs
+and of the loops their episodes run on in `vfgym.gym.vector_upkeep` (a base class).
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import Callable, Coroutine, Mapping, Sequence
-from typing import Any, Literal, NoReturn, TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NoReturn
 
-import gymnasium as gym
 import numpy as np
-from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
-from vfgym.engine._async import close_loop, new_private_loop, run_on
-from vfgym.errors import SubEnvError
 from vfgym.gym.batching import batch_infos
-from vfgym.gym.env import RESET_OPTIONS, GymEnv
+from vfgym.gym.env import GymEnv
+from vfgym.gym.vector_args import (
+    build_sub_envs,
+    check_reset_options,
+    checked_autoreset_mode,
+    checked_reset_mask,
+    sub_env_seeds,
+)
+from vfgym.gym.vector_autoreset import Autoresetting
+from vfgym.gym.vector_upkeep import (
+    StepResult,
+    SubEnvFailure,
+    VectorMode,
+    end_on_running_loop,
+    every_sub_env,
+    raise_first,
+    sub_env_error,
+)
 
-T = TypeVar("T")
-VectorMode = Literal["sync", "async"]
 MODES = ("sync", "async")
 
-_NEXT_STEP = AutoresetMode.NEXT_STEP
-_SAME_STEP = AutoresetMode.SAME_STEP
-_DISABLED = AutoresetMode.DISABLED
 
-StepResult = tuple[Any, float, bool, bool, dict[str, Any]]
-
-
-class GymVectorEnv(VectorEnv):
+class GymVectorEnv(Autoresetting):
     """A `gymnasium.vector.VectorEnv` over `GymEnv`s, stepped in this process.
 
     Args:
@@ -108,7 +118,7 @@ class GymVectorEnv(VectorEnv):
                 f"mode must be 'sync' (sub-envs step one after another) or 'async' (they "
                 f"step concurrently on one event loop), not {mode!r}"
             )
-        self.autoreset_mode = _autoreset_mode(autoreset_mode)
+        self.autoreset_mode = checked_autoreset_mode(autoreset_mode)
         if max_episode_steps is not None and (
             isinstance(max_episode_steps, bool)
             or not isinstance(max_episode_steps, int)
@@ -124,7 +134,7 @@ class GymVectorEnv(VectorEnv):
             )
         if not envs:
             raise ValueError("a vector env needs at least one sub-env (num_envs >= 1)")
-        self.envs = _build(envs)
+        self.envs = build_sub_envs(envs)
         self.num_envs = len(self.envs)
         self.mode: VectorMode = mode
         self.max_episode_steps = max_episode_steps
@@ -217,7 +227,7 @@ class GymVectorEnv(VectorEnv):
         here = asyncio.get_running_loop()
         rest = self._end_running(here, "aend_episodes")
         try:
-            await _end_episodes([self.envs[i] for i in rest])
+            await end_on_running_loop([self.envs[i] for i in rest])
         except BaseException:
             self._interrupted()
             raise
@@ -233,6 +243,7 @@ class GymVectorEnv(VectorEnv):
         ended = self._ended
         limit = self.max_episode_steps
         results: list[Any] = [None] * self.num_envs
+        result: StepResult | SubEnvFailure
         failed = False
         for i in range(self.num_envs):
             env = envs[i]
@@ -251,7 +262,7 @@ class GymVectorEnv(VectorEnv):
                         ending = result
                         result = self._reset_within(i, result, env.reset())
             except Exception as exc:  # the others still step (as in async mode)
-                result, failed = _Failure(exc, ending), True
+                result, failed = SubEnvFailure(exc, ending), True
             except BaseException:
                 self._interrupted()
                 raise
@@ -274,7 +285,7 @@ class GymVectorEnv(VectorEnv):
         results = await self._gather(
             [self._astep_one(i, action) for i, action in enumerate(actions)]
         )
-        if any(isinstance(result, Exception | _Failure) for result in results):
+        if any(isinstance(result, Exception | SubEnvFailure) for result in results):
             self._raise_failed_step(results)
         observations, rewards, terminations, truncations, infos = (
             list(column) for column in zip(*results, strict=True)
@@ -319,13 +330,15 @@ class GymVectorEnv(VectorEnv):
             return
         if self._concurrent:  # what another loop holds is released there first
             here = asyncio.get_running_loop()
-            self._end_held(self._held_elsewhere(_all(self), here), "aclose", closed_ok=True)
+            self._end_held(
+                self._held_elsewhere(every_sub_env(self), here), "aclose", closed_ok=True
+            )
         try:
             if self._concurrent:
                 errors = await asyncio.gather(
                     *(env.aclose() for env in self.envs), return_exceptions=True
                 )
-                _raise_first(errors)
+                raise_first(errors)
             else:
                 self._close_all()
         finally:
@@ -336,7 +349,7 @@ class GymVectorEnv(VectorEnv):
         """Close every sub-env: each running episode's cleanup runs (on the loop it
         started on, when that loop is still open)."""
         if self._concurrent:
-            held = self._held_elsewhere(_all(self), self._loop)
+            held = self._held_elsewhere(every_sub_env(self), self._loop)
             self._end_held(held, "close", closed_ok=True)
         try:
             if self._concurrent:
@@ -347,14 +360,23 @@ class GymVectorEnv(VectorEnv):
             self._close_loop()
 
     @property
-    def np_random_seed(self) -> tuple[int | None, ...]:
-        """Each sub-env's seed."""
+    def np_random_seed(self) -> tuple[int | None, ...]:  # type: ignore[override]
+        """Each sub-env's seed (one per sub-env, as in Gymnasium's `SyncVectorEnv`, where
+        `VectorEnv` declares one seed)."""
         return tuple(env.np_random_seed for env in self.envs)
 
-    @property
-    def np_random(self) -> tuple[np.random.Generator, ...]:  # type: ignore[override]
-        """Each sub-env's random generator."""
+    @property  # type: ignore[override]
+    def np_random(self) -> tuple[np.random.Generator, ...]:
+        """Each sub-env's random generator (one per sub-env, as `np_random_seed`)."""
         return tuple(env.np_random for env in self.envs)
+
+    @np_random.setter
+    def np_random(self, value: Any) -> None:
+        """Refused: there is no one generator to set (`VectorEnv` would take one)."""
+        raise AttributeError(
+            "a GymVectorEnv has one random generator per sub-env: seed them with "
+            "reset(seed=...), or set one with vec.envs[i].np_random = generator"
+        )
 
     def __deepcopy__(self, memo: dict[int, Any]) -> GymVectorEnv:
         """A copy of the vector env and its sub-envs' episodes (each sub-env copied as
@@ -387,77 +409,6 @@ class GymVectorEnv(VectorEnv):
 
     # -------------------------------------------------------------- helpers
 
-    def _check_step(self, actions: Any) -> list[Any]:
-        """The actions as a list, once they and the vector env are fit to step."""
-        if self.closed:
-            raise RuntimeError("step() on a closed vector env; make a new one")
-        if isinstance(actions, str | Mapping) or not hasattr(actions, "__len__"):
-            raise TypeError(
-                f"step() takes one action per sub-env: a sequence of {self.num_envs} actions "
-                f"(e.g. a tuple of strings), not a single {type(actions).__name__}"
-            )
-        if len(actions) != self.num_envs:
-            raise ValueError(
-                f"step() got {len(actions)} actions for {self.num_envs} sub-envs; pass one "
-                "per sub-env (a sub-env that is autoresetting ignores its action, so any "
-                "placeholder such as '' will do)"
-            )
-        if not self._ready:
-            waiting = [i for i, started in enumerate(self._started) if not started]
-            raise gym.error.ResetNeeded(
-                f"call reset() before step() (sub-envs {waiting} have no episode: not "
-                "reset yet, or ended by end_episodes())"
-            )
-        if self._failed:
-            broken = ", ".join(f"{i}: {why}" for i, why in sorted(self._failed.items()))
-            raise gym.error.ResetNeeded(
-                f"the last step or reset failed in sub-env(s) {broken}; call reset() (or "
-                "reset(options={'reset_mask': mask}) for those sub-envs) before stepping again"
-            )
-        if self.autoreset_mode is _DISABLED and any(self._ended):
-            ended = [i for i, e in enumerate(self._ended) if e]
-            raise gym.error.ResetNeeded(
-                f"sub-env(s) {ended} ended on the last step and autoreset_mode is DISABLED: "
-                "reset them with reset(options={'reset_mask': mask}) before stepping again"
-            )
-        actions = list(actions)
-        ended = self._ended
-        for i, action in enumerate(actions):
-            if type(action) is not str and not ended[i]:
-                self.envs[i]._model_turn(action)  # a bad action raises before any step
-        return actions
-
-    def _check_step_loop(self, here: asyncio.AbstractEventLoop) -> None:
-        """Refuse a concurrent step on `here` when a sub-env's episode started on another
-        open loop, before any sub-env moves.
-
-        Why: each sub-env refuses such a step itself (its hooks may hold what they opened
-        on the other loop), but refusing in every sub-env would mark them all failed and
-        lose the episodes to the reset a failed sub-env needs; refused here, nothing
-        changes and the caller can step them where they belong."""
-        elsewhere = [
-            i
-            for i, env in enumerate(self.envs)
-            if not self._ended[i]  # (a sub-env autoresetting starts a new episode here)
-            and (loop := env._episode_loop) is not None
-            and loop is not here
-            and not loop.is_closed()
-        ]
-        if not elsewhere:
-            return
-        if here is self._loop:  # step(): the private loop
-            raise RuntimeError(
-                f"step(): sub-env(s) {elsewhere} run episodes that started with areset() on "
-                "another event loop, where their hooks hold what they opened: step them "
-                "there with `await vec.astep(actions)`, or start new episodes with reset()"
-            )
-        raise RuntimeError(
-            f"astep(): sub-env(s) {elsewhere} run episodes that started on another event loop "
-            "(with reset(), on the vector env's own loop, or with areset() on another one), "
-            "where their hooks hold what they opened: step them with step() (or astep() on "
-            "that loop), or start new episodes here with `await vec.areset()`"
-        )
-
     async def _areset(
         self, plan: list[tuple[int, int | None]], options: dict[str, Any] | None
     ) -> tuple[tuple[Any, ...], dict[str, Any]]:
@@ -466,112 +417,12 @@ class GymVectorEnv(VectorEnv):
         results = await self._gather([envs[i].areset(seed=s, options=options) for i, s in plan])
         return self._after_reset(plan, results)
 
-    # ---------------------------------------------- episodes held by a loop
-
-    def _held_elsewhere(
-        self, plan: Sequence[tuple[int, Any]], here: asyncio.AbstractEventLoop | None
-    ) -> dict[asyncio.AbstractEventLoop, list[int]]:
-        """The planned sub-envs whose running episode must end on a loop other than
-        `here` (where they are about to reset or close), grouped by that loop."""
-        held: dict[asyncio.AbstractEventLoop, list[int]] = {}
-        for i, _ in plan:
-            loop = self.envs[i]._holding_loop()
-            if loop is not None and loop is not here:
-                held.setdefault(loop, []).append(i)
-        return held
-
-    def _end_held(
-        self,
-        held: dict[asyncio.AbstractEventLoop, list[int]],
-        call: str,
-        *,
-        closed_ok: bool = False,
-    ) -> None:
-        """End the episodes `held` by other loops, each group on its own loop (this
-        thread waits). Every loop is checked first, so a refusal changes nothing.
-        `closed_ok` (closing): a closed loop's episodes are left to the sub-env's own
-        close, since nothing can run on that loop any more and a close must finish."""
-        for loop, indices in held.items():
-            if not (closed_ok and loop.is_closed()):
-                _check_reachable(loop, indices, call)
-        try:
-            for loop, indices in held.items():
-                if not loop.is_closed():
-                    run_on(loop, _end_episodes([self.envs[i] for i in indices]))
-        except BaseException:
-            self._interrupted()
-            raise
-
-    def _end_running(self, here: asyncio.AbstractEventLoop | None, call: str) -> list[int]:
-        """`end_episodes`: end what other loops than `here` hold, and with no loop
-        `here` the episodes whose cleanup needs none; returns the sub-envs whose
-        episodes are left to end on `here`. The vector env wants a reset after this."""
-        self._end_held(self._held_elsewhere(_all(self), here), call)
-        rest = [i for i, env in enumerate(self.envs) if env._episode_running()]
-        self._started = [False] * self.num_envs
-        self._ready = False
-        self._ended = [False] * self.num_envs
-        self._elapsed = [0] * self.num_envs
-        if here is not None:
-            return rest
-        try:
-            for i in rest:
-                self.envs[i]._abandon_sync()
-        except BaseException:
-            self._interrupted()
-            raise
-        return []
-
-    async def _astep_one(self, i: int, action: Any) -> StepResult:
-        env = self.envs[i]
-        if self._ended[i]:  # NEXT_STEP
-            observation, info = await env.areset()
-            self._ended[i] = False
-            self._elapsed[i] = 0
-            return observation, 0.0, False, False, info
-        result, reset_now = self._ending(i, await env.astep(action))
-        if reset_now:
-            try:
-                result = self._reset_within(i, result, await env.areset())
-            except Exception as exc:
-                return _Failure(exc, result)  # type: ignore[return-value]
-        return result
-
-    def _ending(self, i: int, result: StepResult) -> tuple[StepResult, bool]:
-        """Sub-env i's step `result` with the vector env's step limit applied, and
-        whether its episode ended and resets within this step (SAME_STEP); an end
-        under NEXT_STEP is marked for the next step."""
-        observation, reward, terminated, truncated, info = result
-        limit = self.max_episode_steps
-        if limit is not None:
-            self._elapsed[i] += 1
-            if self._elapsed[i] >= limit:
-                truncated = True
-        result = observation, reward, terminated, truncated, info
-        if not (terminated or truncated):
-            return result, False
-        if self.autoreset_mode is _SAME_STEP:
-            return result, True
-        self._ended[i] = True
-        return result, False
-
-    def _reset_within(
-        self, i: int, result: StepResult, reset: tuple[Any, dict[str, Any]]
-    ) -> StepResult:
-        """The step `result` of an episode that ended, once sub-env i has `reset`
-        (SAME_STEP): the new episode's observation, with the last one's in the info."""
-        observation, reward, terminated, truncated, info = result
-        new_observation, new_info = reset
-        self._elapsed[i] = 0
-        final = {"final_obs": observation, "final_info": info, **new_info}
-        return new_observation, reward, terminated, truncated, final
-
     def _batch(
         self,
-        rewards: list[float],
-        terminations: list[bool],
-        truncations: list[bool],
-        infos: list[Any],
+        rewards: Sequence[float],
+        terminations: Sequence[bool],
+        truncations: Sequence[bool],
+        infos: Sequence[Any],
     ) -> tuple[tuple[Any, ...], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         n = self.num_envs
         # (`fromiter` with positional arguments: a fifth cheaper than `np.array(values,
@@ -591,7 +442,7 @@ class GymVectorEnv(VectorEnv):
         if self.closed:
             raise RuntimeError("reset() on a closed vector env; make a new one")
         n = self.num_envs
-        seeds = _seeds(seed, n)
+        seeds = sub_env_seeds(seed, n)
         mask = None
         if options is not None and not isinstance(options, Mapping):
             raise TypeError(
@@ -600,16 +451,16 @@ class GymVectorEnv(VectorEnv):
             )
         if options is not None and "reset_mask" in options:
             options = dict(options)  # the caller's dict stays as it was
-            mask = _check_mask(options.pop("reset_mask"), n)
+            mask = checked_reset_mask(options.pop("reset_mask"), n)
         plan = [(i, seeds[i]) for i in range(n) if mask is None or mask[i]]
         if options:
-            _check_options(options, [self.envs[i] for i, _ in plan])
+            check_reset_options(options, [self.envs[i] for i, _ in plan])
         return plan, options
 
     def _after_reset(
         self,
         plan: list[tuple[int, int | None]],
-        results: list[tuple[Any, dict[str, Any]] | Exception],
+        results: list[tuple[Any, dict[str, Any]] | BaseException],
     ) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """What `reset` returns, once each planned sub-env has reset or failed to."""
         infos: list[Any] = [None] * self.num_envs
@@ -629,7 +480,7 @@ class GymVectorEnv(VectorEnv):
         self._ready = all(self._started)
         batch = tuple(self._observations), batch_infos(infos, self.num_envs)
         if errors:
-            raise _sub_env_error("reset", errors, batch)
+            raise sub_env_error("reset", errors, batch)
         return batch
 
     def _raise_failed_step(self, results: list[Any]) -> NoReturn:
@@ -638,8 +489,8 @@ class GymVectorEnv(VectorEnv):
         errors: dict[int, BaseException] = {}
         for i, result in enumerate(results):
             if isinstance(result, Exception):
-                result = _Failure(result, None)
-            if isinstance(result, _Failure):
+                result = SubEnvFailure(result, None)
+            if isinstance(result, SubEnvFailure):
                 errors[i] = result.error
                 why = self._mark_failed(i, result.error)
                 if result.ending is None:
@@ -652,268 +503,7 @@ class GymVectorEnv(VectorEnv):
                 results[i] = result
             self._observations[i] = result[0]
         _, rewards, terminations, truncations, infos = zip(*results, strict=True)
-        raise _sub_env_error("step", errors, self._batch(rewards, terminations, truncations, infos))
-
-    async def _gather(self, calls: list[Coroutine[Any, Any, T]]) -> list[T | Exception]:
-        """Run the sub-envs' calls concurrently; a call that raised gives its exception."""
-        try:
-            results = await asyncio.gather(*calls, return_exceptions=True)
-        except BaseException:  # cancelled while the calls ran
-            self._interrupted()
-            raise
-        for result in results:
-            if isinstance(result, BaseException) and not isinstance(result, Exception):
-                self._interrupted()
-                raise result
-        return results
-
-    def _mark_failed(self, i: int, exc: BaseException) -> str:
-        """Sub-env i raised: it needs a reset before the vector env steps again."""
-        why = self._failed[i] = f"{type(exc).__name__}: {exc}"
-        self._ended[i] = False
-        return why
-
-    def _interrupted(self) -> None:
-        """A step or reset stopped part way (KeyboardInterrupt, cancellation): which
-        sub-envs moved is unknown, so every one needs a reset."""
-        for i in range(self.num_envs):
-            self._failed.setdefault(i, "interrupted")
-
-    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Run `coro` on the private loop (see `vfgym.engine._async.run_on`): always the same
-        loop, so what the sub-envs open on it stays usable."""
-        return run_on(self._private_loop(), coro)
-
-    def _private_loop(self) -> asyncio.AbstractEventLoop:
-        """The loop sync calls run the sub-envs on (made on first use)."""
-        if self._loop is None or self._loop.is_closed():
-            self._loop = new_private_loop(self)
-        return self._loop
-
-    async def _aclose_envs(self) -> None:
-        errors = await asyncio.gather(*(env.aclose() for env in self.envs), return_exceptions=True)
-        _raise_first(errors)
-
-    def _close_all(self) -> None:
-        errors: list[Any] = []
-        for env in self.envs:
-            try:
-                env.close()
-            except Exception as exc:  # the others still close
-                errors.append(exc)
-        _raise_first(errors)
-
-    def _close_loop(self) -> None:
-        loop, self._loop = self._loop, None
-        close_loop(loop)
-
-
-class _Failure:
-    """A sub-env's step that raised `error`; `ending` is the step's own result when the
-    episode ended and only the reset after it failed."""
-
-    __slots__ = ("ending", "error")
-
-    def __init__(self, error: Exception, ending: StepResult | None) -> None:
-        self.error = error
-        self.ending = ending
-
-
-async def _end_episodes(envs: Sequence[GymEnv]) -> None:
-    """End the running episodes of `envs` concurrently on the running loop."""
-    _raise_first(await asyncio.gather(*(env._abandon() for env in envs), return_exceptions=True))
-
-
-def _all(vec: GymVectorEnv) -> list[tuple[int, None]]:
-    """A plan that takes in every sub-env (see `_held_elsewhere`)."""
-    return [(i, None) for i in range(vec.num_envs)]
-
-
-def _running_loop() -> asyncio.AbstractEventLoop | None:
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
-
-
-def _check_reachable(loop: asyncio.AbstractEventLoop, indices: list[int], call: str) -> None:
-    """Refuse `call` when `loop`, which holds the running episodes of sub-envs
-    `indices`, cannot run their cleanup now; say what to do instead."""
-    which = f"sub-env(s) {indices}"
-    if loop.is_closed():
-        raise RuntimeError(
-            f"{call}(): {which} still run episodes that started on an event loop that has "
-            "since been closed (asyncio.run closes its loop when it returns), and their async "
-            "cleanup can only release what they opened on that loop. Close this vector env "
-            "(close() releases what the environments it owns hold) and make a new one; next "
-            "time end the episodes before their loop closes, with `await vec.aend_episodes()` "
-            "or `await vec.aclose()` in it (aplay_vector ends its own)"
-        )
-    if not loop.is_running():
-        return  # idle: this thread can run it
-    if loop is _running_loop():
-        instead = f"`await vec.a{call}()`"
-        if call == "reset":
-            instead += " (`await aplay_vector(...)` for play_vector)"
-        if call != "end_episodes":
-            instead += ", or end them first with `await vec.aend_episodes()`"
-        raise RuntimeError(
-            f"{call}(): {which} run episodes that started on the event loop running in this "
-            "thread (with areset()/astep() or aplay_vector), and their async cleanup must run "
-            f"there, which a sync call made from that loop cannot do: use {instead}"
-        )
-    raise RuntimeError(
-        f"{call}(): {which} run episodes that started on an event loop running in another "
-        "thread, and their async cleanup must run there: end them on that loop first "
-        f"(`await vec.aend_episodes()` or `await vec.aclose()` there), then call {call}() here"
-    )
-
-
-def _sub_env_error(
-    call: str, errors: dict[int, BaseException], results: tuple[Any, ...]
-) -> SubEnvError:
-    """The error of a `call` ("step" or "reset") that failed in the sub-envs `errors`."""
-    listing = "; ".join(f"sub-env {i}: {type(e).__name__}: {e}" for i, e in errors.items())
-    mask = f"np.isin(np.arange({len(results[0])}), {sorted(errors)})"
-    error = SubEnvError(
-        f"{call}() failed in {listing}. The other sub-envs' results are in this error's "
-        f"`results`; reset the failed sub-env(s) before stepping again: "
-        f"reset(options={{'reset_mask': {mask}}})",
-        errors=errors,
-        results=results,
-    )
-    error.__cause__ = next(iter(errors.values()))  # as `raise error from ...` would
-    error.__suppress_context__ = True
-    return error
-
-
-def _build(envs: Sequence[GymEnv | Callable[[], GymEnv]]) -> list[GymEnv]:
-    """The sub-envs, built from their functions; the ones built are closed on a failure."""
-    built: list[GymEnv] = []
-    made: list[GymEnv] = []
-    try:
-        for i, item in enumerate(envs):
-            env = item() if callable(item) and not isinstance(item, gym.Env) else item
-            if env is not item:
-                made.append(env)  # type: ignore[arg-type]
-            if not isinstance(env, GymEnv):
-                hint = (
-                    " (gym.make wraps its env: use gym.make_vec(id, num_envs=...) or "
-                    "vfgym.gym.make_env(name) instead)"
-                    if isinstance(env, gym.Wrapper)
-                    else ""
-                )
-                raise TypeError(f"sub-env {i} is a {type(env).__name__}, not a vfgym GymEnv{hint}")
-            if any(env is other for other in built):
-                raise ValueError(
-                    f"sub-env {i} is the same GymEnv object as an earlier one; one env plays "
-                    "one episode at a time, so give each sub-env its own"
-                )
-            built.append(env)
-    except BaseException:
-        for env in made:
-            if isinstance(env, gym.Env):
-                env.close()
-        raise
-    return built
-
-
-def _autoreset_mode(value: AutoresetMode | str) -> AutoresetMode:
-    if isinstance(value, AutoresetMode):
-        return value
-    try:
-        return AutoresetMode(value)
-    except ValueError:
-        valid = ", ".join(repr(m.value) for m in AutoresetMode)
-        raise ValueError(
-            f"autoreset_mode must be a gymnasium.vector.AutoresetMode or one of {valid}, "
-            f"not {value!r}"
-        ) from None
-
-
-def _seeds(seed: Any, n: int) -> list[int | None]:
-    """One seed per sub-env from `reset(seed=...)`, each checked as `gym.Env.reset`
-    checks it (numpy ints taken as ints, as a single seed is).
-
-    Why here: a seed a sub-env refuses would fail in that sub-env only after the ones
-    before it reset, losing their episodes; checked first, a bad seed changes nothing."""
-    if seed is None:
-        return [None] * n
-    if isinstance(seed, np.ndarray) and seed.ndim == 0:  # one seed, as a numpy int is
-        seed = seed[()]
-    if _is_int(seed):
-        return [_checked_seed(int(seed) + i) for i in range(n)]
-    if isinstance(seed, Sequence | np.ndarray) and not isinstance(seed, str | bytes):
-        seeds = list(seed)
-        if len(seeds) != n:
-            raise ValueError(
-                f"reset() got {len(seeds)} seeds for {n} sub-envs; pass one per sub-env, "
-                "or a single int (sub-env i gets seed + i)"
-            )
-        return [None if s is None else _checked_seed(s) for s in seeds]
-    raise TypeError(f"seed must be None, an int or a list of {n} ints, not {type(seed).__name__}")
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_)
-
-
-def _checked_seed(seed: Any) -> int:
-    if not _is_int(seed):
-        raise TypeError(f"a seed must be an int >= 0 or None, not {seed!r}")
-    if seed < 0:
-        raise ValueError(f"a seed must be an int >= 0 (or None), not {seed}")
-    return int(seed)
-
-
-def _check_options(options: Mapping[str, Any], envs: Sequence[GymEnv]) -> None:
-    """Refuse reset options that the sub-envs `envs` would refuse, before any resets.
-
-    Why: every sub-env refuses them itself, but only once the ones before it have
-    reset, and the vector env would then count every sub-env failed: the running
-    episodes would be lost to a typo."""
-    unknown = set(options) - RESET_OPTIONS
-    if unknown:
-        raise ValueError(
-            f"reset() got unknown option(s) {sorted(unknown)}; a vector env understands "
-            f"{sorted(RESET_OPTIONS | {'reset_mask'})} (options={{'index': i}} starts every "
-            "reset sub-env on dataset row i; {'reset_mask': mask} picks the sub-envs)"
-        )
-    if "index" not in options:
-        return
-    index = options["index"]
-    if not _is_int(index):
-        raise TypeError(
-            f"options['index'] must be an int, not {index!r}: the same options go to every "
-            "sub-env it resets, which all start on that dataset row. To start sub-envs on "
-            "different rows, reset them one at a time: reset(options={'index': row, "
-            "'reset_mask': mask}) with mask selecting one sub-env"
-        )
-    for i, env in enumerate(envs):
-        if not -len(env.rows) <= index < len(env.rows):
-            raise IndexError(
-                f"options['index']={index} is outside the {len(env.rows)} dataset rows of a "
-                f"sub-env (the {i}th to reset)"
-            )
-
-
-def _check_mask(mask: Any, n: int) -> np.ndarray:
-    """`options["reset_mask"]`, checked as Gymnasium's vector envs check it."""
-    if not isinstance(mask, np.ndarray):
-        raise TypeError(f"options['reset_mask'] must be a numpy array, not {type(mask).__name__}")
-    if mask.shape != (n,):
-        raise ValueError(f"options['reset_mask'] must have shape ({n},), not {mask.shape}")
-    if mask.dtype != np.bool_:
-        raise TypeError(f"options['reset_mask'] must have dtype bool, not {mask.dtype}")
-    if not mask.any():
-        raise ValueError("options['reset_mask'] must select at least one sub-env")
-    return mask
-
-
-def _raise_first(errors: Sequence[Any]) -> None:
-    for error in errors:
-        if isinstance(error, BaseException):
-            raise error
+        raise sub_env_error("step", errors, self._batch(rewards, terminations, truncations, infos))
 
 
 __all__ = ["MODES", "GymVectorEnv", "VectorMode"]
