@@ -5,7 +5,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 import pytest
-from helpers import evaluate_over_http
+from game_play import evaluate_over_http
 from vfgym.games import calculator as calc
 
 import vfgym

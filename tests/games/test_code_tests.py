@@ -7,7 +7,7 @@ import uuid
 from typing import Any
 
 import pytest
-from helpers import evaluate_over_http, reference_in_sandbox
+from game_play import evaluate_over_http, reference_in_sandbox
 from vfgym.games import code_tests as ct
 from vfgym.games._base import item_rng
 from vfgym.games._code_bank import SPECS, reference_function

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from helpers import evaluate_over_http, play
+from game_play import evaluate_over_http, play
 from vfgym.games import connect_four as c4
 
 import vfgym

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import evaluate_over_http, play
+from game_play import evaluate_over_http, play
 from vfgym.games import mastermind as mm
 
 import vfgym

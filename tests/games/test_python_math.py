@@ -6,7 +6,7 @@ from fractions import Fraction
 from typing import Any
 
 import pytest
-from helpers import evaluate_over_http, reference_in_sandbox
+from game_play import evaluate_over_http, reference_in_sandbox
 from vfgym.games import python_math as pm
 from vfgym.games._base import item_rng
 

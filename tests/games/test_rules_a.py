@@ -16,7 +16,7 @@ from collections import deque
 from typing import Any
 
 import pytest
-from helpers import play, won
+from game_play import play, won
 from vfgym.games import connect_four as c4
 from vfgym.games import maze, sokoban
 from vfgym.games import minesweeper as ms

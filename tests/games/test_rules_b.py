@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import play, won
+from game_play import play, won
 from vfgym.games import guess_the_number as gtn
 from vfgym.games import hangman as hm
 from vfgym.games import mastermind as mm

@@ -12,7 +12,7 @@ import importlib
 from typing import Any
 
 import pytest
-from helpers import play, won
+from game_play import play, won
 from test_rules_b import slips_then
 from vfgym.games import maze, sudoku
 from vfgym.games import minesweeper as ms

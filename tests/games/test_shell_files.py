@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from helpers import evaluate_over_http, reference_in_sandbox
+from game_play import evaluate_over_http, reference_in_sandbox
 from vfgym.games import shell_files as sf
 from vfgym.games._base import item_rng
 from vfgym.games._tool_task import tool_call_message

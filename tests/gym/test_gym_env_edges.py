@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import gym_test_envs
 import gymnasium as gym
 import pytest
 from gym_test_envs import SYSTEM, AsyncGuessEnv, GuessEnv, completion_sum_env
@@ -24,7 +25,8 @@ from gymnasium.utils.env_checker import check_env
 from vfgym.gym import GymEnv, GymVectorEnv, MessagesSpace
 from vfgym.types import Messages, State
 
-HERE = Path(__file__).parent
+# Where gym_test_envs lives, for a child process that imports it.
+SUPPORT = Path(gym_test_envs.__file__).parent
 
 
 class LoopBoundGuessEnv(GuessEnv):
@@ -569,7 +571,7 @@ def test_human_mode_prints_on_a_terminal_that_is_not_unicode():
         [sys.executable, "-c", script],
         capture_output=True,
         text=True,
-        env={**os.environ, "PYTHONIOENCODING": "ascii", "PYTHONPATH": str(HERE)},
+        env={**os.environ, "PYTHONIOENCODING": "ascii", "PYTHONPATH": str(SUPPORT)},
         timeout=60,
     )
     assert done.returncode == 0, done.stderr
