@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from loopback_http import Answer
-from test_client_edges import chat_body
+from loopback_http import chat_body
 
 from vfgym.envs import SingleTurnEnv
 from vfgym.errors import ModelCallError

@@ -11,7 +11,8 @@ import threading
 from typing import Any
 
 import pytest
-from test_engine_hunt import GO, Again, say_ok
+from endless_env import GO, Again
+from scripted_models import say_ok
 
 from vfgym.envs import EnvGroup, SingleTurnEnv
 from vfgym.types import Messages, State

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from scripted_models import numbered_policy
 
 import vfgym as vf
 from vfgym.engine.state import new_state
@@ -15,7 +16,11 @@ from vfgym.inference.server import ByteTokenizer, ModelServer
 from vfgym.training.processing import ServerTokenizer
 
 TOKENIZER = ByteTokenizer()
+
+
 WANT_IDS = {"extra_body": {"return_token_ids": True}, "logprobs": True}
+
+
 TOOLS = [
     {
         "type": "function",
@@ -26,11 +31,6 @@ TOOLS = [
         },
     }
 ]
-
-
-def numbered_policy(messages: list[dict[str, Any]], request: dict[str, Any]) -> str:
-    """Answers "m0", "m1", ... by the number of assistant turns so far."""
-    return f"m{sum(1 for m in messages if m['role'] == 'assistant')}"
 
 
 @pytest.fixture(scope="module")

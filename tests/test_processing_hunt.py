@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 from openai.types.chat import ChatCompletion
-from test_processing_edges import numbered_policy
-from test_processing_templates import (
+from scripted_models import numbered_policy
+from qwen_template import (
     IM_END,
     FeedbackEnv,
     QwenStyleTokenizer,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import codecs
 
-from test_engine_hunt import say_ok
+from scripted_models import say_ok
 
 from vfgym.envs import SingleTurnEnv
 from vfgym.results.jsonl import RESULTS_FILE, read_results

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from test_engine_hunt import GO, Again, say_ok
+from endless_env import GO, Again
+from scripted_models import say_ok
 
 from vfgym.envs import SingleTurnEnv
 

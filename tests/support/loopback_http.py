@@ -13,6 +13,8 @@ from aiohttp import web
 from openai import AsyncOpenAI, OpenAI
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
 #: A scripted answer: (status, body (JSON, or text sent as it is), headers).
 Answer = tuple[int, Any, dict[str, str]]
 
@@ -56,3 +58,21 @@ class ScriptedServer:
 
     def sync_client(self) -> OpenAI:
         return OpenAI(base_url=f"http://127.0.0.1:{self.port}/v1", api_key="test", max_retries=0)
+
+
+def chat_body(text: str = "hi") -> dict[str, Any]:
+    """A well-formed chat completion, as any OpenAI-compatible server sends it."""
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "m",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
+    }

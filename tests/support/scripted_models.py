@@ -20,3 +20,20 @@ def scripted(*turns: Any) -> Callable[[Messages], Any]:
         return turn
 
     return policy
+
+
+def say_ok(messages: Messages) -> str:
+    """A model that always answers "ok" (" ok" to a text prompt)."""
+    return " ok" if isinstance(messages, str) else "ok"
+
+
+def numbered_policy(messages: list[dict[str, Any]], request: dict[str, Any]) -> str:
+    """Answers "m0", "m1", ... by the number of assistant turns so far."""
+    return f"m{sum(1 for m in messages if m['role'] == 'assistant')}"
+
+
+def echo(messages):
+    """Answers a chat with the last message reversed, a text prompt with its upper case."""
+    if isinstance(messages, str):
+        return messages.upper()
+    return f"echo: {messages[-1]['content'][::-1]}"

@@ -18,3 +18,20 @@ def tool_call(name: str, arguments: dict[str, Any], call_id: str = "c1") -> dict
 def calling(*calls: dict[str, Any]) -> dict[str, Any]:
     """An assistant message that only calls tools."""
     return {"role": "assistant", "content": None, "tool_calls": list(calls)}
+
+
+ADD_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "add",
+        "description": "Add two integers.",
+        "parameters": {
+            "type": "object",
+            "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+            "required": ["a", "b"],
+        },
+    },
+}
+
+
+CALL = {"function": {"name": "add", "arguments": '{"a": 2, "b": 3}'}}

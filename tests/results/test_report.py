@@ -9,15 +9,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
-import shutil
-import subprocess
-from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
 import pytest
+from report_dom import chromium, dump_dom, parse
 
 from vfgym.cli.main import main
 from vfgym.results.report import render_report
@@ -68,6 +65,7 @@ TOOL_COMPLETION = [
     {"role": "assistant", "content": "The answer is 5. " + HOSTILE},
 ]
 
+
 ERROR = {
     "type": "ModelCallError",
     "message": "model server still failing after 5 attempts " + HOSTILE,
@@ -91,9 +89,6 @@ METADATA = {
     "status": "complete",
     "duration_s": 1.5,
 }
-
-
-# --------------------------------------------------------------- summary
 
 
 def test_pass_at_k_matches_the_closed_form() -> None:
@@ -135,42 +130,6 @@ def test_histogram_uses_the_unit_range_unless_rewards_leave_it() -> None:
     assert wide[0][0] == -2.0 and wide[-1][1] == 2.0 and sum(b[2] for b in wide) == 2
 
 
-# ----------------------------------------------------------------- report
-
-
-class Elements(HTMLParser):
-    """Tags with their attributes and the text inside elements with an id."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.tags: list[tuple[str, dict[str, str | None]]] = []
-        self.text_by_id: dict[str, str] = {}
-        self._open: list[str | None] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        attributes = dict(attrs)
-        self.tags.append((tag, attributes))
-        if tag not in ("img", "input", "meta", "br", "rect", "line"):
-            self._open.append(attributes.get("id"))
-            if attributes.get("id"):
-                self.text_by_id.setdefault(str(attributes["id"]), "")
-
-    def handle_endtag(self, tag: str) -> None:
-        if self._open:
-            self._open.pop()
-
-    def handle_data(self, data: str) -> None:
-        for element_id in self._open:
-            if element_id:
-                self.text_by_id[element_id] += data
-
-
-def parse(html: str) -> Elements:
-    parser = Elements()
-    parser.feed(html)
-    return parser
-
-
 def test_report_escapes_model_text_and_shows_tool_calls() -> None:
     html = render_report(METADATA, sample_records())
     dom = parse(html)
@@ -194,42 +153,6 @@ def test_report_escapes_model_text_and_shows_tool_calls() -> None:
 def test_report_limits_the_conversations_shown() -> None:
     html = render_report(METADATA, sample_records(), max_rollouts=2)
     assert html.count("<details") == 2 and "Showing the first 2 of 4 rollouts" in html
-
-
-# --------------------------------------------------------------- chromium
-
-
-def chromium() -> str:
-    found = shutil.which("chromium") or shutil.which("chromium-browser")
-    if found is None:
-        if os.environ.get("VFGYM_REQUIRE_CHROMIUM") == "1":
-            pytest.fail("VFGYM_REQUIRE_CHROMIUM=1 but no chromium is installed")
-        pytest.skip("chromium is not installed (apt-get install -y chromium)")
-    return found
-
-
-def dump_dom(browser: str, url: str, profile: Path) -> str:
-    done = subprocess.run(
-        [
-            browser,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            f"--user-data-dir={profile}",
-            "--dump-dom",
-            url,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout
 
 
 def test_report_of_a_real_run_in_chromium(

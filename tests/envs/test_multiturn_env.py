@@ -9,27 +9,12 @@ import threading
 
 import datasets
 import pytest
+from endless_env import GO, Again
+from scripted_models import say_ok
 
 from vfgym.envs import MultiTurnEnv, SingleTurnEnv
 from vfgym.rubrics import Rubric
-from vfgym.types import Messages, State
-
-GO = [{"role": "user", "content": "go"}]
-
-
-def say_ok(messages: Messages) -> str:
-    """A model that always answers "ok" (" ok" to a text prompt)."""
-    return " ok" if isinstance(messages, str) else "ok"
-
-
-class Again(MultiTurnEnv):
-    """Never ends on its own: only the loop's limits stop it."""
-
-    def env_response(self, messages: Messages, state: State, **kwargs):
-        return [{"role": "user", "content": "again"}], state
-
-
-# -- max_turns ------------------------------------------------------------------------------
+from vfgym.types import State
 
 
 async def test_max_turns_none_means_no_turn_limit(model_server) -> None:
@@ -45,9 +30,6 @@ async def test_max_turns_none_means_no_turn_limit(model_server) -> None:
 def test_a_max_turns_that_is_not_a_whole_number_is_refused(bad: object) -> None:
     with pytest.raises(TypeError, match="max_turns must be a whole number of turns"):
         Again(dataset=[{"question": "q"}], max_turns=bad)
-
-
-# -- each rollout gets its own copy of the row --------------------------------------------
 
 
 class DealsACard(SingleTurnEnv):
@@ -78,9 +60,6 @@ async def test_setup_state_changes_stay_in_their_own_rollout(model_server) -> No
     row = env.get_dataset()[0]
     assert row["info"] == {"deck": [1, 2, 3, 4]}
     assert row["prompt"] == [{"role": "user", "content": "draw"}]
-
-
-# -- hooks that return the wrong thing ----------------------------------------------------
 
 
 async def test_setup_state_returning_something_else_than_the_state_says_so(model_server) -> None:
@@ -135,9 +114,6 @@ async def test_a_text_env_response_that_is_not_text_says_what_to_return(
     assert f"got {got} as the text" in error["message"]
 
 
-# -- text prompts in a chat environment ----------------------------------------------------
-
-
 async def test_a_text_prompt_given_to_a_chat_rollout_becomes_the_user_turn(model_server) -> None:
     server = await model_server(say_ok)
     env = SingleTurnEnv(dataset=[{"question": "q"}], system_prompt="Be brief.")
@@ -157,9 +133,6 @@ async def test_generate_with_text_prompts_in_a_chat_environment(model_server) ->
     out = await env.generate([{"prompt": "hello", "answer": "x"}], server.client(), "m")
     assert out.state[0]["stop_reason"] == "completed"
     assert out.prompt == [[{"role": "user", "content": "hello"}]]
-
-
-# -- dataset rows ------------------------------------------------------------------------------
 
 
 def test_a_missing_question_is_refused_not_asked_as_none() -> None:
@@ -228,9 +201,6 @@ async def test_env_response_messages_that_are_not_dicts_are_its_error(
     assert "Terse.env_response returned a message that is a str, not a dict" in message
     assert "{'role': 'user', 'content': text}" in message
     assert len(server.requests) == 1
-
-
-# -- sampling arguments and the token budget -----------------------------------------------
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ from typing import Any
 
 import openai
 import pytest
-from loopback_http import Answer
+from loopback_http import Answer, chat_body
 
 from vfgym.envs import SingleTurnEnv
 from vfgym.errors import ContextLengthExceeded, ModelCallError
@@ -24,29 +24,10 @@ from vfgym.rubrics import Rubric
 HELLO = [{"role": "user", "content": "hello"}]
 
 
-def chat_body(text: str = "hi") -> dict[str, Any]:
-    """A well-formed chat completion, as any OpenAI-compatible server sends it."""
-    return {
-        "id": "chatcmpl-1",
-        "object": "chat.completion",
-        "created": 0,
-        "model": "m",
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": text},
-                "finish_reason": "stop",
-            }
-        ],
-        "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
-    }
-
-
 FAST = RetryPolicy(max_retries=2, initial_delay=0.001, max_delay=0.01, jitter=0.0)
+
+
 OK: Answer = (200, chat_body("fine"), {})
-
-
-# -- 200 answers that carry no completion ---------------------------------------------
 
 
 async def test_a_200_with_an_error_body_is_retried_then_answered(scripted) -> None:
@@ -101,9 +82,6 @@ async def test_a_response_without_usage_is_returned_as_is(scripted) -> None:
     assert response.choices[0].message.content == "no usage"
 
 
-# -- Retry-After ----------------------------------------------------------------------
-
-
 def http_date(seconds_from_now: float) -> str:
     return format_datetime(datetime.now(UTC) + timedelta(seconds=seconds_from_now), usegmt=True)
 
@@ -131,9 +109,6 @@ async def test_an_http_date_retry_after_is_honoured_and_capped(scripted) -> None
     await request_model_response(server.client(), "m", HELLO, retry=policy)
     waited = server.times[1] - server.times[0]
     assert 0.25 <= waited < 2.0  # the server's hour, capped at max_delay; not 1 ms
-
-
-# -- backoff --------------------------------------------------------------------------
 
 
 def test_jitter_never_takes_a_delay_past_max_delay() -> None:
@@ -176,9 +151,6 @@ async def test_a_sync_client_does_not_block_the_loop(scripted) -> None:
         tick_task.cancel()
     assert response.choices[0].message.content == "fine"
     assert ticks >= 10  # the loop kept running while the thread waited half a second
-
-
-# -- context overflow -----------------------------------------------------------------
 
 
 def overflow(message: str) -> Answer:
@@ -225,9 +197,6 @@ async def test_an_overflow_with_no_room_left_is_not_resent(scripted) -> None:
     assert len(server.bodies) == 1
 
 
-# -- what a rollout makes of it -------------------------------------------------------
-
-
 async def test_a_rollout_meeting_only_error_bodies_is_errored_not_scored(scripted) -> None:
     server = await scripted((200, {"error": {"message": "upstream timed out"}}, {}))
     rows = [{"question": "hello", "answer": "fine"}]
@@ -238,9 +207,6 @@ async def test_a_rollout_meeting_only_error_bodies_is_errored_not_scored(scripte
     assert "upstream timed out" in out.state[0]["error"]["message"]
     assert math.isnan(out.reward[0])
     assert len(server.bodies) == FAST.max_retries + 1
-
-
-# -- clients that are neither AsyncOpenAI nor OpenAI ----------------------------------
 
 
 def wrapped(create: Callable[..., Any]) -> SimpleNamespace:

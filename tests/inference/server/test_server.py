@@ -12,31 +12,16 @@ import openai
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from scripted_models import echo
+from tool_calls import ADD_TOOL
 
 from vfgym.inference.server import ByteTokenizer, ModelServer, assistant_text, policies
 from vfgym.inference.server.faults import parse_fault
 
 TOK = ByteTokenizer()
+
+
 USER_HI = [{"role": "user", "content": "hi"}]
-ADD_TOOL = {
-    "type": "function",
-    "function": {
-        "name": "add",
-        "description": "Add two integers.",
-        "parameters": {
-            "type": "object",
-            "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
-            "required": ["a", "b"],
-        },
-    },
-}
-
-
-def echo(messages):
-    """Answers a chat with the last message reversed, a text prompt with its upper case."""
-    if isinstance(messages, str):
-        return messages.upper()
-    return f"echo: {messages[-1]['content'][::-1]}"
 
 
 @pytest.fixture
@@ -49,9 +34,6 @@ async def server():
 async def client(server):
     async with server.client() as c:
         yield c
-
-
-# -- plain generation ---------------------------------------------------------------
 
 
 async def test_chat_completion_is_a_valid_openai_object(server, client):
@@ -103,9 +85,6 @@ async def test_sync_client_from_another_thread(server):
         return out.choices[0].message.content
 
     assert await asyncio.to_thread(call) == "echo: ih"
-
-
-# -- policies -----------------------------------------------------------------------
 
 
 async def test_tool_calls_round_trip_and_prompt_ids_extend_the_turn():
@@ -269,9 +248,6 @@ async def test_any_hugging_face_like_tokenizer_can_count_tokens():
     assert response.prompt_token_ids == TOK.apply_chat_template(USER_HI, add_generation_prompt=True)
 
 
-# -- token ids and logprobs ------------------------------------------------------------
-
-
 async def test_logprobs_with_token_ids_in_both_vllm_styles(client):
     response = await client.chat.completions.create(
         model="m",
@@ -363,9 +339,6 @@ async def test_stop_strings_end_the_content(client):
     assert response.choices[0].finish_reason == "stop"
 
 
-# -- context window -------------------------------------------------------------------
-
-
 async def test_context_overflow_is_a_vllm_style_400():
     async with ModelServer(echo, max_model_len=40) as srv, srv.client() as client:
         with pytest.raises(openai.BadRequestError) as info:
@@ -388,9 +361,6 @@ async def test_without_max_tokens_the_rest_of_the_window_bounds_the_answer():
     prompt = len(TOK.apply_chat_template(USER_HI, add_generation_prompt=True))
     assert response.choices[0].finish_reason == "length"
     assert response.choices[0].message.content == "y" * (30 - prompt)
-
-
-# -- tokenize / detokenize ---------------------------------------------------------------
 
 
 async def test_tokenize_and_detokenize_endpoints(server):
@@ -423,9 +393,6 @@ async def test_tokenize_and_detokenize_endpoints(server):
     assert "99999" in bad["error"]["message"]
 
 
-# -- bad requests -------------------------------------------------------------------------
-
-
 async def test_bad_requests_get_clear_400s(server, client):
     with pytest.raises(openai.BadRequestError, match="n"):
         await client.chat.completions.create(model="m", messages=USER_HI, n=0)
@@ -437,9 +404,6 @@ async def test_bad_requests_get_clear_400s(server, client):
         async with http.post(f"{server.base_url}/chat/completions", data=b"{nope") as resp:
             assert resp.status == 400
             assert "not valid JSON" in (await resp.json())["error"]["message"]
-
-
-# -- faults -------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -508,9 +472,6 @@ def test_bad_fault_specs_are_refused():
     assert parse_fault(500).kind == "500"
 
 
-# -- recording ------------------------------------------------------------------------------
-
-
 async def test_requests_record_sampling_args_and_extra_body(server, client):
     await client.chat.completions.create(
         model="m",
@@ -532,9 +493,6 @@ async def test_requests_record_sampling_args_and_extra_body(server, client):
     assert (body["top_k"], body["min_p"], body["skip_special_tokens"]) == (20, 0.05, False)
     server.clear_requests()
     assert server.requests == []
-
-
-# -- the background-thread runner ------------------------------------------------------------
 
 
 def test_sync_runner_serves_plain_sync_code():
@@ -578,8 +536,6 @@ def test_a_taken_port_fails_to_start():
             ModelServer(echo, port=first.port).start()
 
 
-# -- tokenizer properties --------------------------------------------------------------------
-
 # Every code point, lone surrogates included.
 any_text = st.text(st.characters(codec=None, categories=None, exclude_categories=()))
 
@@ -610,6 +566,8 @@ def test_special_token_names_in_text_encode_as_special_tokens():
 
 
 text_st = st.text(max_size=12)
+
+
 tool_call_st = st.fixed_dictionaries(
     {
         "id": st.just("call_1"),
@@ -625,6 +583,8 @@ tool_call_st = st.fixed_dictionaries(
         ),
     }
 )
+
+
 message_st = st.one_of(
     st.fixed_dictionaries(
         {"role": st.sampled_from(["system", "user", "tool"]), "content": text_st}

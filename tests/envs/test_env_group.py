@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 import pytest
-from test_engine_hunt import say_ok
+from scripted_models import say_ok
 
 import vfgym.gym as vgym
 from vfgym.envs import EnvGroup, MultiTurnEnv, SingleTurnEnv

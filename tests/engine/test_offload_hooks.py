@@ -13,7 +13,8 @@ import threading
 import time
 
 import pytest
-from test_engine_hunt import GO, say_ok
+from endless_env import GO
+from scripted_models import say_ok
 from test_engine_hunt2 import cancel_while_a_hook_runs
 
 from vfgym.envs import EnvGroup, MultiTurnEnv

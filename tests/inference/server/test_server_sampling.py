@@ -14,7 +14,7 @@ from typing import Any
 
 import openai
 import pytest
-from test_server import ADD_TOOL as ADD
+from tool_calls import ADD_TOOL as ADD
 
 from vfgym.inference.server import ByteTokenizer, ModelServer, assistant_text, policies
 from vfgym.inference.server.faults import parse_fault

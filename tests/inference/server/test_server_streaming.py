@@ -17,8 +17,9 @@ from typing import Any
 import aiohttp
 import openai
 import pytest
-from test_server import ADD_TOOL, TOK, echo
-from test_server_hunt import CALL
+from scripted_models import echo
+from tool_calls import ADD_TOOL
+from tool_calls import CALL
 
 from vfgym.inference.server import policies
 

@@ -7,7 +7,7 @@ import asyncio
 import logging
 
 import openai
-from test_engine_hunt import say_ok
+from scripted_models import say_ok
 
 from vfgym.envs import SingleTurnEnv
 from vfgym.inference.server import ModelServer

@@ -16,22 +16,22 @@ import pytest
 from aiohttp import web
 from loopback_http import serve_posts
 from pydantic import BaseModel
-from test_server import ADD_TOOL as ADD
+from tool_calls import ADD_TOOL as ADD
+from tool_calls import CALL
 
 from vfgym.errors import ModelCallError
 from vfgym.inference.client import request_model_response
 from vfgym.inference.server import ByteTokenizer, ModelServer, assistant_text, policies
 
 TOK = ByteTokenizer()
+
+
 HELLO = [{"role": "user", "content": "hello"}]
 
 
 def _tool_options(tools: list[Any] | None, tool_choice: Any) -> dict[str, Any]:
     """A request's tool_choice, and its tools when there are any."""
     return {"tool_choice": tool_choice} | ({} if tools is None else {"tools": tools})
-
-
-# -- a policy that edits what it is given -------------------------------------------------
 
 
 def meddler(messages: list[dict[str, Any]]) -> str:
@@ -87,9 +87,6 @@ async def test_recorded_requests_are_what_the_client_sent(model_server) -> None:
         response = await client.chat.completions.create(model="m", messages=HELLO)
     assert response.model == "m"
     assert server.requests == [{"model": "m", "messages": HELLO}]
-
-
-# -- tool_choice, checked as vLLM and OpenAI check it ----------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -149,9 +146,6 @@ async def test_a_tool_choice_vllm_accepts_is_served(
     assert response.choices[0].message.content == "hello"
 
 
-CALL = {"function": {"name": "add", "arguments": '{"a": 2, "b": 3}'}}
-
-
 @pytest.mark.parametrize(
     ("tools", "tool_choice"), [(None, None), ([ADD], "none")], ids=["no-tools", "choice-none"]
 )
@@ -183,9 +177,6 @@ async def test_tool_calls_are_parsed_when_the_request_sends_tools(model_server) 
     assert choice.finish_reason == "tool_calls"
     assert choice.message.content is None
     assert choice.message.tool_calls[0].function.name == "add"
-
-
-# -- response_format ----------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -235,9 +226,6 @@ async def test_structured_output_parses_with_the_openai_helper(model_server) -> 
     assert response.choices[0].message.parsed == Sum(total=5)
     assert server.requests[0]["response_format"]["type"] == "json_schema"
     assert plain.choices[0].message.content == '{"total": 5}'
-
-
-# -- max tokens on the legacy endpoint ----------------------------------------------------------
 
 
 async def test_max_completion_tokens_on_text_completions_is_a_400(model_server) -> None:
@@ -295,9 +283,6 @@ async def test_the_client_sends_max_completion_tokens_as_max_tokens_to_text_comp
     assert response.choices[0].text == "x" * 30
 
 
-# -- streaming sampling arguments in the model client ----------------------------------------
-
-
 async def _sse_chat(request: web.Request) -> web.StreamResponse:
     """A chat completion streamed as vLLM and OpenAI stream it."""
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
@@ -346,9 +331,6 @@ async def test_a_streaming_sampling_arg_is_refused_before_any_request(
     assert seen == []
 
 
-# -- the server's own clients ----------------------------------------------------------------
-
-
 async def test_a_client_with_its_own_api_key_still_reaches_the_server(model_server) -> None:
     """`server.client(api_key=...)` (a test of key handling, say) used to raise "got
     multiple values for keyword argument 'api_key'"; the server wants no key."""
@@ -359,9 +341,6 @@ async def test_a_client_with_its_own_api_key_still_reaches_the_server(model_serv
         assert sync.api_key == "sk-test"
     assert client.api_key == "sk-test"
     assert response.choices[0].message.content == "hello"
-
-
-# -- a policy that raises ---------------------------------------------------------------
 
 
 async def test_a_raising_policy_is_called_once_not_retried(model_server, fast_retry) -> None:
