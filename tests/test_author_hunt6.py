@@ -20,7 +20,7 @@ from vfgym.gym import GymEnv
 from vfgym.sandbox import DockerSandbox
 from vfgym.sandbox.env import SandboxEnv
 
-ROWS = [{"question": "Count down from 2.", "answer": "2"}]
+COUNTDOWN_ROWS = [{"question": "Count down from 2.", "answer": "2"}]
 
 
 class Countdown(vf.MultiTurnEnv):
@@ -48,7 +48,7 @@ def finished(state: vf.State) -> float:
 
 
 def countdown(cls: type[Countdown]) -> Countdown:
-    return cls(dataset=ROWS, rubric=vf.Rubric(funcs=[finished]), max_turns=4)
+    return cls(dataset=COUNTDOWN_ROWS, rubric=vf.Rubric(funcs=[finished]), max_turns=4)
 
 
 class TextItem(Countdown):
@@ -222,7 +222,7 @@ def total(*numbers: int) -> int:
 
 def test_tools_given_as_one_function_say_to_pass_a_list() -> None:
     with pytest.raises(TypeError, match=r"tools=\[add\]"):
-        vf.ToolEnv(tools=add, dataset=ROWS)  # type: ignore[arg-type]
+        vf.ToolEnv(tools=add, dataset=COUNTDOWN_ROWS)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -231,7 +231,7 @@ def test_tools_given_as_one_function_say_to_pass_a_list() -> None:
 )
 def test_a_tool_that_is_no_function_is_named_as_such(tool: Any) -> None:
     with pytest.raises(TypeError, match=r"tool 0 .* not a function.*pass the function itself"):
-        vf.ToolEnv(tools=[tool], dataset=ROWS)
+        vf.ToolEnv(tools=[tool], dataset=COUNTDOWN_ROWS)
 
 
 def test_a_tool_with_star_args_is_warned_about_with_a_list_parameter(
@@ -240,7 +240,7 @@ def test_a_tool_with_star_args_is_warned_about_with_a_list_parameter(
     """Its `*numbers` is not offered (a model sends named arguments): the author hears
     so, and what to write instead, rather than finding a tool the model calls with nothing."""
     with caplog.at_level(logging.WARNING, logger="vfgym.tools.schema"):
-        env = vf.ToolEnv(tools=[total], dataset=ROWS)
+        env = vf.ToolEnv(tools=[total], dataset=COUNTDOWN_ROWS)
     assert env.oai_tools[0]["function"]["parameters"]["properties"] == {}
     warned = [r.getMessage() for r in caplog.records if r.name == "vfgym.tools.schema"]
     assert len(warned) == 1 and "'total' takes *numbers" in warned[0]
@@ -255,7 +255,7 @@ def test_a_tool_without_type_hints_or_docstring_is_warned_about(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     with caplog.at_level(logging.WARNING, logger="vfgym.tools.schema"):
-        vf.ToolEnv(tools=[untyped, add], dataset=ROWS)
+        vf.ToolEnv(tools=[untyped, add], dataset=COUNTDOWN_ROWS)
     warned = [r.getMessage() for r in caplog.records if r.name == "vfgym.tools.schema"]
     assert len(warned) == 1, warned  # `add` is described in full
     assert "'untyped'" in warned[0] and "a, b" in warned[0] and "docstring" in warned[0]
@@ -293,7 +293,7 @@ async def test_two_plain_tools_sync_and_async_with_optional_and_raising(
             "function": {"name": name, "arguments": arguments},
         }
 
-    env = vf.ToolEnv(tools=[price, halve], dataset=ROWS, max_turns=3)
+    env = vf.ToolEnv(tools=[price, halve], dataset=COUNTDOWN_ROWS, max_turns=3)
     params = env.oai_tools[0]["function"]["parameters"]
     assert params["required"] == ["item"]
     server = await model_server(
@@ -335,12 +335,12 @@ async def run_code(code: str, sandbox: DockerSandbox) -> str:
 
 def test_a_sandbox_parameter_under_another_name_says_to_call_it_sandbox() -> None:
     with pytest.raises(TypeError, match=r"'run_in'.*'box'.*name it `sandbox`"):
-        SandboxEnv(tools=[run_in], dataset=ROWS)
+        SandboxEnv(tools=[run_in], dataset=COUNTDOWN_ROWS)
 
 
 def test_a_sandbox_tool_in_a_plain_tool_env_says_to_use_a_sandbox_env() -> None:
     with pytest.raises(ValueError, match=r"'sandbox'.*vf\.SandboxEnv"):
-        vf.ToolEnv(tools=[run_code], dataset=ROWS)
+        vf.ToolEnv(tools=[run_code], dataset=COUNTDOWN_ROWS)
 
 
 class ForgotSuper(SandboxEnv):
@@ -356,7 +356,7 @@ async def test_a_setup_state_that_skips_super_is_told_to_call_it(model_server: A
         "function": {"name": "python", "arguments": '{"code": "1"}'},
     }
     server = await model_server(scripted([call], "done"))
-    env = ForgotSuper(dataset=ROWS, max_turns=2)
+    env = ForgotSuper(dataset=COUNTDOWN_ROWS, max_turns=2)
     out = await env.evaluate(server.client(), "m")
     message = out.state[0]["error"]["message"]
     assert "ForgotSuper.setup_state" in message and "super().setup_state" in message

@@ -27,14 +27,14 @@ def chat_body(message: dict[str, Any] | None) -> dict[str, Any]:
     }
 
 
-OK = (200, chat_body({"role": "assistant", "content": "fine"}), {})
+FINE = (200, chat_body({"role": "assistant", "content": "fine"}), {})
 
 
 async def test_a_429_that_says_do_not_retry_is_not_retried(scripted) -> None:
     """`x-should-retry: false` decides for a 429 too, as in the openai client: an
     exhausted quota does not come back in a few seconds."""
     quota = {"error": {"message": "You exceeded your current quota", "code": "insufficient_quota"}}
-    server = await scripted((429, quota, {"x-should-retry": "false"}), OK)
+    server = await scripted((429, quota, {"x-should-retry": "false"}), FINE)
     with pytest.raises(ModelCallError) as caught:
         await request_model_response(server.client(), "m", HELLO, retry=FAST)
     assert len(server.times) == 1
@@ -61,7 +61,7 @@ async def test_vllms_decoder_prompt_overflow_ends_the_rollout_as_truncated(scrip
 
 
 async def test_a_choice_without_a_message_is_retried_as_a_malformed_answer(scripted) -> None:
-    server = await scripted((200, chat_body(None), {}), OK)
+    server = await scripted((200, chat_body(None), {}), FINE)
     response = await request_model_response(server.client(), "m", HELLO, retry=FAST)
     assert response.choices[0].message.content == "fine"
     assert len(server.times) == 2

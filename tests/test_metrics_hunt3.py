@@ -26,8 +26,8 @@ from vfgym.tools.schema import Tool
 from vfgym.types import Messages, State
 
 TOKENIZER = ByteTokenizer()
-WANT_IDS = {"logprobs": True, "extra_body": {"return_token_ids": True}}
-QUESTION = [{"role": "user", "content": "Say hi."}]
+TOKEN_IDS_AND_LOGPROBS = {"logprobs": True, "extra_body": {"return_token_ids": True}}
+SAY_HI = [{"role": "user", "content": "Say hi."}]
 
 
 def chat_body(logprobs: list[Any]) -> str:
@@ -60,12 +60,12 @@ async def run_and_resume(
     server: ScriptedServer, tmp_path: Path
 ) -> tuple[vf.ProcessedOutputs, vf.ProcessedOutputs, list[dict[str, Any]]]:
     """The run's processed outputs live, then as a resume reads them back from disk."""
-    env = SingleTurnEnv(dataset=[{"prompt": QUESTION, "answer": "hi"}])
+    env = SingleTurnEnv(dataset=[{"prompt": SAY_HI, "answer": "hi"}])
     client = server.client()
     kwargs: dict[str, Any] = {"results_path": tmp_path, "state_columns": ["responses"]}
-    first = await env.evaluate(client, "m", WANT_IDS, **kwargs)
+    first = await env.evaluate(client, "m", TOKEN_IDS_AND_LOGPROBS, **kwargs)
     assert not first.state[0].get("error"), first.state[0].get("error")
-    again = await env.evaluate(client, "m", WANT_IDS, resume=True, **kwargs)
+    again = await env.evaluate(client, "m", TOKEN_IDS_AND_LOGPROBS, resume=True, **kwargs)
     assert len(server.bodies) == 1  # the resume generated nothing
     lines = (tmp_path / RESULTS_FILE).read_text(encoding="utf-8").splitlines()
     records = [json.loads(line) for line in lines]
@@ -164,7 +164,7 @@ class OneTurn(vf.MultiTurnEnv):
 def test_score_state_sync_gives_a_plain_dict_of_metrics_as_score_rollout_does() -> None:
     rubric = FrozenMetricsRubric([said_hi])
     state = {
-        "prompt": QUESTION,
+        "prompt": SAY_HI,
         "completion": [{"role": "assistant", "content": "hi"}],
         "answer": "",
     }
@@ -178,7 +178,7 @@ def test_the_gym_adapter_hands_out_a_plain_dict_of_metrics() -> None:
     """A mapping proxy in `info["metrics"]` cannot be edited, copied with
     `copy.deepcopy` or pickled into a vector env's worker pipe."""
     env = OneTurn(
-        dataset=[{"prompt": QUESTION, "answer": ""}], rubric=FrozenMetricsRubric([said_hi])
+        dataset=[{"prompt": SAY_HI, "answer": ""}], rubric=FrozenMetricsRubric([said_hi])
     )
     gym_env = GymEnv(env)
     gym_env.reset(seed=0)
@@ -254,9 +254,9 @@ def test_json_arguments_with_a_too_long_integer_literal_are_refused_in_the_proje
 
 
 async def test_a_tool_env_tells_the_model_an_integer_literal_is_too_long() -> None:
-    env = vf.ToolEnv(tools=[repeat], dataset=[{"prompt": QUESTION, "answer": "ok"}])
+    env = vf.ToolEnv(tools=[repeat], dataset=[{"prompt": SAY_HI, "answer": "ok"}])
     raw = f'{{"text": "a", "times": {TOO_LONG}}}'
     call = {"id": "c", "type": "function", "function": {"name": "repeat", "arguments": raw}}
     turn = {"role": "assistant", "content": "", "tool_calls": [call]}
-    replies, _ = await env.env_response([*QUESTION, turn], {})
+    replies, _ = await env.env_response([*SAY_HI, turn], {})
     assert f"send an integer of at most {MAX_INTEGER_DIGITS} digits" in replies[0]["content"]

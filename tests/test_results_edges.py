@@ -34,7 +34,7 @@ def matches(completion: Messages, answer: str) -> float:
     return 1.0 if completion[-1]["content"] == answer else 0.0
 
 
-def make_env(words: list[str], **kwargs: Any) -> SingleTurnEnv:
+def make_word_env(words: list[str], **kwargs: Any) -> SingleTurnEnv:
     rows = [{"question": w, "answer": w.upper()} for w in words]
     return SingleTurnEnv(dataset=rows, rubric=Rubric(funcs=[matches]), retry=FAST_RETRY, **kwargs)
 
@@ -55,7 +55,7 @@ async def test_a_lone_surrogate_in_model_output_does_not_stop_the_run(
     """A model's reply can decode to a lone surrogate (`"\\ud800"` in the server's JSON);
     UTF-8 cannot encode it, and writing that line must not end the batch."""
     server = await model_server(lambda messages: "broken \ud800 reply")
-    env = make_env(["ant", "bee"])
+    env = make_word_env(["ant", "bee"])
     out = await env.evaluate(server.client(), "m", results_path=tmp_path)
     assert out.reward == [0.0, 0.0]
     records = strict_lines(tmp_path / RESULTS_FILE)
@@ -84,7 +84,7 @@ def test_nan_infinity_and_numpy_values_are_written_as_strict_json(tmp_path) -> N
 
 async def test_metadata_never_holds_api_keys(model_server, tmp_path) -> None:
     server = await model_server(lambda messages: messages[-1]["content"].upper())
-    env = make_env(["ant", "bee"], env_args={"token_budget": 9, "search_api_key": SECRET})
+    env = make_word_env(["ant", "bee"], env_args={"token_budget": 9, "search_api_key": SECRET})
     client = server.client().with_options(base_url=server.base_url.replace("//", f"//u:{SECRET}@"))
     sampling = {"extra_headers": {"Authorization": f"Bearer {SECRET}"}, "max_tokens": 32}
     await env.evaluate(client, "m", sampling_args=sampling, results_path=tmp_path)
@@ -108,7 +108,7 @@ async def test_resume_after_a_kill_cut_a_line_inside_a_multibyte_character(
     model_server, tmp_path
 ) -> None:
     server = await model_server(lambda messages: "日本語の答え " + messages[-1]["content"])
-    env = make_env(["ant", "bee", "cat"])
+    env = make_word_env(["ant", "bee", "cat"])
     await env.evaluate(server.client(), "m", results_path=tmp_path)
     path = tmp_path / RESULTS_FILE
     data = path.read_bytes()

@@ -11,14 +11,13 @@ from typing import Any
 
 import datasets
 import pytest
+from endless_env import GO
 
 from vfgym.envs import SingleTurnEnv
 from vfgym.types import GenerateInputs, Messages
 
-GO = [{"role": "user", "content": "go"}]
 
-
-def say_ok(messages: Messages) -> str:
+def answer_ok(messages: Messages) -> str:
     return "ok"
 
 
@@ -76,7 +75,7 @@ async def test_a_bad_message_in_a_given_prompt_is_refused_naming_its_row(
     model_server, case: str
 ) -> None:
     prompt, error, says = BAD_PROMPTS[case]
-    server = await model_server(say_ok)
+    server = await model_server(answer_ok)
     rows: list[dict[str, Any]] = [{"prompt": GO}, {"prompt": prompt}]
     with pytest.raises(error, match=says):
         await env().generate(rows, server.client(), "m")
@@ -84,7 +83,7 @@ async def test_a_bad_message_in_a_given_prompt_is_refused_naming_its_row(
 
 
 async def test_a_bad_prompt_in_generate_inputs_is_refused_naming_its_row(model_server) -> None:
-    server = await model_server(say_ok)
+    server = await model_server(answer_ok)
     inputs = GenerateInputs(prompt=[GO, GO, [{"role": "robot", "content": "hi"}]])
     with pytest.raises(ValueError, match=r"input row 2: 'prompt' item 0 has role 'robot'"):
         await env().generate(inputs, server.client(), "m")
@@ -93,7 +92,7 @@ async def test_a_bad_prompt_in_generate_inputs_is_refused_naming_its_row(model_s
 
 async def test_valid_given_prompts_still_run(model_server) -> None:
     """Tool history, content parts and text prompts are all fine as given."""
-    server = await model_server(say_ok)
+    server = await model_server(answer_ok)
     parts = [{"role": "user", "content": [{"type": "text", "text": "go"}]}]
     rows = [{"prompt": GO}, {"prompt": HISTORY}, {"prompt": parts}]
     out = await env().generate(rows, server.client(), "m")
@@ -106,7 +105,7 @@ async def test_valid_given_prompts_still_run(model_server) -> None:
 async def test_prompts_from_a_hugging_face_dataset_are_accepted(model_server) -> None:
     """Arrow gives every message every key any message has, as None: that is padding,
     not a bad message."""
-    server = await model_server(say_ok)
+    server = await model_server(answer_ok)
     inputs = datasets.Dataset.from_list([{"prompt": GO}, {"prompt": HISTORY}])
     out = await env().generate(inputs, server.client(), "m")
     assert [c[-1]["content"] for c in out.completion] == ["ok", "ok"]
@@ -114,7 +113,7 @@ async def test_prompts_from_a_hugging_face_dataset_are_accepted(model_server) ->
 
 
 async def test_raw_question_rows_are_still_formatted_by_the_env(model_server) -> None:
-    server = await model_server(say_ok)
+    server = await model_server(answer_ok)
     system = SingleTurnEnv(dataset=[{"question": "q"}], system_prompt="Be brief.")
     out = await system.generate([{"question": "go"}, {"question": "stop"}], server.client(), "m")
     assert out.prompt == [
@@ -125,7 +124,7 @@ async def test_raw_question_rows_are_still_formatted_by_the_env(model_server) ->
 
 
 async def test_a_completion_env_still_takes_text_prompts(model_server) -> None:
-    server = await model_server(say_ok)
+    server = await model_server(answer_ok)
     text_env = SingleTurnEnv(dataset=[{"prompt": "q"}], message_type="completion")
     out = await text_env.generate([{"prompt": "Say ok:"}], server.client(), "m")
     assert out.prompt == ["Say ok:"]
@@ -137,7 +136,7 @@ async def test_a_dataset_mixing_prompt_and_question_rows_formats_the_questions(
 ) -> None:
     """Arrow gives the question row a None prompt (and the prompt row a None question):
     the question row must still be formatted, not sent with no prompt."""
-    server = await model_server(say_ok)
+    server = await model_server(answer_ok)
     rows = [{"prompt": GO, "question": None}, {"prompt": None, "question": "stop"}]
     inputs = datasets.Dataset.from_list(rows)
     out = await env().generate(inputs, server.client(), "m")
@@ -146,7 +145,7 @@ async def test_a_dataset_mixing_prompt_and_question_rows_formats_the_questions(
 
 
 async def test_a_completion_env_refuses_chat_messages_naming_the_row(model_server) -> None:
-    server = await model_server(say_ok)
+    server = await model_server(answer_ok)
     text_env = SingleTurnEnv(dataset=[{"prompt": "q"}], message_type="completion")
     with pytest.raises(ValueError, match=r"input row 1: message_type='completion' needs a text"):
         await text_env.generate([{"prompt": "a"}, {"prompt": GO}], server.client(), "m")

@@ -30,7 +30,7 @@ def matches(completion: Messages, answer: str) -> float:
     return 1.0 if completion[-1]["content"] == answer else 0.0
 
 
-def make_env(words: list[str], info: dict[Any, Any], **kwargs: Any) -> SingleTurnEnv:
+def make_env_with_info(words: list[str], info: dict[Any, Any], **kwargs: Any) -> SingleTurnEnv:
     rows = [{"question": w, "answer": w.upper(), "info": info} for w in words]
     return SingleTurnEnv(dataset=rows, rubric=Rubric(funcs=[matches]), retry=FAST_RETRY, **kwargs)
 
@@ -96,7 +96,7 @@ async def test_info_with_tuple_and_mixed_keys_is_written_and_resumes(
     the batch nor stop it being resumed; JSON keeps the keys as text."""
     server = await model_server(lambda messages: messages[-1]["content"].upper())
     info = {(0, 1): "x", 2: "two", "name": "board"}
-    env = make_env(["ant", "bee", "cat"], info)
+    env = make_env_with_info(["ant", "bee", "cat"], info)
     out = await env.evaluate(server.client(), "m", results_path=tmp_path)
     assert out.reward == [1.0, 1.0, 1.0]
     records = strict_lines(tmp_path / RESULTS_FILE)
@@ -135,7 +135,7 @@ def legacy_digest(rows: list[dict[str, Any]]) -> str:
 async def test_a_run_from_before_numpy_values_were_numbers_resumes(model_server, tmp_path) -> None:
     server = await model_server(lambda messages: messages[-1]["content"].upper())
     info = {"target": np.int64(7), "weights": np.array([0.5, 0.25]), "ratio": np.float32(0.5)}
-    env = make_env(["ant", "bee", "cat"], info)
+    env = make_env_with_info(["ant", "bee", "cat"], info)
     await env.evaluate(server.client(), "m", results_path=tmp_path)
     meta_path = tmp_path / METADATA_FILE
     meta = json.loads(meta_path.read_text())
@@ -157,10 +157,10 @@ async def test_a_run_from_before_numpy_values_were_numbers_resumes(model_server,
 async def test_a_different_run_is_still_refused_by_its_digest(model_server, tmp_path) -> None:
     """Accepting an earlier version's digest must not accept other inputs."""
     server = await model_server(lambda messages: messages[-1]["content"].upper())
-    await make_env(["ant", "bee"], {"n": np.int64(1)}).evaluate(
+    await make_env_with_info(["ant", "bee"], {"n": np.int64(1)}).evaluate(
         server.client(), "m", results_path=tmp_path
     )
-    other = make_env(["ant", "bee"], {"n": np.int64(2)})
+    other = make_env_with_info(["ant", "bee"], {"n": np.int64(2)})
     try:
         await other.evaluate(server.client(), "m", results_path=tmp_path, resume=True)
     except ValueError as exc:
@@ -252,7 +252,7 @@ async def test_resume_from_results_alone_refuses_records_of_other_inputs(
     the records themselves must match the inputs: lines of a run with another -r would
     otherwise be placed at rollouts of other examples."""
     server = await model_server(lambda messages: messages[-1]["content"].upper())
-    env = make_env(["ant", "bee", "cat"], {})
+    env = make_env_with_info(["ant", "bee", "cat"], {})
     await env.evaluate(server.client(), "m", rollouts_per_example=1, results_path=tmp_path)
     (tmp_path / METADATA_FILE).unlink()
     server.clear_requests()
@@ -280,7 +280,7 @@ async def test_a_results_path_that_is_a_file_is_named_as_such(model_server, tmp_
     target.write_text("notes\n")
     for resume in (False, True):
         try:
-            await make_env(["ant"], {}).evaluate(
+            await make_env_with_info(["ant"], {}).evaluate(
                 server.client(), "m", results_path=target, resume=resume
             )
         except NotADirectoryError as exc:

@@ -16,7 +16,7 @@ SECRET = "sk-live-0123456789abcdef"
 ATTACK = '<script>alert(1)</script><img src=x onerror="alert(2)">"\'&'
 
 
-def record(index: Any, reward: float | None, **fields: Any) -> dict[str, Any]:
+def summary_record(index: Any, reward: float | None, **fields: Any) -> dict[str, Any]:
     base = {
         "index": index,
         "example_id": index // 2 if isinstance(index, int) else index,
@@ -40,7 +40,7 @@ def write_run(directory: Path, metadata: dict[str, Any], records: list[Any]) -> 
 
 def test_a_run_where_every_rollout_errored_is_summarized_without_scores() -> None:
     error = {"type": "APIConnectionError", "message": "Connection error."}
-    rows = [record(i, None, error=error, completion_tokens=None) for i in range(4)]
+    rows = [summary_record(i, None, error=error, completion_tokens=None) for i in range(4)]
     summary = summarize_records(rows, {"env_id": "e", "model": "m"})
     assert (summary.num_rollouts, summary.num_errored, summary.num_scored) == (4, 4, 0)
     assert summary.reward is None and summary.metrics == {} and summary.pass_at_k == {}
@@ -53,16 +53,16 @@ def test_a_run_where_every_rollout_errored_is_summarized_without_scores() -> Non
 
 def test_token_counts_that_are_not_numbers_count_zero() -> None:
     rows = [
-        record(0, 1.0, completion_tokens=5),
-        record(1, 1.0, completion_tokens=float("nan")),
-        record(2, 1.0, completion_tokens="many"),
+        summary_record(0, 1.0, completion_tokens=5),
+        summary_record(1, 1.0, completion_tokens=float("nan")),
+        summary_record(2, 1.0, completion_tokens="many"),
     ]
     assert summarize_records(rows).completion_tokens == 5
 
 
 def test_a_metric_that_failed_on_every_rollout_is_shown_not_dropped() -> None:
     rows = [
-        record(i, 0.5, metrics={"win": 1.0, "judge": None, "reward_errors": 1.0}) for i in range(3)
+        summary_record(i, 0.5, metrics={"win": 1.0, "judge": None, "reward_errors": 1.0}) for i in range(3)
     ]
     summary = summarize_records(rows)
     assert list(summary.metrics) == ["win", "judge", "reward_errors"]
@@ -77,8 +77,8 @@ def test_a_metric_that_failed_on_every_rollout_is_shown_not_dropped() -> None:
 
 def test_a_metric_missing_on_some_rollouts_shows_how_many_it_covers() -> None:
     rows = [
-        record(0, 1.0, metrics={"win": 1.0, "bonus": 0.5}),
-        record(1, 0.0, metrics={"win": 0.0}),
+        summary_record(0, 1.0, metrics={"win": 1.0, "bonus": 0.5}),
+        summary_record(1, 0.0, metrics={"win": 0.0}),
     ]
     text = format_summary(summarize_records(rows))
     table = [line.split() for line in text.splitlines() if line.startswith("  ")]
@@ -86,7 +86,7 @@ def test_a_metric_missing_on_some_rollouts_shows_how_many_it_covers() -> None:
     assert ["bonus", "0.500", "0.000", "0.500", "0.500", "1"] in table
     assert ["win", "0.500", "0.500", "0.000", "1.000", "2"] in table
     # A complete table keeps the plain layout the README shows.
-    full = format_summary(summarize_records([record(0, 1.0, metrics={"win": 1.0})]))
+    full = format_summary(summarize_records([summary_record(0, 1.0, metrics={"win": 1.0})]))
     header = next(line for line in full.splitlines() if line.strip().startswith("metric"))
     assert header.split() == ["metric", "mean", "std", "min", "max"]
 
@@ -99,7 +99,7 @@ def test_histogram_of_rewards_near_the_float_limits() -> None:
 
 def test_a_lone_surrogate_in_the_results_does_not_stop_the_report(tmp_path) -> None:
     completion = [{"role": "assistant", "content": "half a pair: \ud83d, then more"}]
-    write_run(tmp_path, {"env_id": "e"}, [record(0, 1.0, completion=completion)])
+    write_run(tmp_path, {"env_id": "e"}, [summary_record(0, 1.0, completion=completion)])
     path = write_report(tmp_path)
     html = path.read_bytes().decode("utf-8")  # valid UTF-8
     assert "half a pair: \ufffd, then more" in html
@@ -113,7 +113,7 @@ def test_the_report_never_shows_an_api_key_from_older_metadata(tmp_path) -> None
         "env_args": {"level": 2, "api_key": SECRET},
         "sampling_args": {"max_tokens": 64, "extra_headers": {"Authorization": SECRET}},
     }
-    write_run(tmp_path, metadata, [record(0, 1.0)])
+    write_run(tmp_path, metadata, [summary_record(0, 1.0)])
     html = write_report(tmp_path).read_text(encoding="utf-8")
     assert SECRET not in html
     assert "models.example/v1" in html and "&quot;max_tokens&quot;: 64" in html
@@ -122,7 +122,7 @@ def test_the_report_never_shows_an_api_key_from_older_metadata(tmp_path) -> None
 def test_huge_error_messages_do_not_blow_up_the_report() -> None:
     page = "<html>" + "upstream unavailable " * 50_000 + "</html>"  # about 1 MB
     rows = [
-        record(i, None, error={"type": "InternalServerError", "message": page + str(i)})
+        summary_record(i, None, error={"type": "InternalServerError", "message": page + str(i)})
         for i in range(40)
     ]
     html = render_report({"env_id": "e"}, rows)
@@ -132,7 +132,7 @@ def test_huge_error_messages_do_not_blow_up_the_report() -> None:
 
 def test_model_and_user_text_is_escaped_everywhere_in_the_report() -> None:
     call = {"id": ATTACK, "type": "function", "function": {"name": ATTACK, "arguments": ATTACK}}
-    hostile = record(
+    hostile = summary_record(
         0,
         1.0,
         task=ATTACK,
@@ -153,8 +153,8 @@ def test_model_and_user_text_is_escaped_everywhere_in_the_report() -> None:
             {"role": "tool", "tool_call_id": ATTACK, "content": ATTACK},
         ],
     )
-    errored = record("x" + ATTACK, None, error={"type": ATTACK, "message": ATTACK})
-    text_only = record(2, 0.0, prompt=ATTACK, completion=ATTACK)
+    errored = summary_record("x" + ATTACK, None, error={"type": ATTACK, "message": ATTACK})
+    text_only = summary_record(2, 0.0, prompt=ATTACK, completion=ATTACK)
     metadata = {
         "env_id": ATTACK,
         "model": ATTACK,
@@ -174,7 +174,7 @@ def test_the_printed_summary_is_always_valid_utf8() -> None:
     """Error text can carry a lone surrogate (a model's broken text quoted in an exception);
     printing the summary to a UTF-8 terminal must not fail once the run is over."""
     error = {"type": "ValueError", "message": "cannot parse '\udcff' as a move"}
-    rows = [record(0, None, error=error), record(1, 1.0)]
+    rows = [summary_record(0, None, error=error), summary_record(1, 1.0)]
     text = format_summary(summarize_records(rows), {"env_id": "e", "model": "m\udc80"})
     text.encode("utf-8")
     assert "cannot parse '\ufffd' as a move" in text

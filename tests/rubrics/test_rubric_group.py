@@ -88,24 +88,24 @@ def test_a_generator_function_is_refused_when_added(func: Any) -> None:
 # -- the shape of funcs and weights ----------------------------------------------------------
 
 
-def correct(completion: Any, answer: Any) -> float:
+def matches_answer(completion: Any, answer: Any) -> float:
     return 1.0 if str(completion) == str(answer) else 0.0
 
 
 def test_a_single_function_instead_of_a_list_is_explained() -> None:
-    with pytest.raises(TypeError, match=r"funcs must be a list.*funcs=\[correct\]"):
-        Rubric(funcs=correct)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"funcs must be a list.*funcs=\[matches_answer\]"):
+        Rubric(funcs=matches_answer)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("weights", [1.0, 2, (w for w in [1.0])])
 def test_weights_that_are_not_a_list_are_explained(weights: Any) -> None:
     with pytest.raises(TypeError, match=r"weights must be a list.*one per reward function"):
-        Rubric(funcs=[correct], weights=weights)
+        Rubric(funcs=[matches_answer], weights=weights)
 
 
 def test_weights_may_be_a_tuple_or_an_array() -> None:
-    assert Rubric(funcs=[correct], weights=(0.5,)).reward_weights == [0.5]
-    assert Rubric(funcs=[correct], weights=np.array([2.0])).reward_weights == [2.0]
+    assert Rubric(funcs=[matches_answer], weights=(0.5,)).reward_weights == [0.5]
+    assert Rubric(funcs=[matches_answer], weights=np.array([2.0])).reward_weights == [2.0]
 
 
 # -- weights changed after construction ------------------------------------------------------
@@ -113,17 +113,17 @@ def test_weights_may_be_a_tuple_or_an_array() -> None:
 
 @pytest.mark.parametrize("bad", ["1", None, math.nan, math.inf])
 async def test_a_weight_set_after_construction_is_checked_when_scoring(bad: Any) -> None:
-    rubric = Rubric(funcs=[correct])
+    rubric = Rubric(funcs=[matches_answer])
     rubric.reward_weights[0] = bad
     kind = TypeError if not isinstance(bad, float) else ValueError
-    with pytest.raises(kind, match=r"weight of 'correct' must be a"):
+    with pytest.raises(kind, match=r"weight of 'matches_answer' must be a"):
         await rubric.score_rollout("p", "4", "4", {})
-    with pytest.raises(kind, match=r"weight of 'correct' must be a"):
+    with pytest.raises(kind, match=r"weight of 'matches_answer' must be a"):
         rubric.score_rollout_sync("p", "4", "4", {})
 
 
 async def test_a_valid_weight_set_after_construction_is_used() -> None:
-    rubric = Rubric(funcs=[correct])
+    rubric = Rubric(funcs=[matches_answer])
     assert rubric.score_rollout_sync("p", "4", "4", {}).reward == 1.0
     rubric.reward_weights = [np.float32(0.5)]
     assert (await rubric.score_rollout("p", "4", "4", {})).reward == 0.5
@@ -187,7 +187,7 @@ async def test_a_sync_score_group_hook_runs() -> None:
 
 
 async def test_a_group_runs_its_members_hooks_when_asked_for_its_own() -> None:
-    group = RubricGroup([AsyncRanker(funcs=[rank]), SyncRanker(funcs=[correct])])
+    group = RubricGroup([AsyncRanker(funcs=[rank]), SyncRanker(funcs=[matches_answer])])
     states: list[State] = [{}, {}]
     await group.score_group(states)
     assert [s["rank"] for s in states] == [0.0, 1.0]
@@ -234,7 +234,7 @@ async def test_a_plain_group_runs_each_members_hook_once() -> None:
             calls.append(len(states))
             await super().score_group(states, **kwargs)
 
-    group = RubricGroup([Counted(funcs=[rank]), Rubric(funcs=[correct])])
+    group = RubricGroup([Counted(funcs=[rank]), Rubric(funcs=[matches_answer])])
     scores = await group.score_rollouts(**batch([{}, {}, {}]))
     assert scores.metrics["rank"] == [0.0, 1.0, 2.0] and calls == [3]
 
