@@ -12,7 +12,7 @@ from scripted_models import numbered_policy
 import vfgym as vf
 from vfgym.engine.state import new_state
 from vfgym.errors import MissingTokenIdsError
-from vfgym.inference.numbered_server import ByteTokenizer, ModelServer
+from vfgym.inference.server import ByteTokenizer, ModelServer
 from vfgym.training.processing import ServerTokenizer
 
 TOKENIZER = ByteTokenizer()
@@ -34,7 +34,7 @@ TOOLS = [
 
 
 @pytest.fixture(scope="module")
-def numbered_server() -> Iterator[ModelServer]:
+def server() -> Iterator[ModelServer]:
     with ModelServer(numbered_policy).running() as running:
         yield running
 
@@ -50,9 +50,9 @@ class TwoTurnEnv(vf.MultiTurnEnv):
         return ([reply] if reply else []), state
 
 
-def rollout(numbered_server: ModelServer, rows: list[dict[str, Any]]) -> tuple[TwoTurnEnv, Any]:
+def rollout(server: ModelServer, rows: list[dict[str, Any]]) -> tuple[TwoTurnEnv, Any]:
     env = TwoTurnEnv(dataset=rows, max_turns=2)
-    return env, env.evaluate_sync(numbered_server.sync_client(), "vfgym-test", sampling_args=WANT_IDS)
+    return env, env.evaluate_sync(server.sync_client(), "vfgym-test", sampling_args=WANT_IDS)
 
 
 def model_tokens(processed: vf.ProcessedOutputs, k: int = 0) -> list[int]:
@@ -60,14 +60,14 @@ def model_tokens(processed: vf.ProcessedOutputs, k: int = 0) -> list[int]:
     return [tid for tid, m in pairs if m]
 
 
-@pytest.mark.parametrize("remote", [False, True], ids=["local", "numbered_server-tokenizer"])
+@pytest.mark.parametrize("remote", [False, True], ids=["local", "server-tokenizer"])
 def test_back_to_back_model_turns_keep_the_assistant_header_between_them(
-    numbered_server: ModelServer, remote: bool
+    server: ModelServer, remote: bool
 ) -> None:
-    env, out = rollout(numbered_server, [{"prompt": [{"role": "user", "content": "go"}]}])
+    env, out = rollout(server, [{"prompt": [{"role": "user", "content": "go"}]}])
     completion = out.completion[0]
     assert [m["role"] for m in completion] == ["assistant", "assistant"]
-    tokenizer = ServerTokenizer(numbered_server.base_url, "vfgym-test") if remote else TOKENIZER
+    tokenizer = ServerTokenizer(server.base_url, "vfgym-test") if remote else TOKENIZER
     processed = env.process_env_results(
         out.prompt, out.completion, out.state, out.reward, tokenizer, mask_env_responses=True
     )
@@ -75,7 +75,7 @@ def test_back_to_back_model_turns_keep_the_assistant_header_between_them(
     assert TOKENIZER.decode(ids) == TOKENIZER.apply_chat_template(
         out.prompt[0] + completion, tokenize=False
     )
-    # the second turn was generated after the header the numbered_server rendered
+    # the second turn was generated after the header the server rendered
     second = out.state[0]["responses"][1]
     prefix = second.model_extra["prompt_token_ids"]
     assert ids[: len(prefix)] == prefix
@@ -83,13 +83,13 @@ def test_back_to_back_model_turns_keep_the_assistant_header_between_them(
     assert model_tokens(processed) == generated
 
 
-def test_row_tools_in_info_render_the_prompt_the_server_saw(numbered_server: ModelServer) -> None:
+def test_row_tools_in_info_render_the_prompt_the_server_saw(server: ModelServer) -> None:
     reply = {"role": "user", "content": "again"}
     row = {
         "prompt": [{"role": "user", "content": "go"}],
         "info": {"oai_tools": TOOLS, "reply": reply},
     }
-    env, out = rollout(numbered_server, [row])
+    env, out = rollout(server, [row])
     assert env.oai_tools is None
     processed = env.process_env_results(
         out.prompt, out.completion, out.state, out.reward, TOKENIZER, mask_env_responses=True
@@ -104,7 +104,7 @@ def test_row_tools_in_info_render_the_prompt_the_server_saw(numbered_server: Mod
 
 
 def test_an_errored_rollout_with_unrenderable_messages_does_not_sink_the_batch(
-    numbered_server: ModelServer,
+    server: ModelServer,
 ) -> None:
     good = {
         "prompt": [{"role": "user", "content": "go"}],
@@ -112,7 +112,7 @@ def test_an_errored_rollout_with_unrenderable_messages_does_not_sink_the_batch(
     }
     bad_reply = {"role": "narrator", "content": "the template knows no such role"}
     bad = {"prompt": [{"role": "user", "content": "go"}], "info": {"reply": bad_reply}}
-    env, out = rollout(numbered_server, [good, bad])
+    env, out = rollout(server, [good, bad])
     assert not out.state[0].get("error") and out.state[1].get("error")
     # refused where it was made, not left in the completion
     assert "env_response" in out.state[1]["error"]["message"]
@@ -150,9 +150,9 @@ class TextEnv(vf.MultiTurnEnv):
 def test_hand_played_completion_mode_turns_are_refused_not_mislabelled() -> None:
     env = TextEnv(dataset=[{"prompt": "Q: go\n"}], message_type="completion")
     state = new_state("Q: go\n", "", "", "default", {}, 0)
-    env.text_turn_sync(state, "model0")  # the Gym adapter's step: no numbered_server response
+    env.text_turn_sync(state, "model0")  # the Gym adapter's step: no server response
     env.text_turn_sync(state, "model1")
-    with pytest.raises(MissingTokenIdsError, match="numbered_server response"):
+    with pytest.raises(MissingTokenIdsError, match="server response"):
         env.process_env_results(["Q: go\n"], [state["completion"]], [state], [1.0], TOKENIZER)
 
 
