@@ -13,16 +13,14 @@ from vfgym.inference.server import ByteTokenizer, ModelServer
 from vfgym.rubrics import REWARD_ERRORS
 
 WANT_IDS = {"extra_body": {"return_token_ids": True}, "logprobs": True}
+
+
 QUESTION = [{"role": "user", "content": "q"}]
 
 
 def echo(messages: Any) -> str:
     """Answers with the text of the last message (the raw text of content parts)."""
     return f"ans:{messages[-1]['content']}"
-
-
-def say_42(messages: Any) -> str:
-    return "42"
 
 
 def exact(completion: vf.Messages, answer: str) -> float:
@@ -47,9 +45,6 @@ class Feedback(vf.MultiTurnEnv):
 def server() -> Any:
     with ModelServer(echo).running() as running:
         yield running
-
-
-# -- GenerateOutputs / RolloutScores: dumped to JSON and loaded back -----------------------
 
 
 def test_generate_outputs_with_a_failed_reward_function_load_back_from_json(server) -> None:
@@ -98,9 +93,6 @@ def test_a_reward_that_is_not_a_number_is_still_refused() -> None:
         vf.RolloutScore.model_validate_json('{"reward": "high"}')
 
 
-# -- ChatMessage inside GenerateInputs / GenerateOutputs -------------------------------------
-
-
 def test_generate_inputs_keep_content_parts_and_extra_message_fields(server) -> None:
     """A prompt of content parts (the OpenAI format for images and text) was refused by
     GenerateInputs, though a dataset row with the same prompt ran; and a message field
@@ -132,9 +124,6 @@ def test_generate_inputs_keep_content_parts_and_extra_message_fields(server) -> 
 def test_a_message_that_is_not_a_dict_is_still_refused() -> None:
     with pytest.raises(ValueError, match="prompt"):
         vf.GenerateInputs(prompt=[["not a message"]])
-
-
-# -- ProcessedOutputs: one row per rollout, masks as long as their ids ----------------------
 
 
 def test_processed_outputs_built_as_the_reference_shows_have_one_flag_per_rollout() -> None:
@@ -224,89 +213,3 @@ def test_process_env_results_lines_up_every_column(server, message_type: str) ->
             if message_type == "chat" or max_seq_len < 0:
                 assert 0 in processed.completion_mask[k]  # the environment's turns
         assert processed.is_truncated == [max_seq_len > 0] * 2
-
-
-# -- fixes that belong to files under other hands (environment.py, runner.py) ---------------
-
-
-def test_evaluate_reads_rollouts_per_example_none_as_generate_does(server) -> None:
-    env = vf.SingleTurnEnv(dataset=[{"question": "q"}])
-    out = env.evaluate_sync(server.sync_client(), "m", rollouts_per_example=None)
-    assert len(out.reward) == 1
-
-
-def test_evaluate_says_what_a_fractional_rollouts_per_example_should_be(server) -> None:
-    env = vf.SingleTurnEnv(dataset=[{"question": "q"}])
-    with pytest.raises(TypeError, match="rollouts_per_example must be a whole number"):
-        env.evaluate_sync(server.sync_client(), "m", rollouts_per_example=2.5)
-
-
-def test_num_examples_zero_is_refused_by_evaluate_and_generate_alike(server) -> None:
-    """evaluate ran no rows and generate all of them: zero is now refused by both."""
-    env = vf.SingleTurnEnv(dataset=[{"question": "a"}, {"question": "b"}])
-    client = server.sync_client()
-    server.clear_requests()
-    with pytest.raises(ValueError, match="num_examples=0 asks for no examples"):
-        env.evaluate_sync(client, "m", num_examples=0)
-    with pytest.raises(ValueError, match="num_examples=0 asks for no examples"):
-        env.generate_sync(env.get_eval_inputs(), client, "m", num_examples=0)
-    assert server.requests == []
-    assert len(env.evaluate_sync(client, "m", num_examples=None).reward) == 2
-    assert len(env.generate_sync(env.get_eval_inputs(), client, "m", num_examples=1).reward) == 1
-
-
-@pytest.mark.parametrize("num_examples", [1.5, "2", True])
-def test_a_num_examples_that_is_no_whole_number_is_refused(server, num_examples: Any) -> None:
-    """generate compared it with 0 ("'>' not supported" for a text, True as 1)."""
-    env = vf.SingleTurnEnv(dataset=[{"question": "a"}])
-    with pytest.raises(TypeError, match="n must be a whole number of rows"):
-        env.generate_sync(
-            env.get_eval_inputs(), server.sync_client(), "m", num_examples=num_examples
-        )
-
-
-def test_generate_inputs_completion_opens_the_rollout(server) -> None:
-    env = Feedback(dataset=[{"question": "unused"}], max_turns=1)
-    opening = [{"role": "user", "content": "a hint before the first turn"}]
-    inputs = vf.GenerateInputs(prompt=[QUESTION], completion=[opening])
-    out = env.generate_sync(inputs, server.sync_client(), "m")
-    assert out.completion[0][0] == opening[0]
-
-
-def test_a_ready_prompt_rows_answer_is_text_as_a_question_rows_is() -> None:
-    env = vf.SingleTurnEnv(dataset=[{"question": "q"}], rubric=vf.Rubric(funcs=[exact]))
-    rows = [
-        {"prompt": QUESTION, "answer": 42, "task": 7},
-        {"prompt": QUESTION, "answer": None},
-    ]
-    with ModelServer(say_42).running() as own:
-        out = env.generate_sync(rows, own.sync_client(), "m")
-    assert out.answer == ["42", ""]
-    assert out.reward == [1.0, 0.0]
-    assert out.task == ["7", "default"]
-
-
-def test_a_question_rows_completion_opens_the_rollout_too(server) -> None:
-    env = vf.SingleTurnEnv(dataset=[{"question": "unused"}])
-    opening = [{"role": "user", "content": "an opening"}]
-    out = env.generate_sync([{"question": "q", "completion": opening}], server.sync_client(), "m")
-    assert out.completion[0][0] == opening[0] and out.completion[0][1]["role"] == "assistant"
-    assert opening == [{"role": "user", "content": "an opening"}]  # the caller's, unchanged
-
-
-@pytest.mark.parametrize(
-    ("message_type", "row", "error"),
-    [
-        ("chat", {"prompt": QUESTION, "completion": "text"}, "in chat give a list"),
-        ("chat", {"question": "q", "completion": {"role": "user"}}, "in chat give a list"),
-        ("completion", {"prompt": "Q:", "completion": QUESTION}, "give one str"),
-    ],
-)
-def test_an_opening_of_the_wrong_form_is_refused_before_any_request(
-    server, message_type: str, row: dict[str, Any], error: str
-) -> None:
-    env = vf.SingleTurnEnv(dataset=[{"question": "unused"}], message_type=message_type)
-    server.clear_requests()
-    with pytest.raises(TypeError, match=rf"input row 0: 'completion'.*{error}"):
-        env.generate_sync([row], server.sync_client(), "m")
-    assert server.requests == []

@@ -8,6 +8,7 @@ on loopback, and a `ModelServer` the test starts where a configured server is ne
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -20,6 +21,9 @@ from cli_runs import no_configured_model, run  # noqa: F401  (an autouse fixture
 
 from vfgym.envs.registry import load_environment
 from vfgym.inference.server import ModelServer
+from vfgym.results.jsonl import (
+    ResultsWriter,
+)
 
 ONE = ["-n", "1", "-r", "1"]
 
@@ -31,9 +35,6 @@ def lines(path: Path) -> list[dict[str, Any]]:
 def assert_clean_usage_error(code: int, err: str) -> None:
     assert code == 2, err
     assert "unexpected" not in err and "Traceback" not in err, err
-
-
-# ------------------------------------------------------------------ resume
 
 
 def test_resume_with_other_sampling_args_is_a_usage_error(
@@ -77,9 +78,6 @@ def test_resume_with_unreadable_metadata_names_the_file(
     assert "metadata.json" in err and "not valid JSON" in err
 
 
-# ------------------------------------------------------------- output dir
-
-
 def test_output_dir_that_is_a_file_is_refused_before_the_run(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -104,9 +102,6 @@ def test_sampling_args_no_rollout_can_run_with_are_refused_before_the_run(
     assert_clean_usage_error(code, err)
     assert "-S/--sampling-args" in err and said in err
     assert "built-in server" not in err and not (tmp_path / "run").exists()
-
-
-# ---------------------------------------------------------------- base URL
 
 
 @pytest.mark.parametrize("url", ["localhost:8000/v1", "127.0.0.1:8000/v1", "ftp://host/v1"])
@@ -150,9 +145,6 @@ def test_a_404_from_a_base_url_without_v1_suggests_it(
         assert code == 0, err
 
 
-# ------------------------------------------------------------------ summary
-
-
 def test_summary_of_a_resumed_run_says_the_time_is_this_session(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -165,9 +157,6 @@ def test_summary_of_a_resumed_run_says_the_time_is_this_session(
     assert code == 0, err
     (time_line,) = [line for line in again.splitlines() if line.startswith("time")]
     assert "this session" in time_line and "2 rollouts carried over" in time_line
-
-
-# --------------------------------------------------------------------- view
 
 
 def test_view_of_results_that_are_not_records_is_a_clear_error(
@@ -204,9 +193,6 @@ def test_view_hint_is_a_command_that_works_for_a_path_with_spaces(
     assert "(HTML report: vfgym view 'my run')" in out
 
 
-# ------------------------------------------------------------------ sandbox
-
-
 def test_ctrl_c_in_vfgym_sandbox_is_a_clean_interrupt(tmp_path: Path) -> None:
     """`vfgym sandbox ...` runs outside the other subcommands' handling; Ctrl-C there must
     still end with exit code 130 and a line saying so, not a traceback."""
@@ -234,9 +220,6 @@ def test_ctrl_c_in_vfgym_sandbox_is_a_clean_interrupt(tmp_path: Path) -> None:
                 proc.wait()
     assert "Traceback" not in err, err
     assert proc.returncode == 130 and "Interrupted" in err
-
-
-# ------------------------------------------------------------- unexpected
 
 
 @pytest.mark.parametrize("command", ["list", "eval", "play", "view"])
@@ -282,3 +265,54 @@ def test_eval_help_states_the_defaults_it_uses(capsys: pytest.CaptureFixture[str
     ):
         assert f"{flag} " in text and f"(default: {value}" in text.split(flag, 1)[1][:60]
     assert "OPENAI_BASE_URL" in text
+
+
+def test_malformed_env_args_show_an_environment_argument_example(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The example in the error is one of -a's own, not a sampling argument."""
+    code, _, err = run(["eval", "guess-the-number", "-a", "{bad"], capsys)
+    assert code == 2
+    assert "-a/--env-args is not valid JSON" in err
+    assert "temperature" not in err and '"difficulty"' in err
+
+
+def unwritable_directory(tmp_path: Path) -> Path:
+    """A directory no run can write in, for whoever runs the tests (root included)."""
+    if os.geteuid() != 0:
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o555)
+        return locked / "run"
+    if not Path("/sys/kernel").is_dir():
+        pytest.skip("running as root without /sys: no directory is unwritable")
+    return Path("/sys/kernel/vfgym-test-run")
+
+
+def test_eval_into_a_directory_another_run_is_writing_says_so(tmp_path, capsys) -> None:
+    busy = tmp_path / "busy"
+    with ResultsWriter(busy, {"model": "reference"}):
+        code, _, err = run(
+            ["eval", "guess-the-number", "-n", "1", "-r", "1", "-o", str(busy)], capsys
+        )
+    assert code == 2
+    assert "another run is writing to" in err
+    assert "unexpected" not in err
+
+
+def test_eval_when_outputs_is_a_file_says_what_to_do(tmp_path, capsys) -> None:
+    (tmp_path / "outputs").write_text("not a directory\n")
+    code, _, err = run(["eval", "guess-the-number", "-n", "1", "-r", "1"], capsys)
+    assert code == 2
+    assert "outputs is a file" in err and "-o/--output-dir" in err
+    assert "unexpected" not in err
+
+
+def test_eval_into_an_unwritable_directory_says_what_to_do(tmp_path, capsys) -> None:
+    target = unwritable_directory(tmp_path)
+    code, _, err = run(
+        ["eval", "guess-the-number", "-n", "1", "-r", "1", "-o", str(target)], capsys
+    )
+    assert code == 2
+    assert f"cannot write results to {target}" in err
+    assert "-o/--output-dir" in err
+    assert "unexpected" not in err

@@ -11,13 +11,13 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from typing import Any
 
 import pytest
-from endless_env import GO
+from endless_env import GO, Again
 from scripted_models import say_ok
-from test_engine_hunt2 import cancel_while_a_hook_runs
 
-from vfgym.envs import EnvGroup, MultiTurnEnv
+from vfgym.envs import EnvGroup, MultiTurnEnv, SingleTurnEnv
 from vfgym.gym import GymEnv
 from vfgym.types import Messages, State
 
@@ -187,3 +187,108 @@ async def test_gym_reset_on_a_loop_takes_a_sync_init_state_and_init_completion()
         assert not truncated
     finally:
         await gym_env.aclose()
+
+
+class Meeting(SingleTurnEnv):
+    """Its sync setup (or cleanup) waits, as a blocking call would, until the other
+    rollout's has started too: run on the event loop, the second never starts."""
+
+    def __init__(self, where: str, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.where = where
+        self.barrier = threading.Barrier(2, timeout=5)
+
+    def setup_state(self, state: State, **kwargs) -> State:
+        if self.where == "setup":
+            self.barrier.wait()
+        return state
+
+    def cleanup_state(self, state: State, **kwargs) -> None:
+        if self.where == "cleanup":
+            self.barrier.wait()
+        state["cleaned"] = True
+
+
+async def cancel_while_a_hook_runs(
+    env: Any, client: Any, started: threading.Event, release: threading.Event
+) -> None:
+    """Cancel a rollout of `env` once its sync hook has `started` (in a worker thread),
+    let the hook go on 50 ms later (`release`), and see the rollout end cancelled."""
+    task = asyncio.ensure_future(env.rollout(client, "m", GO))
+    while not started.is_set():
+        await asyncio.sleep(0.001)
+    task.cancel()
+    asyncio.get_running_loop().call_later(0.05, release.set)
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+async def test_a_sync_get_context_messages_drives_the_rollout(model_server) -> None:
+    class LastTwo(Again):
+        def get_context_messages(self, state: State) -> Messages:
+            return state["prompt"] + state["completion"][-2:]
+
+    server = await model_server(say_ok)
+    _, state = await LastTwo(dataset=[{"question": "q"}], max_turns=3).rollout(
+        server.client(), "m", GO
+    )
+    assert "error" not in state
+    assert state["stop_reason"] == "max_turns"
+    assert [len(r["messages"]) for r in server.requests] == [1, 3, 3]
+
+
+async def test_a_sync_init_state_and_init_completion_drive_the_rollout(model_server) -> None:
+    class OwnState(Again):
+        def init_completion(self) -> Messages:
+            return []
+
+        def init_state(self, prompt, completion, answer, task, info, example_id, **kwargs):
+            return {"prompt": prompt, "completion": completion, "answer": answer, "marks": 1}
+
+    server = await model_server(say_ok)
+    env = OwnState(dataset=[{"question": "q"}], max_turns=2)
+    out = await env.evaluate(server.client(), "m")
+    state = out.state[0]
+    assert "error" not in state
+    assert state["stop_reason"] == "max_turns"
+    assert state["marks"] == 1
+    assert len(server.requests) == 2
+
+
+@pytest.mark.parametrize("where", ["setup", "cleanup"])
+async def test_a_blocking_sync_setup_or_cleanup_does_not_stall_the_other_rollouts(
+    model_server, where: str
+) -> None:
+    server = await model_server(say_ok)
+    env = Meeting(where, dataset=[{"question": "a"}, {"question": "b"}])
+    out = await env.evaluate(server.client(), "m")
+    for state in out.state:
+        assert "error" not in state, state.get("error")
+        assert "cleanup_error" not in state, state.get("cleanup_error")
+        assert state["stop_reason"] == "completed"
+        assert state["cleaned"] is True
+
+
+async def test_a_rollout_cancelled_during_a_blocking_sync_setup_cleans_up_what_it_acquired(
+    model_server,
+) -> None:
+    """The setup runs on in its worker thread after the cancellation: cleanup must
+    wait for it, or it releases nothing and what setup then acquires leaks."""
+    started, release = threading.Event(), threading.Event()
+    seen: list[object] = []
+
+    class Acquires(SingleTurnEnv):
+        def setup_state(self, state: State, **kwargs) -> State:
+            started.set()
+            release.wait(timeout=5)
+            state["sandbox"] = "held"
+            return state
+
+        def cleanup_state(self, state: State, **kwargs) -> None:
+            seen.append(state.get("sandbox"))
+
+    server = await model_server(say_ok)
+    env = Acquires(dataset=[{"question": "q"}])
+    await cancel_while_a_hook_runs(env, server.client(), started, release)
+    assert seen == ["held"]
+    assert server.requests == []

@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import math
+from pathlib import Path
 from typing import Any
 
 import datasets
 import openai
 import pytest
 
+import vfgym as vf
+from vfgym.engine.runner import normalize_inputs, run_batch
 from vfgym.envs import Environment, SingleTurnEnv
-from vfgym.inference.server import ModelServer
+from vfgym.inference.server import ByteTokenizer, ModelServer
+from vfgym.results.jsonl import read_results
 from vfgym.rubrics import Rubric
-from vfgym.types import GenerateInputs, GenerateOutputs, Messages
+from vfgym.types import GenerateInputs, GenerateOutputs, Messages, State
 
 QUESTIONS = ["alpha", "beta", "gamma", "delta"]
 
@@ -43,9 +47,6 @@ def check_outputs(out: GenerateOutputs, questions: list[str]) -> None:
     assert out.metadata["num_errored"] == 0
     assert out.metadata["avg_reward"] == 1.0
     assert out.metadata["status"] == "complete"
-
-
-# -- outputs ---------------------------------------------------------------------------
 
 
 async def test_outputs_keep_input_order_when_rollouts_finish_out_of_order(model_server) -> None:
@@ -150,9 +151,6 @@ async def test_a_custom_rollout_that_raises_is_recorded_and_the_batch_completes(
     assert out.metadata["avg_reward"] == 1.0
 
 
-# -- sync entry points and clients ---------------------------------------------------------
-
-
 def test_sync_entry_points_from_plain_sync_code() -> None:
     with ModelServer(shout).running() as server:
         env = make_env()
@@ -227,9 +225,6 @@ async def test_rollout_called_directly_with_a_sync_client(model_server) -> None:
     )
     assert completion == [{"role": "assistant", "content": "HEY"}]
     assert state["stop_reason"] == "completed"
-
-
-# -- concurrency ------------------------------------------------------------------------------
 
 
 class Gate:
@@ -365,3 +360,253 @@ async def test_rewards_see_the_info_and_prompt_that_setup_state_left(model_serve
     out = await env.evaluate(server.client(), "m")
     assert out.reward == [1.0, 1.0]
     assert out.metrics["prompt_turns"] == [2.0, 2.0]  # the question and the added turn
+
+
+TOKENIZER = ByteTokenizer()
+
+
+WANT_IDS = {"extra_body": {"return_token_ids": True}, "logprobs": True}
+
+
+def rendered(prompt: Messages, completion: Messages, tools: Any) -> str:
+    conversation = list(prompt) + list(completion)
+    return TOKENIZER.apply_chat_template(conversation, tools=tools, tokenize=False)
+
+
+class FailsOnBadAnswer(SingleTurnEnv):
+    async def init_state(self, prompt, completion, answer, task, info, example_id, **kwargs):
+        if answer == "bad":
+            raise RuntimeError("no state for this row")
+        return await super().init_state(prompt, completion, answer, task, info, example_id)
+
+
+class TextRolloutFails(SingleTurnEnv):
+    async def rollout(self, *args: Any, **kwargs: Any):
+        raise RuntimeError("custom rollout broke")
+
+
+class Hinted(SingleTurnEnv):
+    """A `setup_state` that adds a turn to the prompt and draws a hint into the info."""
+
+    def setup_state(self, state: State, **kwargs: Any) -> State:
+        state["info"]["hint"] = state["answer"]
+        state["prompt"] = [*state["prompt"], {"role": "user", "content": "Shout it."}]
+        return state
+
+
+def shout_question(messages: list[dict[str, Any]]) -> str:
+    return messages[0]["content"].upper()
+
+
+def hinted(info: dict[str, Any], prompt: Messages) -> float:
+    return float(info.get("hint") is not None and len(prompt) == 2)
+
+
+async def test_run_rollouts_reports_a_failed_rollout_and_keeps_the_others(model_server) -> None:
+    server = await model_server(lambda messages: messages[-1]["content"].upper())
+    env = FailsOnBadAnswer(dataset=[{"question": "q"}])
+    prompts = [[{"role": "user", "content": q}] for q in ("a", "b", "c")]
+    pairs = await env.run_rollouts(
+        server.client(), "m", prompts, answers=["A", "bad", "C"], max_concurrent=2
+    )
+    assert [c[-1]["content"] if c else None for c, _ in pairs] == ["A", None, "C"]
+    failed = pairs[1][1]
+    assert failed["error"] == {"type": "RuntimeError", "message": "no state for this row"}
+    assert failed["stop_reason"] == "error" and failed["answer"] == "bad"
+    assert not pairs[0][1].get("error") and not pairs[2][1].get("error")
+
+
+async def test_an_errored_text_rollout_has_a_text_completion(model_server) -> None:
+    server = await model_server(lambda prompt: "never asked")
+    env = TextRolloutFails(dataset=[{"prompt": "Once"}], message_type="completion")
+    out = await env.evaluate(server.client(), "m")
+    assert out.state[0]["error"]["message"] == "custom rollout broke"
+    assert out.completion == [""] and out.state[0]["completion"] == ""
+    assert math.isnan(out.reward[0])
+    processed = env.process_env_results(
+        out.prompt, out.completion, out.state, out.reward, TOKENIZER
+    )
+    assert processed.completion_ids == [[]] and processed.rewards == [0.0]
+
+
+@pytest.mark.parametrize("kind", ["chat", "completion"])
+def test_errored_state_matches_the_message_type(kind: str) -> None:
+    from vfgym.engine.state import errored_state
+
+    prompt: Messages = "Once" if kind == "completion" else [{"role": "user", "content": "q"}]
+    state = errored_state(kind, prompt, "a", "t", {"k": 1}, 3, ValueError("boom"))
+    assert state["completion"] == ("" if kind == "completion" else [])
+    assert state["error"] == {"type": "ValueError", "message": "boom"}
+    assert (state["stop_reason"], state["is_truncated"], state["example_id"]) == ("error", False, 3)
+
+
+async def test_outputs_hold_the_prompt_the_model_saw(model_server, tmp_path) -> None:
+    server = await model_server(shout_question)
+    env = Hinted(dataset=[{"question": "hi", "answer": "HI"}], rubric=vf.Rubric(funcs=[hinted]))
+    out = await env.evaluate(
+        server.client(), "m", sampling_args=WANT_IDS, results_path=tmp_path / "run"
+    )
+    assert out.reward == [1.0]
+    assert out.prompt[0] == out.state[0]["prompt"] and len(out.prompt[0]) == 2
+    assert out.info[0]["hint"] == "HI"
+    batch = env.process_env_results(out.prompt, out.completion, out.state, out.reward, TOKENIZER)
+    ids = batch.prompt_ids[0] + batch.completion_ids[0]
+    assert TOKENIZER.decode(ids) == rendered(out.state[0]["prompt"], out.completion[0], None)
+    # re-scoring the outputs gives what generate gave
+    again = await env.rubric.score_rollouts(
+        out.prompt, out.completion, out.answer, [{}], out.task, out.info
+    )
+    assert again.reward == out.reward
+    # and the result line on disk says the same, as does a resumed run
+    record = read_results(tmp_path / "run")[1][0]
+    assert record["prompt"] == out.prompt[0] and record["info"]["hint"] == "HI"
+    resumed = await env.evaluate(
+        server.client(), "m", sampling_args=WANT_IDS, results_path=tmp_path / "run", resume=True
+    )
+    assert resumed.prompt == out.prompt and resumed.info == out.info
+
+
+GO = [{"role": "user", "content": "go"}]
+
+
+def target(info: dict[str, Any]) -> float:
+    """The reward is the row's `info["target"]`, so a lost or mangled info shows."""
+    return float(info["target"])
+
+
+def info_env() -> SingleTurnEnv:
+    return SingleTurnEnv(dataset=[{"question": "q"}], rubric=Rubric(funcs=[target]))
+
+
+def say_ok(messages: Messages) -> str:
+    return "ok"
+
+
+def plain_rows() -> list[dict[str, Any]]:
+    """Four examples, each once, as a caller who expects generate to repeat them has."""
+    return make_env().get_eval_inputs(4)
+
+
+@pytest.mark.parametrize("shape", ["rows", "datasets"])
+async def test_json_text_info_next_to_a_prompt_becomes_a_dict(model_server, shape: str) -> None:
+    """Hugging Face datasets often store `info` as JSON text; rows with a ready prompt
+    must read it as rows with a question do."""
+    rows = [{"prompt": GO, "info": '{"target": 3}'}, {"prompt": GO, "info": '{"target": 5}'}]
+    inputs: Any = datasets.Dataset.from_list(rows) if shape == "datasets" else rows
+    server = await model_server(say_ok)
+    out = await info_env().generate(inputs, server.client(), "m")
+    assert out.info == [{"target": 3}, {"target": 5}]
+    assert out.reward == [3.0, 5.0]
+    assert [s["info"] for s in out.state] == [{"target": 3}, {"target": 5}]
+
+
+@pytest.mark.parametrize("info", ['{"target": 3, "deck": [1, 2]}', "", "  ", None, {"target": 3}])
+def test_both_input_paths_read_info_alike(info: Any) -> None:
+    """Rows with a prompt and rows with a question (formatted by `format_dataset`) give
+    the same `info` for the same column value."""
+    env = info_env()
+    with_prompt = normalize_inputs(env, [{"prompt": GO, "info": info}])
+    with_question = normalize_inputs(env, [{"question": "go", "info": info}])
+    assert with_prompt[0]["info"] == with_question[0]["info"]
+    assert isinstance(with_prompt[0]["info"], dict)
+
+
+@pytest.mark.parametrize(
+    ("info", "error"),
+    [("[1, 2]", TypeError), ("3", TypeError), ("not json", ValueError), ('"text"', TypeError)],
+)
+async def test_info_text_that_is_not_a_json_object_says_what_info_must_be(
+    model_server, info: str, error: type[Exception]
+) -> None:
+    server = await model_server(say_ok)
+    rows = [{"prompt": GO, "info": '{"target": 1}'}, {"prompt": GO, "info": info}]
+    with pytest.raises(error, match=r"input row 1: .*'info' must be a dict or the JSON text"):
+        await info_env().generate(rows, server.client(), "m")
+    assert server.requests == []
+
+
+@pytest.mark.parametrize(
+    ("rows", "why"),
+    [
+        (plain_rows, r"rows 0 and 1 have example_ids 0 and 1"),
+        (lambda: plain_rows()[:3], r"3 input rows are not groups of 2"),
+        (
+            lambda: [{"question": q, "answer": q.upper()} for q in QUESTIONS],
+            r"rows 0 and 1 have example_ids 0 and 1",
+        ),
+        (
+            lambda: [{"prompt": [{"role": "user", "content": q}]} for q in QUESTIONS],
+            r"rows 0 and 1 have example_ids 0 and 1",
+        ),
+    ],
+    ids=["dataset-rows", "not-a-multiple", "question-rows", "prompt-rows"],
+)
+async def test_rows_not_repeated_for_rollouts_per_example_are_refused_before_anything_runs(
+    model_server, tmp_path: Path, rows: Any, why: str
+) -> None:
+    """generate runs one rollout per row: rows not in groups of `rollouts_per_example`
+    copies would silently get one rollout each and wrong `num_examples` metadata."""
+    server = await model_server(shout)
+    with pytest.raises(ValueError, match=why) as refused:
+        await make_env().generate(
+            rows(), server.client(), "m", rollouts_per_example=2, results_path=tmp_path
+        )
+    message = str(refused.value)
+    assert "one rollout per input row" in message
+    assert "env.get_eval_inputs(n, 2)" in message
+    assert "rollouts_per_example=1" in message
+    assert server.requests == []
+    assert list(tmp_path.iterdir()) == []
+
+
+async def test_run_batch_refuses_ungrouped_rows_too(model_server) -> None:
+    server = await model_server(shout)
+    with pytest.raises(ValueError, match="not copies of one example"):
+        await run_batch(
+            make_env(), plain_rows(), client=server.client(), model="m", rollouts_per_example=2
+        )
+    assert server.requests == []
+
+
+def test_generate_sync_refuses_ungrouped_rows() -> None:
+    with ModelServer(shout).running() as server:
+        with pytest.raises(ValueError, match="not copies of one example"):
+            make_env().generate_sync(
+                plain_rows(), server.sync_client(), "m", rollouts_per_example=2
+            )
+        assert server.requests == []
+
+
+@pytest.mark.parametrize("per", [0, -1])
+async def test_rollouts_per_example_below_one_is_refused(model_server, per: int) -> None:
+    server = await model_server(shout)
+    with pytest.raises(ValueError, match=rf"rollouts_per_example must be at least 1, not {per}"):
+        await make_env().generate(plain_rows(), server.client(), "m", rollouts_per_example=per)
+    assert server.requests == []
+
+
+async def test_grouped_rows_run_each_copy_and_count_examples(model_server) -> None:
+    """The rows `get_eval_inputs` makes are the groups `rollouts_per_example` describes."""
+    server = await model_server(shout)
+    env = make_env()
+    out = await env.generate(
+        env.get_eval_inputs(2, rollouts_per_example=2), server.client(), "m", rollouts_per_example=2
+    )
+    check_outputs(out, ["alpha", "alpha", "beta", "beta"])
+    assert out.example_id == [0, 0, 1, 1]
+    assert out.metadata["num_examples"] == 2 and out.metadata["rollouts_per_example"] == 2
+    sliced = await env.generate(
+        env.get_eval_inputs(rollouts_per_example=3),
+        server.client(),
+        "m",
+        rollouts_per_example=3,
+        num_examples=1,
+    )
+    check_outputs(sliced, ["alpha"] * 3)
+
+
+async def test_evaluate_still_repeats_rows_itself(model_server) -> None:
+    server = await model_server(shout)
+    out = await make_env(2).evaluate(server.client(), "m", rollouts_per_example=3)
+    check_outputs(out, ["alpha"] * 3 + ["beta"] * 3)
+    assert out.metadata["num_examples"] == 2 and out.metadata["num_inputs"] == 6

@@ -12,8 +12,11 @@ from typing import Any
 import datasets
 import pytest
 from endless_env import GO
+from scripted_models import say_ok
 
+import vfgym as vf
 from vfgym.envs import SingleTurnEnv
+from vfgym.inference.server import ModelServer
 from vfgym.types import GenerateInputs, Messages
 
 
@@ -27,12 +30,17 @@ def env() -> SingleTurnEnv:
 
 #: A past turn that called a tool, and the tool's reply, as a valid prompt holds them.
 CALL = {"id": "c1", "type": "function", "function": {"name": "add", "arguments": '{"a": 1}'}}
+
+
 HISTORY = [
     {"role": "user", "content": "add 1"},
     {"role": "assistant", "content": None, "tool_calls": [CALL]},
     {"role": "tool", "content": "1", "tool_call_id": "c1"},
 ]
+
+
 DICT_ARGS = {**CALL, "function": {"name": "add", "arguments": {"a": 1}}}
+
 
 BAD_PROMPTS = {
     "unknown role": (
@@ -150,3 +158,182 @@ async def test_a_completion_env_refuses_chat_messages_naming_the_row(model_serve
     with pytest.raises(ValueError, match=r"input row 1: message_type='completion' needs a text"):
         await text_env.generate([{"prompt": "a"}, {"prompt": GO}], server.client(), "m")
     assert server.requests == []
+
+
+QUESTION = [{"role": "user", "content": "q"}]
+
+
+def echo(messages: Any) -> str:
+    """Answers with the text of the last message (the raw text of content parts)."""
+    return f"ans:{messages[-1]['content']}"
+
+
+def say_42(messages: Any) -> str:
+    return "42"
+
+
+def exact(completion: vf.Messages, answer: str) -> float:
+    return 1.0 if completion[-1]["content"] == answer else 0.0
+
+
+class Feedback(vf.MultiTurnEnv):
+    """Answers every model turn with one user message; ends after three model turns."""
+
+    def is_completed(self, messages: vf.Messages, state: vf.State, **kwargs: Any) -> bool:
+        return state["turn"] >= 3
+
+    def env_response(self, messages: vf.Messages, state: vf.State, **kwargs: Any) -> Any:
+        return [{"role": "user", "content": f"feedback {state['turn']}"}], state
+
+
+@pytest.fixture(scope="module")
+def server() -> Any:
+    with ModelServer(echo).running() as running:
+        yield running
+
+
+def test_evaluate_reads_rollouts_per_example_none_as_generate_does(server) -> None:
+    env = vf.SingleTurnEnv(dataset=[{"question": "q"}])
+    out = env.evaluate_sync(server.sync_client(), "m", rollouts_per_example=None)
+    assert len(out.reward) == 1
+
+
+def test_evaluate_says_what_a_fractional_rollouts_per_example_should_be(server) -> None:
+    env = vf.SingleTurnEnv(dataset=[{"question": "q"}])
+    with pytest.raises(TypeError, match="rollouts_per_example must be a whole number"):
+        env.evaluate_sync(server.sync_client(), "m", rollouts_per_example=2.5)
+
+
+def test_num_examples_zero_is_refused_by_evaluate_and_generate_alike(server) -> None:
+    """evaluate ran no rows and generate all of them: zero is now refused by both."""
+    env = vf.SingleTurnEnv(dataset=[{"question": "a"}, {"question": "b"}])
+    client = server.sync_client()
+    server.clear_requests()
+    with pytest.raises(ValueError, match="num_examples=0 asks for no examples"):
+        env.evaluate_sync(client, "m", num_examples=0)
+    with pytest.raises(ValueError, match="num_examples=0 asks for no examples"):
+        env.generate_sync(env.get_eval_inputs(), client, "m", num_examples=0)
+    assert server.requests == []
+    assert len(env.evaluate_sync(client, "m", num_examples=None).reward) == 2
+    assert len(env.generate_sync(env.get_eval_inputs(), client, "m", num_examples=1).reward) == 1
+
+
+@pytest.mark.parametrize("num_examples", [1.5, "2", True])
+def test_a_num_examples_that_is_no_whole_number_is_refused(server, num_examples: Any) -> None:
+    """generate compared it with 0 ("'>' not supported" for a text, True as 1)."""
+    env = vf.SingleTurnEnv(dataset=[{"question": "a"}])
+    with pytest.raises(TypeError, match="n must be a whole number of rows"):
+        env.generate_sync(
+            env.get_eval_inputs(), server.sync_client(), "m", num_examples=num_examples
+        )
+
+
+def test_generate_inputs_completion_opens_the_rollout(server) -> None:
+    env = Feedback(dataset=[{"question": "unused"}], max_turns=1)
+    opening = [{"role": "user", "content": "a hint before the first turn"}]
+    inputs = vf.GenerateInputs(prompt=[QUESTION], completion=[opening])
+    out = env.generate_sync(inputs, server.sync_client(), "m")
+    assert out.completion[0][0] == opening[0]
+
+
+def test_a_ready_prompt_rows_answer_is_text_as_a_question_rows_is() -> None:
+    env = vf.SingleTurnEnv(dataset=[{"question": "q"}], rubric=vf.Rubric(funcs=[exact]))
+    rows = [
+        {"prompt": QUESTION, "answer": 42, "task": 7},
+        {"prompt": QUESTION, "answer": None},
+    ]
+    with ModelServer(say_42).running() as own:
+        out = env.generate_sync(rows, own.sync_client(), "m")
+    assert out.answer == ["42", ""]
+    assert out.reward == [1.0, 0.0]
+    assert out.task == ["7", "default"]
+
+
+def test_a_question_rows_completion_opens_the_rollout_too(server) -> None:
+    env = vf.SingleTurnEnv(dataset=[{"question": "unused"}])
+    opening = [{"role": "user", "content": "an opening"}]
+    out = env.generate_sync([{"question": "q", "completion": opening}], server.sync_client(), "m")
+    assert out.completion[0][0] == opening[0] and out.completion[0][1]["role"] == "assistant"
+    assert opening == [{"role": "user", "content": "an opening"}]  # the caller's, unchanged
+
+
+@pytest.mark.parametrize(
+    ("message_type", "row", "error"),
+    [
+        ("chat", {"prompt": QUESTION, "completion": "text"}, "in chat give a list"),
+        ("chat", {"question": "q", "completion": {"role": "user"}}, "in chat give a list"),
+        ("completion", {"prompt": "Q:", "completion": QUESTION}, "give one str"),
+    ],
+)
+def test_an_opening_of_the_wrong_form_is_refused_before_any_request(
+    server, message_type: str, row: dict[str, Any], error: str
+) -> None:
+    env = vf.SingleTurnEnv(dataset=[{"question": "unused"}], message_type=message_type)
+    server.clear_requests()
+    with pytest.raises(TypeError, match=rf"input row 0: 'completion'.*{error}"):
+        env.generate_sync([row], server.sync_client(), "m")
+    assert server.requests == []
+
+
+async def test_sampling_args_n_above_one_is_refused_before_any_request(model_server) -> None:
+    """A rollout plays one conversation: with n=3 the server wrote three answers, the
+    rollout kept the first, and the token budget counted all three."""
+    server = await model_server(say_ok)
+    env = SingleTurnEnv(dataset=[{"question": "q"}])
+    with pytest.raises(ValueError, match=r"sampling_args 'n' is 3.*rollouts_per_example=3"):
+        await env.evaluate(server.client(), "m", sampling_args={"n": 3})
+    assert server.requests == []
+
+
+async def test_sampling_args_stream_is_refused_before_the_batch_starts(
+    model_server, tmp_path
+) -> None:
+    """Refused only at each request, every rollout errored and a results file was
+    written that only a resume with the same settings could read."""
+    server = await model_server(say_ok)
+    env = SingleTurnEnv(dataset=[{"question": "q"}])
+    with pytest.raises(ValueError, match="does not stream"):
+        await env.evaluate(
+            server.client(), "m", sampling_args={"stream": True}, results_path=tmp_path / "r"
+        )
+    assert server.requests == [] and not (tmp_path / "r").exists()
+
+
+def test_an_environment_default_n_above_one_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"sampling_args 'n' is 2.*rollouts_per_example"):
+        SingleTurnEnv(dataset=[{"question": "q"}], sampling_args={"n": 2})
+
+
+async def test_sampling_args_n_of_one_is_still_accepted(model_server) -> None:
+    server = await model_server(say_ok)
+    env = SingleTurnEnv(dataset=[{"question": "q"}], sampling_args={"n": 1})
+    out = await env.evaluate(server.client(), "m", sampling_args={"n": 1})
+    assert out.state[0]["stop_reason"] == "completed"
+    assert "n" not in server.requests[0]
+
+
+async def test_a_callers_extra_body_value_overrides_the_environments_top_level_one(
+    model_server,
+) -> None:
+    server = await model_server(say_ok)
+    env = SingleTurnEnv(dataset=[{"question": "q"}], sampling_args={"top_k": 20})
+    await env.evaluate(server.client(), "m", sampling_args={"extra_body": {"top_k": 50}})
+    assert server.requests[0]["top_k"] == 50
+
+
+async def test_a_callers_top_level_value_overrides_the_environments_extra_body_one(
+    model_server,
+) -> None:
+    server = await model_server(say_ok)
+    env = SingleTurnEnv(dataset=[{"question": "q"}], sampling_args={"extra_body": {"top_k": 20}})
+    await env.evaluate(server.client(), "m", sampling_args={"top_k": 50})
+    assert server.requests[0]["top_k"] == 50
+
+
+async def test_run_rollouts_checks_max_concurrent_as_generate_does(model_server) -> None:
+    server = await model_server(say_ok)
+    env = SingleTurnEnv(dataset=[{"question": "q"}])
+    with pytest.raises(TypeError, match="max_concurrent must be a whole number"):
+        await env.run_rollouts(server.client(), "m", [GO], max_concurrent="4")
+    done = await env.run_rollouts(server.client(), "m", [GO], max_concurrent=None)
+    assert done[0][1]["stop_reason"] == "completed"

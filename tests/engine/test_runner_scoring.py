@@ -21,7 +21,11 @@ from vfgym.rubrics import Rubric, RubricGroup
 from vfgym.types import GenerateOutputs, Messages, State
 
 QUESTIONS = ["alpha", "beta", "gamma"]
+
+
 PER = 3
+
+
 COLUMNS = {"prompts", "completions", "answers", "tasks", "infos", "example_ids"}
 
 
@@ -116,9 +120,6 @@ def lines(path: Path) -> list[dict[str, Any]]:
 
 def latest(path: Path) -> dict[int, dict[str, Any]]:
     return {record["index"]: record for record in lines(path)}
-
-
-# -- the hook's results reach the rewards -----------------------------------------------
 
 
 async def test_generate_scores_each_example_group_with_the_hook(model_server, tmp_path) -> None:
@@ -226,9 +227,6 @@ async def test_a_hook_that_raises_errors_its_group_only(model_server) -> None:
     check_ranked(out, 2)
 
 
-# -- groups are written whole; resume ---------------------------------------------------------
-
-
 async def test_a_group_is_written_only_once_all_its_rollouts_finished_and_resume_plays_it_whole(
     model_server, tmp_path
 ) -> None:
@@ -331,9 +329,6 @@ async def test_resume_plays_again_a_group_with_a_line_missing(model_server, tmp_
     check_ranked(out)
 
 
-# -- without a hook nothing changes ---------------------------------------------------------
-
-
 async def test_without_a_hook_each_rollout_is_recorded_as_it_ends(model_server) -> None:
     """The first copy's result is delivered while its sibling is still waiting for it."""
     seen = asyncio.Event()
@@ -383,3 +378,43 @@ def test_which_rubrics_have_a_group_hook() -> None:
             return None
 
     assert OwnHook([Rubric()]).has_group_hook() is True
+
+
+def matches(completion: Messages, answer: str) -> float:
+    return 1.0 if completion[-1]["content"] == answer else 0.0
+
+
+def length(completion: Messages) -> float:
+    return float(len(completion[-1]["content"]))
+
+
+def echo(messages: Messages) -> str:
+    return messages[-1]["content"]
+
+
+def same(a: list[float], b: list[float]) -> bool:
+    return all((math.isnan(x) and math.isnan(y)) or x == y for x, y in zip(a, b, strict=True))
+
+
+async def test_a_metric_a_rollout_lacks_is_nan_in_generate_and_in_score_rollouts(
+    model_server: Any,
+) -> None:
+    """An EnvGroup's tasks have their own rubrics: a rollout of one task has no value
+    for another task's metric. `generate` gave NaN there (no value, left out of the
+    summary's statistics) and `score_rollouts` 0.0 (a score the rollout never got,
+    pulling the mean down)."""
+    server = await model_server(echo)
+    first = SingleTurnEnv(dataset=[{"question": "a", "answer": "a"}], rubric=Rubric([matches]))
+    second = SingleTurnEnv(dataset=[{"question": "bb", "answer": "x"}], rubric=Rubric([length]))
+    group = EnvGroup([first, second], env_names=["first", "second"])
+    out = await group.evaluate(server.client(), "m")
+    assert out.task == ["first", "second"]
+    assert out.metrics["matches"][0] == 1.0 and math.isnan(out.metrics["matches"][1])
+    assert math.isnan(out.metrics["length"][0]) and out.metrics["length"][1] == 2.0
+
+    again = await group.rubric.score_rollouts(
+        out.prompt, out.completion, out.answer, out.state, out.task, out.info
+    )
+    assert set(again.metrics) == set(out.metrics)
+    for name, column in out.metrics.items():
+        assert same(again.metrics[name], column), (name, again.metrics[name], column)

@@ -8,10 +8,13 @@ import time
 from typing import Any
 
 import pytest
+from endless_env import Again
 from scripted_models import say_ok
 
+import vfgym as vf
 import vfgym.gym as vgym
 from vfgym.envs import EnvGroup, MultiTurnEnv, SingleTurnEnv
+from vfgym.inference.server import ByteTokenizer
 from vfgym.rubrics import Rubric
 from vfgym.types import Messages, State
 
@@ -24,9 +27,6 @@ def single(question: str, answer: str) -> SingleTurnEnv:
     return SingleTurnEnv(
         dataset=[{"question": question, "answer": answer}], rubric=Rubric(funcs=[exact])
     )
-
-
-# -- a member that is itself an EnvGroup -------------------------------------------------
 
 
 async def test_a_member_that_is_an_env_group_plays_its_own_tasks(model_server) -> None:
@@ -62,9 +62,6 @@ def test_a_task_two_members_would_claim_is_refused() -> None:
     inner = EnvGroup([single("a", "4"), single("c", "4")], env_names=["a", "c"])
     with pytest.raises(ValueError, match=r"task 'c' is claimed by both 'inner' and 'c'"):
         EnvGroup([inner, single("c", "4")], env_names=["inner", "c"])
-
-
-# -- sync members' blocking hooks on the caller's loop -----------------------------------
 
 
 class SlowSetup(MultiTurnEnv):
@@ -137,9 +134,6 @@ async def test_areset_runs_a_sync_members_blocking_hooks_off_the_loop(grouped: b
         await env.aclose()
 
 
-# -- env_names ---------------------------------------------------------------------------
-
-
 @pytest.mark.parametrize(
     ("names", "error", "says"),
     [
@@ -177,3 +171,90 @@ async def test_a_ready_prompt_row_whose_task_names_no_member_is_refused_up_front
     with pytest.raises(ValueError, match=r"input row 0: no environment for task 'two'"):
         await group.generate(inputs, server.client(), "m")
     assert server.requests == []
+
+
+TOKENIZER = ByteTokenizer()
+
+
+WANT_IDS = {"extra_body": {"return_token_ids": True}, "logprobs": True}
+
+
+def add(a: int, b: int) -> int:
+    """Add two whole numbers.
+
+    Args:
+        a: The first number.
+        b: The second number.
+    """
+    return a + b
+
+
+def add_then_answer(messages: list[dict[str, Any]]) -> Any:
+    """Calls `add` once when tools are on offer, then repeats the tool's result."""
+    if messages[-1]["role"] == "tool":
+        return messages[-1]["content"]
+    if "2+3" not in messages[-1]["content"]:
+        return "plain answer"
+    return {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {
+                "id": "c1",
+                "type": "function",
+                "function": {"name": "add", "arguments": '{"a": 2, "b": 3}'},
+            }
+        ],
+    }
+
+
+def rendered(prompt: Messages, completion: Messages, tools: Any) -> str:
+    conversation = list(prompt) + list(completion)
+    return TOKENIZER.apply_chat_template(conversation, tools=tools, tokenize=False)
+
+
+async def _tool_and_plain_group(model_server) -> tuple[EnvGroup, vf.GenerateOutputs]:
+    tool_env = vf.ToolEnv(tools=[add], dataset=[{"question": "2+3?", "answer": "5"}])
+    plain_env = SingleTurnEnv(dataset=[{"question": "hello", "answer": "hi"}])
+    group = EnvGroup([tool_env, plain_env], env_names=["tools", "plain"])
+    server = await model_server(add_then_answer)
+    out = await group.evaluate(server.client(), "m", sampling_args=WANT_IDS)
+    assert out.task == ["tools", "plain"] and not any(s.get("error") for s in out.state)
+    return group, out
+
+
+async def test_env_group_vllm_processing_tokenizes_with_each_members_tools(model_server) -> None:
+    """Trainers written for verifiers call `process_env_results_vllm` by keyword."""
+    group, out = await _tool_and_plain_group(model_server)
+    batch = group.process_env_results_vllm(
+        prompts=out.prompt,
+        completions=out.completion,
+        states=out.state,
+        rewards=out.reward,
+        processing_class=TOKENIZER,
+        max_seq_len=-1,
+        mask_env_responses=True,
+    )
+    tools = [group.envs[0].oai_tools, None]
+    for k in range(2):
+        ids = batch.prompt_ids[k] + batch.completion_ids[k]
+        assert TOKENIZER.decode(ids) == rendered(out.prompt[k], out.completion[k], tools[k])
+
+
+async def test_env_group_processing_takes_its_options_by_position_too(model_server) -> None:
+    group, out = await _tool_and_plain_group(model_server)
+    full = group.process_env_results(out.prompt, out.completion, out.state, out.reward, TOKENIZER)
+    limit = len(full.prompt_ids[0]) + 3
+    cut = group.process_env_results(
+        out.prompt, out.completion, out.state, out.reward, TOKENIZER, limit
+    )
+    assert len(cut.prompt_ids[0]) + len(cut.completion_ids[0]) == limit
+    assert cut.is_truncated[0] is True
+
+
+def test_env_group_refuses_a_token_budget_of_its_own() -> None:
+    """The members' rollouts (and turn-by-turn API) enforce their own budgets: one
+    given to the group was silently never enforced."""
+    member = Again(dataset=[{"question": "q"}], max_turns=10)
+    with pytest.raises(TypeError, match=r"EnvGroup takes no rollout_token_budget.*member"):
+        EnvGroup([member], env_names=["a"], rollout_token_budget=4)

@@ -17,7 +17,11 @@ from vfgym.inference.server import ByteTokenizer, policies
 from vfgym.types import Messages, State
 
 LONG = "the answer is forty two"  # 23 tokens
+
+
 GO = [{"role": "user", "content": "go"}]
+
+
 WANT_IDS = {"extra_body": {"return_token_ids": True}, "logprobs": True}
 
 
@@ -37,27 +41,6 @@ class Rounds(MultiTurnEnv):
 
 def finish_reasons(state: State) -> list[str]:
     return [r.choices[0].finish_reason for r in state["responses"]]
-
-
-# -- the server says when max_tokens cut a reply -------------------------------------------
-
-
-async def test_the_server_answers_length_when_max_tokens_cuts_a_chat_reply(model_server) -> None:
-    server = await model_server(policies.constant(LONG))
-    client = server.client()
-    cut = await client.chat.completions.create(model="m", messages=GO, max_tokens=5)
-    whole = await client.chat.completions.create(model="m", messages=GO, max_tokens=100)
-    assert (cut.choices[0].finish_reason, cut.choices[0].message.content) == ("length", LONG[:5])
-    assert (whole.choices[0].finish_reason, whole.choices[0].message.content) == ("stop", LONG)
-
-
-async def test_the_server_answers_length_when_max_tokens_cuts_a_text_reply(model_server) -> None:
-    server = await model_server(policies.constant(LONG))
-    cut = await server.client().completions.create(model="m", prompt="go", max_tokens=5)
-    assert (cut.choices[0].finish_reason, cut.choices[0].text) == ("length", LONG[:5])
-
-
-# -- single turn -----------------------------------------------------------------------------
 
 
 def test_length_is_a_known_stop_reason_that_truncates() -> None:
@@ -106,9 +89,6 @@ async def test_mask_truncated_completions_masks_a_cut_single_turn_reply(model_se
     assert processed.is_truncated == [True, False]
     assert processed.completion_mask[0] and not any(processed.completion_mask[0])
     assert any(processed.completion_mask[1])
-
-
-# -- multi-turn --------------------------------------------------------------------------------
 
 
 async def test_a_cut_final_turn_of_a_multi_turn_rollout_is_truncated(model_server) -> None:

@@ -6,15 +6,18 @@ Every test runs real environments against the project's own model server.
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import datasets
 import pytest
 from endless_env import GO, Again
-from scripted_models import say_ok
+from scripted_models import say_ok, scripted
 
+import vfgym as vf
 from vfgym.envs import MultiTurnEnv, SingleTurnEnv
 from vfgym.rubrics import Rubric
-from vfgym.types import State
+from vfgym.sandbox.env import SandboxEnv
+from vfgym.types import Messages, State
 
 
 async def test_max_turns_none_means_no_turn_limit(model_server) -> None:
@@ -226,3 +229,112 @@ async def test_the_callers_max_tokens_overrides_the_envs_under_either_name(
 def test_a_token_budget_that_is_not_a_whole_number_is_refused(bad: object) -> None:
     with pytest.raises(TypeError, match="rollout_token_budget must be a whole number of tokens"):
         Again(dataset=[{"question": "q"}], rollout_token_budget=bad)
+
+
+COUNTDOWN_ROWS = [{"question": "Count down from 2.", "answer": "2"}]
+
+
+class Countdown(vf.MultiTurnEnv):
+    """Say the numbers from N down to 1; subclasses change `reply` to make a mistake."""
+
+    def setup_state(self, state: vf.State, **kwargs: Any) -> vf.State:
+        state["game_state"] = {"next": int(state["answer"])}
+        return state
+
+    def is_completed(self, messages: vf.Messages, state: vf.State, **kwargs: Any) -> bool:
+        return state["game_state"]["next"] == 0
+
+    def env_response(
+        self, messages: vf.Messages, state: vf.State, **kwargs: Any
+    ) -> tuple[vf.Messages, vf.State]:
+        state["game_state"]["next"] -= 1
+        return [self.reply()], state
+
+    def reply(self) -> Any:
+        return {"role": "user", "content": "ok"}
+
+
+def finished(state: vf.State) -> float:
+    return float(state["game_state"]["next"] == 0)
+
+
+def countdown(cls: type[Countdown]) -> Countdown:
+    return cls(dataset=COUNTDOWN_ROWS, rubric=vf.Rubric(funcs=[finished]), max_turns=4)
+
+
+class NoRole(Countdown):
+    def reply(self) -> Any:
+        return {"content": "ok"}
+
+
+class UnknownRole(Countdown):
+    def reply(self) -> Any:
+        return {"role": "environment", "content": "ok"}
+
+
+class NumberContent(Countdown):
+    def reply(self) -> Any:
+        return {"role": "user", "content": 5}
+
+
+class ForgotSuper(SandboxEnv):
+    async def setup_state(self, state: vf.State, **kwargs: Any) -> vf.State:
+        state["started"] = True  # no `await super().setup_state(...)`: no sandbox leased
+        return state
+
+
+@pytest.mark.parametrize(
+    ("cls", "said"),
+    [
+        (NoRole, "no 'role'"),
+        (UnknownRole, "'environment'"),
+        (NumberContent, "content"),
+    ],
+)
+async def test_a_malformed_env_message_is_the_environments_error_not_the_servers(
+    model_server: Any, cls: type[Countdown], said: str
+) -> None:
+    server = await model_server(scripted("2", "1"))
+    out = await countdown(cls).evaluate(server.client(), "m")
+    error = out.state[0]["error"]
+    assert error["type"] == "TypeError", error
+    assert f"{cls.__name__}.env_response" in error["message"] and said in error["message"]
+    assert "'role': 'user'" in error["message"]  # says what to return
+    assert len(server.requests) == 1  # the bad message never reached the server
+    assert all(isinstance(m, dict) and "role" in m for m in out.completion[0])
+
+
+async def test_a_setup_state_that_skips_super_is_told_to_call_it(model_server: Any) -> None:
+    call = {
+        "id": "c1",
+        "type": "function",
+        "function": {"name": "python", "arguments": '{"code": "1"}'},
+    }
+    server = await model_server(scripted([call], "done"))
+    env = ForgotSuper(dataset=COUNTDOWN_ROWS, max_turns=2)
+    out = await env.evaluate(server.client(), "m")
+    message = out.state[0]["error"]["message"]
+    assert "ForgotSuper.setup_state" in message and "super().setup_state" in message
+
+
+class ForgetsTheState(MultiTurnEnv):
+    """Returns its messages alone, as `env_response` authors sometimes do."""
+
+    def is_completed(self, messages: Messages, state: State, **kwargs: Any) -> bool:
+        return state["turn"] >= 2
+
+    def env_response(self, messages: Messages, state: State, **kwargs: Any):
+        return [{"role": "user", "content": f"hint {i}"} for i in state["info"]["hints"]]
+
+
+@pytest.mark.parametrize("hints", [[1], [1, 2]])
+async def test_env_response_without_the_state_is_a_clear_error(model_server, hints) -> None:
+    server = await model_server(lambda messages: "x")
+    env = ForgetsTheState(dataset=[{"question": "q", "info": {"hints": hints}}])
+    out = await env.evaluate(server.client(), "m")
+    state = out.state[0]
+    assert state["stop_reason"] == "error"
+    assert state["error"]["type"] == "TypeError"
+    message = state["error"]["message"]
+    assert "ForgetsTheState.env_response must return (messages, state)" in message
+    assert "role" not in state and "content" not in state  # no message merged into the State

@@ -15,14 +15,20 @@ from typing import Any
 
 import pytest
 from aiohttp import web
+from endless_env import GO, Again
 from loopback_http import serve_posts
 from openai import AsyncOpenAI
+from scripted_models import say_ok
 
 from vfgym.envs import MultiTurnEnv
 from vfgym.types import Messages, State
 
 TOKENS_PER_TURN = 4
+
+
 BUDGET = 10
+
+
 HELLO = [{"role": "user", "content": "count with me"}]
 
 
@@ -141,9 +147,6 @@ def budget_warnings(caplog: pytest.LogCaptureFixture, env: MultiTurnEnv) -> list
     ]
 
 
-# -- counted from what the response carries ---------------------------------------------
-
-
 @pytest.mark.parametrize(
     "sampling_args",
     [{"logprobs": True}, {"extra_body": {"return_token_ids": True}}],
@@ -173,9 +176,6 @@ async def test_a_usageless_completion_rollout_counts_legacy_logprobs(usageless) 
     assert state["stop_reason"] == "token_budget"
     assert state["completion_tokens"] == BUDGET
     assert server.max_tokens_sent() == [10, 6, 2]
-
-
-# -- nothing to count --------------------------------------------------------------------
 
 
 async def test_with_nothing_to_count_the_rollout_runs_to_max_turns_and_warns_once(
@@ -214,3 +214,27 @@ async def test_without_a_budget_nothing_is_warned(
         _, state = await env.rollout(server.client(), "m", HELLO)
     assert state["stop_reason"] == "max_turns"
     assert [r for r in caplog.records if r.name == env.logger.name] == []
+
+
+def _limit(request: dict) -> int | None:
+    """The turn's token limit as sent (a chat request names it max_completion_tokens)."""
+    return request.get("max_completion_tokens", request.get("max_tokens"))
+
+
+async def test_the_token_budget_clamps_the_limit_that_is_set_not_a_null_one(model_server) -> None:
+    """`max_completion_tokens: None` beside `max_tokens: 50` made the budget ask for its
+    whole remainder instead of 50 tokens."""
+    server = await model_server(say_ok)
+    env = Again(dataset=[{"question": "q"}], max_turns=1, rollout_token_budget=1000)
+    args = {"max_tokens": 50, "max_completion_tokens": None}
+    _, state = await env.rollout(server.client(), "m", GO, sampling_args=args)
+    assert "error" not in state, state.get("error")
+    assert _limit(server.requests[0]) == 50
+
+
+async def test_the_token_budget_still_clamps_a_limit_above_what_is_left(model_server) -> None:
+    server = await model_server(say_ok)
+    env = Again(dataset=[{"question": "q"}], max_turns=1, rollout_token_budget=30)
+    _, state = await env.rollout(server.client(), "m", GO, sampling_args={"max_tokens": 50})
+    assert "error" not in state, state.get("error")
+    assert _limit(server.requests[0]) == 30

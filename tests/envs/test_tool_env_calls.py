@@ -8,20 +8,23 @@ from __future__ import annotations
 
 import copy
 import functools
-import json
 import warnings
 from typing import Annotated, Any
 
 import pydantic
 import pytest
 from scripted_models import scripted
+from tool_calls import call
 
+import vfgym as vf
 from vfgym.envs import StatefulToolEnv, ToolEnv
 from vfgym.rubrics import ToolRubric
 from vfgym.tools.schema import Tool, convert_func_to_oai_tool
 from vfgym.types import State
 
 QUESTION = [{"role": "user", "content": "What is 2+3?"}]
+
+
 ROWS = [{"prompt": QUESTION, "answer": "5"}]
 
 
@@ -35,23 +38,12 @@ def divide(a: int, b: int) -> float:
     return a / b
 
 
-def call(name: str, arguments: Any, call_id: str | None = None) -> dict[str, Any]:
-    raw = arguments if isinstance(arguments, str) else json.dumps(arguments)
-    out: dict[str, Any] = {"type": "function", "function": {"name": name, "arguments": raw}}
-    if call_id is not None:
-        out["id"] = call_id
-    return out
-
-
 async def answer(env: ToolEnv, *calls: Any) -> tuple[list[dict[str, Any]], State]:
     """The env's replies to one assistant turn holding `calls`, with a fresh State."""
     turn = {"role": "assistant", "content": "", "tool_calls": list(calls)}
     state: State = {}
     replies, state = await env.env_response([*QUESTION, turn], state)
     return replies, state
-
-
-# -- unknown tool names ----------------------------------------------------------------
 
 
 async def test_a_huge_unknown_tool_name_is_shortened_in_the_reply_and_the_records(
@@ -91,9 +83,6 @@ async def test_a_huge_extra_argument_name_is_shortened_in_the_reply() -> None:
     content = replies[0]["content"]
     assert len(content) < 400, "the reply echoes the whole argument name"
     assert "Extra inputs are not permitted" in content and "100000 characters" in content
-
-
-# -- tool call ids ---------------------------------------------------------------------
 
 
 ID_LESS = {
@@ -153,9 +142,6 @@ async def test_a_call_without_an_id_sent_back_to_the_model_server_matches_its_re
     sent = server.requests[0]["messages"]
     call_ids = {c["id"] for c in sent[1]["tool_calls"]}
     assert sent[2]["tool_call_id"] in call_ids
-
-
-# -- signatures ------------------------------------------------------------------------
 
 
 def power(base: int, exponent: int = 2, /) -> int:
@@ -325,9 +311,6 @@ def test_duplicate_tool_names_at_construction_are_an_error() -> None:
         ToolEnv(tools=[first, second], dataset=ROWS)
 
 
-# -- results ---------------------------------------------------------------------------
-
-
 def read_bytes() -> bytes:
     """Read raw bytes."""
     return "héllo\nwörld".encode() + b"\xff"
@@ -354,9 +337,6 @@ async def test_none_and_dict_results() -> None:
         call("mapping", {}, "m"),
     )
     assert [r["content"] for r in replies] == ["", '{"a": 1}']
-
-
-# -- exceptions ------------------------------------------------------------------------
 
 
 class Abort(BaseException):
@@ -409,3 +389,27 @@ async def test_a_call_tool_override_that_leaves_out_the_id_still_answers_its_cal
     )
     assert replies == [{"role": "tool", "content": "3", "tool_call_id": "c7"}]
     assert state["tool_call_log"][0]["id"] == "c7"
+
+
+SAY_HI = [{"role": "user", "content": "Say hi."}]
+
+
+def repeat(text: str, times: int) -> str:
+    """Repeat a text."""
+    return text * min(times, 3)
+
+
+#: Python's default limit on the digits of an integer read from text.
+MAX_INTEGER_DIGITS = 4300
+
+
+TOO_LONG = "9" * (MAX_INTEGER_DIGITS + 700)
+
+
+async def test_a_tool_env_tells_the_model_an_integer_literal_is_too_long() -> None:
+    env = vf.ToolEnv(tools=[repeat], dataset=[{"prompt": SAY_HI, "answer": "ok"}])
+    raw = f'{{"text": "a", "times": {TOO_LONG}}}'
+    call = {"id": "c", "type": "function", "function": {"name": "repeat", "arguments": raw}}
+    turn = {"role": "assistant", "content": "", "tool_calls": [call]}
+    replies, _ = await env.env_response([*SAY_HI, turn], {})
+    assert f"send an integer of at most {MAX_INTEGER_DIGITS} digits" in replies[0]["content"]

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from game_play import play, won
+from game_play import play, slips_then, won
 from vfgym.games import guess_the_number as gtn
 from vfgym.games import hangman as hm
 from vfgym.games import mastermind as mm
@@ -41,9 +41,6 @@ def fresh_state(env: Any, row: dict[str, Any]) -> dict[str, Any]:
 def rubric_scores(env: Any, state: dict[str, Any]) -> dict[str, float]:
     """Each rubric function's value on a finished `state`, by name."""
     return {f.__name__: f(state) for f in env.rubric.get_reward_funcs()}
-
-
-# ------------------------------------------------------------------------ Wordle
 
 
 def brute_marks(guess: str, answer: str) -> str:
@@ -119,9 +116,6 @@ def test_wordle_efficiency_is_as_documented() -> None:
         env.apply_move(game, "sassy")
     env.apply_move(game, "crane")
     assert env.efficiency(game, {}) == pytest.approx(1 / 6)
-
-
-# -------------------------------------------------------------------- Mastermind
 
 
 def brute_pegs(guess: str, secret: str) -> tuple[int, int]:
@@ -210,9 +204,6 @@ def test_wordle_reference_reads_the_board_after_an_invalid_move() -> None:
     assert after_slip == clean
 
 
-# ----------------------------------------------------------------------- Hangman
-
-
 def hangman_env(**kwargs: Any) -> hm.HangmanEnv:
     return hm.load_environment(num_examples=1, **kwargs)
 
@@ -283,9 +274,6 @@ def test_hangman_reference_candidates_match_a_plain_filter() -> None:
             )
         ]
         assert hm.candidates(shown, set(guessed), set()) == want
-
-
-# ------------------------------------------------------------------------ Sudoku
 
 
 @cache
@@ -471,9 +459,6 @@ def test_sudoku_efficiency_is_empty_cells_over_placements() -> None:
     assert env.efficiency(game, {}) == pytest.approx(len(empty) / (len(empty) + 1))
 
 
-# --------------------------------------------------------------------------- Nim
-
-
 @cache
 def nim_wins(heaps: tuple[int, ...], misere: bool) -> bool:
     """Whether the side to move wins, by searching every move (heaps kept sorted)."""
@@ -568,9 +553,6 @@ def test_nim_random_start_says_truthfully_whether_it_is_winning() -> None:
         for row in env.get_dataset():
             info = row["info"]
             assert info["winning"] == nim_wins(tuple(sorted(info["heaps"])), misere)
-
-
-# -------------------------------------------------------------------- Tic-tac-toe
 
 
 def brute_lines(board: str) -> set[str]:
@@ -673,9 +655,6 @@ def test_tictactoe_score_and_efficiency() -> None:
     assert "it is a draw" in text and env.score(game) == 0.5
 
 
-# -------------------------------------------------------------- Guess the number
-
-
 def test_guess_the_number_hints_are_true_and_binary_search_always_wins() -> None:
     for low, high in ((1, 20), (1, 100), (-7, 9), (1, 1000)):
         env = gtn.load_environment(num_examples=1, low=low, high=high)
@@ -714,9 +693,6 @@ def test_guess_the_number_refuses_guesses_outside_the_range() -> None:
         with pytest.raises(InvalidMove):
             env.apply_move(game, move)
     assert game["guesses"] == [] and not env.is_over(game)
-
-
-# ------------------------------------------- feedback against independent bookkeeping
 
 
 def test_wordle_board_rows_are_the_brute_force_marks() -> None:
@@ -837,19 +813,6 @@ def test_wordle_openers_are_the_rules_own_first_choice() -> None:
     bank, solver = wd.word_bank(), wd.solver()
     for tier, opener in wd.OPENERS.items():
         assert bank.words[solver.ranked(bank.solutions(tier))[0]] == opener
-
-
-def slips_then(policy: Any, slips: int) -> Any:
-    """A policy that first sends `slips` unreadable replies, then plays `policy`."""
-    sent = [0]
-
-    def play_on(messages: list[dict[str, Any]]) -> dict[str, str]:
-        if sent[0] < slips:
-            sent[0] += 1
-            return {"role": "assistant", "content": "<move>?</move>"}
-        return policy(messages)
-
-    return play_on
 
 
 def test_guess_the_number_turn_limit_leaves_room_for_the_invalid_moves_allowed() -> None:

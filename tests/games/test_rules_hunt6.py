@@ -12,8 +12,7 @@ import importlib
 from typing import Any
 
 import pytest
-from game_play import play, won
-from test_rules_b import slips_then
+from game_play import play, slips_then, won
 from vfgym.games import maze, sudoku
 from vfgym.games import minesweeper as ms
 from vfgym.games import tower_of_hanoi as hanoi

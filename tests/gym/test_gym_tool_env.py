@@ -15,7 +15,7 @@ import gymnasium as gym
 import pytest
 from gym_test_envs import AsyncGuessEnv, CalculatorEnv, GuessEnv
 from scripted_models import scripted
-from test_tool_env_calls import call
+from tool_calls import call
 
 import vfgym.gym as vgym
 from vfgym.envs import EnvGroup, MultiTurnEnv, SingleTurnEnv, StatefulToolEnv, ToolEnv

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from openai.types.chat import ChatCompletionMessage
 
+from vfgym.inference.server import ModelServer
 from vfgym.parsers import (
     MaybeThinkParser,
     Parser,
@@ -31,9 +32,6 @@ def tool_turn() -> dict:
             {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
         ],
     }
-
-
-# -- Parser -----------------------------------------------------------------------
 
 
 def test_parser_returns_text_and_applies_extract_fn() -> None:
@@ -92,9 +90,6 @@ def test_parsers_pickle_with_their_format_reward() -> None:
     assert clone.parse_answer("<python>x</python>") == "x"
     func = pickle.loads(pickle.dumps(parser.get_format_reward_func()))
     assert func("<think>t</think><code>c</code>") == 1.0
-
-
-# -- XMLParser: parsing -----------------------------------------------------------
 
 
 def test_xml_parse_reads_fields_and_alternatives_under_the_canonical_name() -> None:
@@ -158,9 +153,6 @@ def test_xml_parse_answer_with_an_alternative_answer_field() -> None:
     assert parser.parse_answer("<code>c</code>") == "c"
 
 
-# -- XMLParser: writing -----------------------------------------------------------
-
-
 def test_xml_format_uses_canonical_tags_and_any_alternative_key() -> None:
     parser = XMLParser(["think", ("code", "python")])
     assert parser.format(think="t", python="p") == "<think>\nt\n</think>\n<code>\np\n</code>"
@@ -200,9 +192,6 @@ def test_xml_parser_rejects_bad_fields(fields: object, error: type, match: str) 
         XMLParser(fields)  # type: ignore[arg-type]
 
 
-# -- XMLParser: format reward -----------------------------------------------------
-
-
 def test_xml_format_reward_scores_each_criterion() -> None:
     parser = XMLParser(["think", "answer"])
     score = parser.score_format
@@ -231,10 +220,12 @@ def test_xml_format_reward_skips_tool_call_only_turns() -> None:
     assert reward(completion=good) == 1.0
 
 
-# -- XMLParser: properties --------------------------------------------------------
-
 TAGS = ("think", "code", "python", "answer")
+
+
 FORBIDDEN = tuple(t for tag in TAGS for t in (f"<{tag}>", f"</{tag}>"))
+
+
 contents = st.text(
     alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]) | st.sampled_from("<>/ \n"),
     max_size=60,
@@ -272,9 +263,6 @@ def test_xml_parse_and_score_never_fail_on_arbitrary_text(pieces: list[str]) -> 
     assert 0.0 <= parser.score_format(text) <= 1.0
 
 
-# -- ThinkParser and MaybeThinkParser ---------------------------------------------
-
-
 def test_think_parser_answers_only_after_a_closed_think_block() -> None:
     parser = ThinkParser()
     assert parser.parse("<think>work</think>\n 42 ") == "42"
@@ -298,9 +286,6 @@ def test_maybe_think_parser_strips_a_think_block_if_present() -> None:
     assert parser.parse("<think>t</think> 5 ") == "5"
     assert parser.parse(" 5 ") == "5"
     assert parser.parse_answer(chat(("assistant", "<think>x</think>y"))) == "y"
-
-
-# -- extractors -------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -347,3 +332,131 @@ def test_xml_parse_an_unclosed_field_stops_at_a_closing_tag_of_another() -> None
     assert parser.parse("<think>plan</answer> <answer>7</answer>").think == "plan"
     # the wrong closing tag is stray text: neither well formed nor clean
     assert parser.score_format("<think>t</think><answer>42</think>") == pytest.approx(0.6)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("the answer is \\fbox{7}", "7"),
+        ("\\boxed{1} but finally \\fbox{\\frac{2}{3}}", "\\frac{2}{3}"),
+        ("\\fbox{8} and at last \\boxed{9}", "9"),
+    ],
+)
+def test_fbox_is_read_like_boxed(text: str, expected: str) -> None:
+    assert extract_boxed_answer(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # a piecewise answer: the escaped \{ opens no group, so the box closes at the last }
+        ("so f = \\boxed{\\left\\{ x \\right.} done", "\\left\\{ x \\right."),
+        ("\\boxed{\\}} rest", "\\}"),
+        ("\\boxed{\\{1, 2\\}}", "\\{1, 2\\}"),
+    ],
+)
+def test_escaped_braces_do_not_count_as_grouping(text: str, expected: str) -> None:
+    assert extract_boxed_answer(text) == expected
+
+
+def test_hash_answer_is_the_line_after_the_marker() -> None:
+    assert extract_hash_answer("40 + 2 = 42\n#### 42\nSo the answer is 42.") == "42"
+    assert extract_hash_answer("####\n  17  \nthat's it") == "17"
+
+
+def test_parser_with_boxed_extract_reads_the_last_assistant_fbox() -> None:
+    parser = Parser(extract_fn=extract_boxed_answer)
+    completion = [
+        {"role": "assistant", "content": [{"type": "text", "text": "I get \\fbox{12}"}]},
+        {"role": "user", "content": "\\boxed{0}"},
+    ]
+    assert parser.parse_answer(completion) == "12"
+
+
+PARTS = [
+    {"type": "text", "text": "<think>hm</think>"},
+    {"type": "text", "text": "<answer>7</answer>"},
+]
+
+
+def tool_call_only(messages: list[dict[str, object]]) -> dict[str, object]:
+    """A model turn that only calls a tool: its `content` arrives as None."""
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+        ],
+    }
+
+
+@pytest.fixture(scope="module")
+def none_content() -> object:
+    """`choices[0].message.content` as the real openai client returns it for a tool call."""
+    with ModelServer(tool_call_only).running() as server:
+        response = server.sync_client().chat.completions.create(
+            model="m",
+            messages=[{"role": "user", "content": "hi"}],
+            tools=[{"type": "function", "function": {"name": "f", "parameters": {}}}],
+        )
+    content = response.choices[0].message.content
+    assert content is None
+    return content
+
+
+@pytest.mark.parametrize(
+    "parser",
+    [ThinkParser(), MaybeThinkParser(), XMLParser(["think", "answer"])],
+    ids=["think", "maybe-think", "xml"],
+)
+def test_parse_of_none_content_reads_as_no_text(parser: Parser, none_content: object) -> None:
+    """`parser.parse(message.content)` raised TypeError/AttributeError ("argument of type
+    'NoneType' is not iterable") on a tool-call turn instead of finding no answer."""
+    parsed = parser.parse(none_content)  # type: ignore[arg-type]
+    if isinstance(parser, XMLParser):
+        assert parsed.answer is None and parsed.think is None
+        assert parser.score_format(none_content) == 0.0  # type: ignore[arg-type]
+    else:
+        assert parsed == ""
+
+
+def test_parse_of_content_parts_reads_their_text() -> None:
+    """Content given as parts was scanned as a list: XMLParser raised TypeError and the
+    think parsers never found the closing tag, although parse_answer reads parts."""
+    xml = XMLParser(["think", "answer"])
+    assert xml.parse(PARTS).answer == "7"  # type: ignore[arg-type]
+    assert xml.score_format(PARTS) == pytest.approx(1.0)  # type: ignore[arg-type]
+    assert ThinkParser().parse(PARTS) == "<answer>7</answer>"  # type: ignore[arg-type]
+    assert MaybeThinkParser().parse(PARTS) == "<answer>7</answer>"  # type: ignore[arg-type]
+    boxed = ThinkParser(extract_fn=extract_boxed_answer)
+    assert boxed.parse([{"type": "text", "text": "<think>x</think>\\boxed{3}"}]) == "3"  # type: ignore[arg-type]
+
+
+def test_parse_of_something_that_is_not_text_says_what_to_give() -> None:
+    """A whole message (a dict) passed where its text belongs is named, with the fix."""
+    with pytest.raises(TypeError, match="parse_answer"):
+        XMLParser(["answer"]).parse({"role": "assistant", "content": "x"})  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="message's text"):
+        ThinkParser().parse(42)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "text", ["<answer >4</answer>", "<answer>4</answer >", "<answer>\n4\n</answer\n>"]
+)
+def test_xml_tags_may_have_whitespace_before_the_closing_bracket(text: str) -> None:
+    parser = XMLParser(["think", "answer"])
+    assert parser.parse(text).answer == "4"
+    assert parser.parse_answer([{"role": "assistant", "content": text}]) == "4"
+    assert parser.score_format(text) == pytest.approx(0.8)  # well formed, only `think` missing
+
+
+def test_an_answer_field_that_is_not_a_field_is_refused_when_the_parser_is_made() -> None:
+    with pytest.raises(ValueError, match=r"answer_field 'final'.*fields"):
+        XMLParser(["think", "answer"], answer_field="final")
+
+
+def test_parse_answer_without_an_answer_field_says_so_instead_of_always_none() -> None:
+    parser = XMLParser(["think", "code"])
+    assert parser.parse("<code>x</code>").code == "x"  # everything else still works
+    with pytest.raises(ValueError, match="answer_field="):
+        parser.parse_answer("<code>x</code>")

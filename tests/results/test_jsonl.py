@@ -3,20 +3,35 @@
 from __future__ import annotations
 
 import asyncio
+import codecs
 import json
 import math
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
+from cli_runs import no_configured_model  # noqa: F401 (the fixture is autouse)
+from scripted_models import say_ok
 
 from vfgym.envs import SingleTurnEnv
+from vfgym.errors import ResultsBusy
 from vfgym.inference.client import RetryPolicy
-from vfgym.results.jsonl import METADATA_FILE, RESULTS_FILE, read_results
+from vfgym.results.jsonl import (
+    METADATA_FILE,
+    RESULTS_FILE,
+    ResultsWriter,
+    load_finished,
+    make_record,
+    read_results,
+)
+from vfgym.results.report import write_report
 from vfgym.rubrics import Rubric
 from vfgym.types import Messages
 
 WORDS = ["ant", "bee", "cat", "dog", "eel", "fox"]
+
+
 FAST_RETRY = RetryPolicy(max_retries=1, initial_delay=0.001, max_delay=0.002)
 
 
@@ -244,7 +259,6 @@ async def test_resume_into_an_empty_directory_starts_fresh(model_server, tmp_pat
 
 
 def test_a_damaged_results_file_is_refused(tmp_path) -> None:
-    from vfgym.results.jsonl import load_finished
 
     (tmp_path / RESULTS_FILE).write_text('{"index": 0, "reward": 1.0}\n[1, 2]\n')
     with pytest.raises(ValueError, match=r"results.jsonl:2 is not a vfgym result line"):
@@ -268,3 +282,110 @@ async def test_resume_after_a_line_cut_off_by_a_kill(model_server, tmp_path) -> 
     _, records = read_results(tmp_path)
     assert sorted(r["index"] for r in records) == [0, 1, 2]
     assert out.reward == [1.0, 1.0, 1.0]
+
+
+async def test_a_byte_order_mark_is_not_part_of_the_first_record(model_server, tmp_path) -> None:
+    server = await model_server(say_ok)
+    env = SingleTurnEnv(dataset=[{"question": "a"}, {"question": "b"}])
+    directory = tmp_path / "run"
+    await env.evaluate(server.client(), "m", results_path=directory)
+    _, before = read_results(directory)
+    path = directory / RESULTS_FILE
+    path.write_bytes(codecs.BOM_UTF8 + path.read_bytes())
+    _, after = read_results(directory)
+    assert len(before) == 2
+    assert after == before
+    page = write_report(directory).read_text(encoding="utf-8")
+    assert 'id="damaged"' not in page
+
+
+SECRET = "sk-live-0123456789abcdef"
+
+
+def make_word_env(words: list[str], **kwargs: Any) -> SingleTurnEnv:
+    rows = [{"question": w, "answer": w.upper()} for w in words]
+    return SingleTurnEnv(dataset=rows, rubric=Rubric(funcs=[matches]), retry=FAST_RETRY, **kwargs)
+
+
+def strict_lines(path: Path) -> list[dict[str, Any]]:
+    """Each line parsed as strict JSON, as jq or a browser would: no NaN, no Infinity."""
+
+    def refuse(name: str) -> Any:
+        raise AssertionError(f"{path} holds {name}, which is not JSON")
+
+    text = path.read_bytes().decode("utf-8")  # strict: the file must be valid UTF-8
+    return [json.loads(line, parse_constant=refuse) for line in text.splitlines() if line]
+
+
+async def test_a_lone_surrogate_in_model_output_does_not_stop_the_run(
+    model_server, tmp_path
+) -> None:
+    """A model's reply can decode to a lone surrogate (`"\\ud800"` in the server's JSON);
+    UTF-8 cannot encode it, and writing that line must not end the batch."""
+    server = await model_server(lambda messages: "broken \ud800 reply")
+    env = make_word_env(["ant", "bee"])
+    out = await env.evaluate(server.client(), "m", results_path=tmp_path)
+    assert out.reward == [0.0, 0.0]
+    records = strict_lines(tmp_path / RESULTS_FILE)
+    assert [r["completion"][-1]["content"] for r in records] == ["broken \ud800 reply"] * 2
+    assert json.loads((tmp_path / METADATA_FILE).read_text())["status"] == "complete"
+
+
+def test_nan_infinity_and_numpy_values_are_written_as_strict_json(tmp_path) -> None:
+    state = {
+        "info": {"count": np.int64(3), "ratio": np.float32(0.5), "nan": float("nan")},
+        "timing": {"total_ms": float("inf")},
+        "reward_errors": np.array([1.0, 2.0]),
+    }
+    record = make_record(0, {"prompt": "p"}, "c", state, float("nan"), {"m": np.float32(0.25)})
+    with ResultsWriter(tmp_path, {"model": "m", "avg_reward": float("inf")}) as writer:
+        writer.write(record)
+    (line,) = strict_lines(tmp_path / RESULTS_FILE)
+    assert line["info"] == {"count": 3, "ratio": 0.5, "nan": None}
+    assert line["timing"] == {"total_ms": None}
+    assert line["reward_errors"] == [1.0, 2.0]
+    assert line["reward"] is None
+    assert line["metrics"] == {"m": 0.25}  # a numpy metric is a number, not a missing one
+    meta = json.loads((tmp_path / METADATA_FILE).read_text(), parse_constant=pytest.fail)
+    assert meta["avg_reward"] is None
+
+
+async def test_metadata_never_holds_api_keys(model_server, tmp_path) -> None:
+    server = await model_server(lambda messages: messages[-1]["content"].upper())
+    env = make_word_env(["ant", "bee"], env_args={"token_budget": 9, "search_api_key": SECRET})
+    client = server.client().with_options(base_url=server.base_url.replace("//", f"//u:{SECRET}@"))
+    sampling = {"extra_headers": {"Authorization": f"Bearer {SECRET}"}, "max_tokens": 32}
+    await env.evaluate(client, "m", sampling_args=sampling, results_path=tmp_path)
+    text = (tmp_path / METADATA_FILE).read_text()
+    assert SECRET not in text
+    meta = json.loads(text)
+    assert meta["env_args"] == {"token_budget": 9, "search_api_key": "<redacted>"}
+    assert meta["sampling_args"]["max_tokens"] == 32  # `max_tokens` is no token
+    assert meta["sampling_args"]["extra_headers"] == {"Authorization": "<redacted>"}
+    assert meta["base_url"].startswith("http://u:<redacted>@127.0.0.1")
+
+    # The same run, secrets and all, still resumes (the comparison is of redacted values).
+    out = await env.evaluate(
+        client, "m", sampling_args=sampling, results_path=tmp_path, resume=True
+    )
+    assert out.reward == [1.0, 1.0]
+    assert SECRET not in (tmp_path / METADATA_FILE).read_text()
+
+
+def test_a_second_writer_on_the_same_directory_is_refused(tmp_path) -> None:
+    first_record = make_record(0, {"prompt": "p"}, "first", {}, 1.0, {})
+    with ResultsWriter(tmp_path, {"model": "m"}) as first:
+        first.write(first_record)
+        with pytest.raises(ResultsBusy, match="another run is writing to"):
+            with ResultsWriter(tmp_path, {"model": "m"}, resume=True):
+                pass
+        with pytest.raises(ResultsBusy):  # and, above all, it must not truncate the file
+            with ResultsWriter(tmp_path, {"model": "m"}):
+                pass
+        first.write(make_record(1, {"prompt": "p"}, "second", {}, 1.0, {}))
+    assert [r["completion"] for r in strict_lines(tmp_path / RESULTS_FILE)] == [
+        "first",
+        "second",
+    ]
+    with ResultsWriter(tmp_path, {"model": "m"}, resume=True) as again:  # released at the end
+        assert sorted(again.finished) == [0, 1]

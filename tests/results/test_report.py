@@ -14,11 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_runs import no_configured_model  # noqa: F401 (the fixture is autouse)
 from report_dom import chromium, dump_dom, parse
 
 from vfgym.cli.main import main
-from vfgym.results.report import render_report
+from vfgym.results.jsonl import METADATA_FILE, RESULTS_FILE
+from vfgym.results.report import render_report, write_report
 from vfgym.results.summary import (
+    format_summary,
     histogram,
     latest_records,
     pass_at_k,
@@ -192,3 +195,265 @@ def test_report_of_a_real_run_in_chromium(
     assert all("hidden" in details[f"rollout-{i}"] for i in range(4))
     active = [a for t, a in filtered.tags if t == "button" and "active" in (a.get("class") or "")]
     assert [a["data-filter"] for a in active] == ["errored"]
+
+
+SECRET = "sk-live-0123456789abcdef"
+
+
+ATTACK = '<script>alert(1)</script><img src=x onerror="alert(2)">"\'&'
+
+
+def summary_record(index: Any, reward: float | None, **fields: Any) -> dict[str, Any]:
+    base = {
+        "index": index,
+        "example_id": index // 2 if isinstance(index, int) else index,
+        "task": "default",
+        "prompt": [{"role": "user", "content": "guess"}],
+        "completion": [{"role": "assistant", "content": "42"}],
+        "answer": "42",
+        "reward": reward,
+        "metrics": {},
+        "stop_reason": "completed",
+    }
+    return {**base, **fields}
+
+
+def write_run(directory: Path, metadata: dict[str, Any], records: list[Any]) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / METADATA_FILE).write_text(json.dumps(metadata))
+    lines = [json.dumps(r) for r in records]  # ASCII, with \\u escapes: as a reader meets them
+    (directory / RESULTS_FILE).write_text("\n".join(lines) + "\n")
+
+
+def test_a_lone_surrogate_in_the_results_does_not_stop_the_report(tmp_path) -> None:
+    completion = [{"role": "assistant", "content": "half a pair: \ud83d, then more"}]
+    write_run(tmp_path, {"env_id": "e"}, [summary_record(0, 1.0, completion=completion)])
+    path = write_report(tmp_path)
+    html = path.read_bytes().decode("utf-8")  # valid UTF-8
+    assert "half a pair: \ufffd, then more" in html
+
+
+def test_the_report_never_shows_an_api_key_from_older_metadata(tmp_path) -> None:
+    metadata = {
+        "env_id": "e",
+        "model": "m",
+        "base_url": f"https://user:{SECRET}@models.example/v1?api-key={SECRET}",
+        "env_args": {"level": 2, "api_key": SECRET},
+        "sampling_args": {"max_tokens": 64, "extra_headers": {"Authorization": SECRET}},
+    }
+    write_run(tmp_path, metadata, [summary_record(0, 1.0)])
+    html = write_report(tmp_path).read_text(encoding="utf-8")
+    assert SECRET not in html
+    assert "models.example/v1" in html and "&quot;max_tokens&quot;: 64" in html
+
+
+def test_huge_error_messages_do_not_blow_up_the_report() -> None:
+    page = "<html>" + "upstream unavailable " * 50_000 + "</html>"  # about 1 MB
+    rows = [
+        summary_record(i, None, error={"type": "InternalServerError", "message": page + str(i)})
+        for i in range(40)
+    ]
+    html = render_report({"env_id": "e"}, rows)
+    assert len(html) < 500_000  # was 40 rollouts and 10 error-list entries of 1 MB each
+    assert "more characters" in html
+
+
+def test_model_and_user_text_is_escaped_everywhere_in_the_report() -> None:
+    call = {"id": ATTACK, "type": "function", "function": {"name": ATTACK, "arguments": ATTACK}}
+    hostile = summary_record(
+        0,
+        1.0,
+        task=ATTACK,
+        example_id=ATTACK,
+        answer=ATTACK,
+        stop_reason=ATTACK,
+        turn=ATTACK,
+        tools_called=[ATTACK],
+        metrics={ATTACK: 1.0},
+        reward_errors={ATTACK: ATTACK},
+        prompt=[{"role": ATTACK, "content": ATTACK}],
+        completion=[
+            {
+                "role": "assistant",
+                "content": [{"type": "text", "text": ATTACK}],
+                "tool_calls": [call],
+            },
+            {"role": "tool", "tool_call_id": ATTACK, "content": ATTACK},
+        ],
+    )
+    errored = summary_record("x" + ATTACK, None, error={"type": ATTACK, "message": ATTACK})
+    text_only = summary_record(2, 0.0, prompt=ATTACK, completion=ATTACK)
+    metadata = {
+        "env_id": ATTACK,
+        "model": ATTACK,
+        "status": ATTACK,
+        "started_at": ATTACK,
+        "base_url": ATTACK,
+        "env_args": {ATTACK: ATTACK},
+        "sampling_args": {ATTACK: ATTACK},
+    }
+    html = render_report(metadata, [hostile, errored, text_only], source=ATTACK)
+    assert html.count("<script") == 1  # the report's own
+    assert "<img" not in html and 'onerror="' not in html
+    assert html.count("&lt;script&gt;alert(1)&lt;/script&gt;") > 15
+
+
+def guess_record(index: Any, reward: float | None, **fields: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "index": index,
+        "example_id": 0,
+        "task": "default",
+        "prompt": [{"role": "user", "content": "guess"}],
+        "completion": [{"role": "assistant", "content": "42"}],
+        "answer": "42",
+        "reward": reward,
+        "metrics": {"win": reward},
+        "stop_reason": "completed",
+        "timing": {"total_ms": 5.0},
+    }
+    return {**base, **fields}
+
+
+def tool_call(name: str, arguments: Any, call_id: str = "call_1") -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+        ],
+    }
+
+
+ODD_FIELDS: list[tuple[str, Any]] = [
+    ("index", [1, 2]),
+    ("index", {"a": 1}),
+    ("example_id", [0]),
+    ("task", {"name": "t"}),
+    ("metrics", [1.0, 2.0]),
+    ("metrics", "win"),
+    ("metrics", 3.5),
+    ("timing", 12.0),
+    ("timing", ["slow"]),
+    ("prompt", 5),
+    ("completion", [tool_call("f", "{}") | {"tool_calls": 5}]),
+    ("completion", [tool_call("f", "{}") | {"tool_calls": [{"function": "f"}]}]),
+    ("completion", [{"role": "assistant", "content": [{"type": "text", "text": None}]}]),
+    ("tools_called", 7),
+]
+
+
+def write_lines(directory: Path, lines: list[bytes], metadata: bytes = b'{"env_id": "e"}') -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / METADATA_FILE).write_bytes(metadata)
+    (directory / RESULTS_FILE).write_bytes(b"".join(line + b"\n" for line in lines))
+
+
+def test_tool_arguments_the_json_parser_refuses_are_shown_as_written() -> None:
+    """The model's arguments are parsed to be pretty-printed; nesting too deep for the
+    parser (RecursionError) or an integer past Python's digit limit (ValueError) crashed
+    the whole report instead of being shown as sent."""
+    deep = "[" * 100_000
+    long_int = '{"a": ' + "7" * 5000 + "}"
+    rows = [
+        guess_record(0, 0.0, completion=[tool_call("f", deep)]),
+        guess_record(1, 0.0, completion=[tool_call("f", long_int)]),
+    ]
+    html = render_report({}, rows)
+    assert "[[[[[[[[" in html and "7777777777" in html
+
+
+def test_a_huge_tool_name_or_call_id_does_not_blow_up_the_report() -> None:
+    """Names and ids come from the model's reply like any text; they were inlined whole
+    (twice per call: the call and its result's label), 1 MB for each rollout."""
+    name = "x" * 1_000_000
+    completion = [tool_call(name, "{}", call_id=name), {"role": "tool", "tool_call_id": name}]
+    rows = [guess_record(i, 0.0, completion=completion) for i in range(10)]
+    html = render_report({}, rows)
+    assert len(html) < 500_000
+    assert "more characters" in html
+
+
+@pytest.mark.parametrize(("field", "value"), ODD_FIELDS)
+def test_a_record_with_a_field_of_the_wrong_shape_costs_that_field_only(
+    field: str, value: Any
+) -> None:
+    """A hand-edited or foreign line with a list where an object belongs (or the reverse)
+    crashed the summary and the report with a TypeError or AttributeError."""
+    odd = {**guess_record(0, 1.0), field: value}
+    rows = [odd, guess_record(1, 0.0, metrics={"win": 0.0})]
+    summary = summarize_records(rows)
+    assert summary.num_rollouts == 2 and summary.reward is not None
+    assert summary.metrics["win"].n >= 1  # the well-formed guess_record still counts
+    format_summary(summary)
+    html = render_report({}, rows)
+    assert html.count('<details class="rollout') == 2
+    assert "None" not in html.split("<main>", 1)[1]
+
+
+def test_a_completion_that_is_one_message_object_is_shown_not_dropped() -> None:
+    odd = guess_record(0, 1.0, completion={"role": "assistant", "content": "visible answer"})
+    assert "visible answer" in render_report({}, [odd])
+
+
+def test_no_rollouts_shown_by_the_cap_is_not_called_no_rollout_finished() -> None:
+    html = render_report({}, [guess_record(0, 1.0), guess_record(1, 0.0)], max_rollouts=0)
+    assert "Showing the first 0 of 2 rollouts" in html
+    assert "No rollout has finished yet" not in html
+
+
+def test_the_error_list_says_how_many_kinds_of_error_it_leaves_out() -> None:
+    rows = [
+        guess_record(i, None, error={"type": "E", "message": f"failure number {i}"})
+        for i in range(13)
+    ]
+    html = render_report({}, rows)
+    assert html.count("failure number") >= 10
+    assert "3 more kinds of error" in html
+    text = format_summary(summarize_records(rows))
+    assert text.count("failure number") == 3
+    assert "10 more kinds of error (10 rollouts" in text
+
+
+def test_damaged_lines_are_reported_not_silently_left_out(tmp_path: Path) -> None:
+    """Lines that are not JSON (a run killed mid-write, a disk error) were skipped without
+    a word, so the report's counts silently covered fewer rollouts than were run."""
+    good = [json.dumps(guess_record(i, 1.0)).encode() for i in range(3)]
+    cut = json.dumps(guess_record(9, 1.0)).encode()[:40]
+    write_lines(tmp_path, [good[0], cut, good[1], b"\xff\xfe garbage", good[2]])
+    html = write_report(tmp_path).read_text(encoding="utf-8")
+    assert html.count('<details class="rollout') == 3
+    assert "2 damaged lines of results.jsonl" in html and "lines 2 and 4" in html
+    clean = tmp_path / "clean"
+    write_lines(clean, good)
+    assert 'id="damaged"' not in write_report(clean).read_text(encoding="utf-8")
+
+
+def test_a_line_the_parser_refuses_is_a_damaged_line_and_bad_metadata_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A results line holding an integer past Python's digit limit raised a ValueError that
+    is not a JSONDecodeError, and a cut metadata.json gave a bare parser message: `vfgym
+    view` called the first unexpected and named neither file nor a way out."""
+    good = json.dumps(guess_record(0, 1.0)).encode()
+    write_lines(tmp_path / "run", [b'{"index": 1, "turn": ' + b"9" * 5000 + b"}", good])
+    assert main(["view", str(tmp_path / "run")]) == 0
+    html = (tmp_path / "run" / "report.html").read_text(encoding="utf-8")
+    assert "1 damaged line of results.jsonl (line 1)" in html
+    write_lines(tmp_path / "meta", [good], metadata=b'{"env_id"')
+    assert main(["view", str(tmp_path / "meta")]) == 1
+    err = capsys.readouterr().err
+    assert "unexpected" not in err and METADATA_FILE in err and "move it aside" in err
+
+
+def test_report_script_survives_a_fragment_that_is_not_percent_encoding(
+    tmp_path: Path,
+) -> None:
+    """`report.html#%E0%A4%A` (a mangled link) made decodeURIComponent throw, so the
+    filters, search and expand buttons never started."""
+    browser = chromium()
+    path = tmp_path / "report.html"
+    path.write_text(render_report({}, [guess_record(0, 1.0)]), encoding="utf-8")
+    dom = parse(dump_dom(browser, path.as_uri() + "#%E0%A4%A", tmp_path / "profile"))
+    body = next(attrs for tag, attrs in dom.tags if tag == "body")
+    assert body.get("data-ready") == "yes"
+    assert dom.text_by_id["shown"] == "1 of 1 rollouts shown"

@@ -18,11 +18,19 @@ from cli_runs import no_configured_model, run  # noqa: F401 (the fixture is auto
 
 from vfgym.envs import SingleTurnEnv
 from vfgym.inference.client import RetryPolicy
-from vfgym.results.jsonl import METADATA_FILE, RESULTS_FILE, inputs_digest, read_results
+from vfgym.results.jsonl import (
+    METADATA_FILE,
+    RESULTS_FILE,
+    inputs_digest,
+    load_finished,
+    read_results,
+)
 from vfgym.rubrics import Rubric
 from vfgym.types import Messages
 
 FAST_RETRY = RetryPolicy(max_retries=1, initial_delay=0.001, max_delay=0.002)
+
+
 ONE = ["-n", "1", "-r", "1"]
 
 
@@ -42,8 +50,6 @@ def strict_lines(path: Path) -> list[dict[str, Any]]:
     text = path.read_text(encoding="utf-8")
     return [json.loads(line, parse_constant=refuse) for line in text.splitlines() if line]
 
-
-# ------------------------------------------------- the same inputs in another process
 
 FINGERPRINTS = """
 import json
@@ -86,9 +92,6 @@ def test_the_digest_of_plain_inputs_is_unchanged() -> None:
     assert inputs_digest(rows) == expected
 
 
-# ------------------------------------------------------- dict keys that are not text
-
-
 async def test_info_with_tuple_and_mixed_keys_is_written_and_resumes(
     model_server, tmp_path
 ) -> None:
@@ -108,9 +111,6 @@ async def test_info_with_tuple_and_mixed_keys_is_written_and_resumes(
     again = await env.evaluate(server.client(), "m", results_path=tmp_path, resume=True)
     assert len(server.requests) == 1
     assert again.reward == [1.0, 1.0, 1.0]
-
-
-# ----------------------------------------------- runs written by an earlier vfgym
 
 
 def legacy_digest(rows: list[dict[str, Any]]) -> str:
@@ -169,9 +169,6 @@ async def test_a_different_run_is_still_refused_by_its_digest(model_server, tmp_
         raise AssertionError("a run with other inputs was resumed")
 
 
-# ------------------------------------------------- run directories eval cannot use
-
-
 def test_resume_when_results_file_cannot_be_opened_says_what_to_do(tmp_path, capsys) -> None:
     assert run(["eval", "guess-the-number", *ONE, "-o", "run"], capsys)[0] == 0
     results = tmp_path / "run" / RESULTS_FILE
@@ -188,24 +185,6 @@ def test_resume_when_results_file_cannot_be_opened_says_what_to_do(tmp_path, cap
     assert code == 2, err
     assert "add --resume" not in err
     assert f"cannot use {Path('run') / RESULTS_FILE}" in err
-
-
-def test_summary_reads_a_run_with_a_cut_last_line(tmp_path, capsys) -> None:
-    """A killed run's cut-off line is skipped by every reader, the summary included."""
-    assert run(["eval", "guess-the-number", "-n", "2", "-r", "1", "-o", "run"], capsys)[0] == 0
-    path = tmp_path / "run" / RESULTS_FILE
-    text = path.read_text()
-    path.write_text(text[: len(text) - 20])
-    _, records = read_results(tmp_path / "run")
-    assert len(records) == 1
-    code, out, err = run(
-        ["eval", "guess-the-number", "-n", "2", "-r", "1", "--resume", "run"], capsys
-    )
-    assert code == 0, err
-    assert "2 (0 errored" in out
-
-
-# --------------------------------------------- the command that continues a run
 
 
 def suggested_command(err: str) -> list[str]:
@@ -240,9 +219,6 @@ def test_suggested_resume_command_says_when_a_credential_is_missing(tmp_path, ca
     assert code == 2, err
     assert "<redacted>" in " ".join(suggested_command(err))
     assert "replace <redacted>" in err
-
-
-# ------------------------------------------- records that are not this run's rollouts
 
 
 async def test_resume_from_results_alone_refuses_records_of_other_inputs(
@@ -304,3 +280,32 @@ def test_a_line_the_json_parser_refuses_in_any_way_costs_that_line_only(
     (tmp_path / RESULTS_FILE).write_text(json.dumps(good) + "\n" + damaged + "\n")
     assert read_results(tmp_path)[1] == [good]
     assert list(load_finished(tmp_path)) == [0]
+
+
+def make_word_env(words: list[str], **kwargs: Any) -> SingleTurnEnv:
+    rows = [{"question": w, "answer": w.upper()} for w in words]
+    return SingleTurnEnv(dataset=rows, rubric=Rubric(funcs=[matches]), retry=FAST_RETRY, **kwargs)
+
+
+async def test_resume_after_a_kill_cut_a_line_inside_a_multibyte_character(
+    model_server, tmp_path
+) -> None:
+    server = await model_server(lambda messages: "日本語の答え " + messages[-1]["content"])
+    env = make_word_env(["ant", "bee", "cat"])
+    await env.evaluate(server.client(), "m", results_path=tmp_path)
+    path = tmp_path / RESULTS_FILE
+    data = path.read_bytes()
+    last = data.rstrip(b"\n").rfind(b"\n") + 1
+    cut = data.index("語".encode(), last) + 1  # inside the three bytes of one character
+    path.write_bytes(data[:cut])
+    cut_index = json.loads(data[last:].decode())["index"]
+
+    assert sorted(load_finished(tmp_path)) == sorted({0, 1, 2} - {cut_index})
+    _, records = read_results(tmp_path)  # what `vfgym view` reads
+    assert len(records) == 2
+
+    server.clear_requests()
+    out = await env.evaluate(server.client(), "m", results_path=tmp_path, resume=True)
+    assert len(server.requests) == 1  # only the rollout whose line was cut
+    assert out.completion[cut_index][-1]["content"].startswith("日本語")
+    assert sorted(load_finished(tmp_path)) == [0, 1, 2]

@@ -4,16 +4,15 @@ metadata written before credentials were redacted."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
+import math
 from typing import Any
 
-from vfgym.results.jsonl import METADATA_FILE, RESULTS_FILE
-from vfgym.results.report import render_report, write_report
-from vfgym.results.summary import format_summary, histogram, summarize_records
+import pytest
+from cli_runs import no_configured_model, run  # noqa: F401 (the fixture is autouse)
 
-SECRET = "sk-live-0123456789abcdef"
-ATTACK = '<script>alert(1)</script><img src=x onerror="alert(2)">"\'&'
+from vfgym.results.jsonl import RESULTS_FILE, read_results
+from vfgym.results.report import render_report
+from vfgym.results.summary import Stats, format_summary, histogram, summarize_records
 
 
 def summary_record(index: Any, reward: float | None, **fields: Any) -> dict[str, Any]:
@@ -29,13 +28,6 @@ def summary_record(index: Any, reward: float | None, **fields: Any) -> dict[str,
         "stop_reason": "completed",
     }
     return {**base, **fields}
-
-
-def write_run(directory: Path, metadata: dict[str, Any], records: list[Any]) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / METADATA_FILE).write_text(json.dumps(metadata))
-    lines = [json.dumps(r) for r in records]  # ASCII, with \\u escapes: as a reader meets them
-    (directory / RESULTS_FILE).write_text("\n".join(lines) + "\n")
 
 
 def test_a_run_where_every_rollout_errored_is_summarized_without_scores() -> None:
@@ -62,7 +54,8 @@ def test_token_counts_that_are_not_numbers_count_zero() -> None:
 
 def test_a_metric_that_failed_on_every_rollout_is_shown_not_dropped() -> None:
     rows = [
-        summary_record(i, 0.5, metrics={"win": 1.0, "judge": None, "reward_errors": 1.0}) for i in range(3)
+        summary_record(i, 0.5, metrics={"win": 1.0, "judge": None, "reward_errors": 1.0})
+        for i in range(3)
     ]
     summary = summarize_records(rows)
     assert list(summary.metrics) == ["win", "judge", "reward_errors"]
@@ -97,79 +90,6 @@ def test_histogram_of_rewards_near_the_float_limits() -> None:
     assert bins[0][0] == -1e308 and bins[-1][1] == 1e308
 
 
-def test_a_lone_surrogate_in_the_results_does_not_stop_the_report(tmp_path) -> None:
-    completion = [{"role": "assistant", "content": "half a pair: \ud83d, then more"}]
-    write_run(tmp_path, {"env_id": "e"}, [summary_record(0, 1.0, completion=completion)])
-    path = write_report(tmp_path)
-    html = path.read_bytes().decode("utf-8")  # valid UTF-8
-    assert "half a pair: \ufffd, then more" in html
-
-
-def test_the_report_never_shows_an_api_key_from_older_metadata(tmp_path) -> None:
-    metadata = {
-        "env_id": "e",
-        "model": "m",
-        "base_url": f"https://user:{SECRET}@models.example/v1?api-key={SECRET}",
-        "env_args": {"level": 2, "api_key": SECRET},
-        "sampling_args": {"max_tokens": 64, "extra_headers": {"Authorization": SECRET}},
-    }
-    write_run(tmp_path, metadata, [summary_record(0, 1.0)])
-    html = write_report(tmp_path).read_text(encoding="utf-8")
-    assert SECRET not in html
-    assert "models.example/v1" in html and "&quot;max_tokens&quot;: 64" in html
-
-
-def test_huge_error_messages_do_not_blow_up_the_report() -> None:
-    page = "<html>" + "upstream unavailable " * 50_000 + "</html>"  # about 1 MB
-    rows = [
-        summary_record(i, None, error={"type": "InternalServerError", "message": page + str(i)})
-        for i in range(40)
-    ]
-    html = render_report({"env_id": "e"}, rows)
-    assert len(html) < 500_000  # was 40 rollouts and 10 error-list entries of 1 MB each
-    assert "more characters" in html
-
-
-def test_model_and_user_text_is_escaped_everywhere_in_the_report() -> None:
-    call = {"id": ATTACK, "type": "function", "function": {"name": ATTACK, "arguments": ATTACK}}
-    hostile = summary_record(
-        0,
-        1.0,
-        task=ATTACK,
-        example_id=ATTACK,
-        answer=ATTACK,
-        stop_reason=ATTACK,
-        turn=ATTACK,
-        tools_called=[ATTACK],
-        metrics={ATTACK: 1.0},
-        reward_errors={ATTACK: ATTACK},
-        prompt=[{"role": ATTACK, "content": ATTACK}],
-        completion=[
-            {
-                "role": "assistant",
-                "content": [{"type": "text", "text": ATTACK}],
-                "tool_calls": [call],
-            },
-            {"role": "tool", "tool_call_id": ATTACK, "content": ATTACK},
-        ],
-    )
-    errored = summary_record("x" + ATTACK, None, error={"type": ATTACK, "message": ATTACK})
-    text_only = summary_record(2, 0.0, prompt=ATTACK, completion=ATTACK)
-    metadata = {
-        "env_id": ATTACK,
-        "model": ATTACK,
-        "status": ATTACK,
-        "started_at": ATTACK,
-        "base_url": ATTACK,
-        "env_args": {ATTACK: ATTACK},
-        "sampling_args": {ATTACK: ATTACK},
-    }
-    html = render_report(metadata, [hostile, errored, text_only], source=ATTACK)
-    assert html.count("<script") == 1  # the report's own
-    assert "<img" not in html and 'onerror="' not in html
-    assert html.count("&lt;script&gt;alert(1)&lt;/script&gt;") > 15
-
-
 def test_the_printed_summary_is_always_valid_utf8() -> None:
     """Error text can carry a lone surrogate (a model's broken text quoted in an exception);
     printing the summary to a UTF-8 terminal must not fail once the run is over."""
@@ -178,3 +98,60 @@ def test_the_printed_summary_is_always_valid_utf8() -> None:
     text = format_summary(summarize_records(rows), {"env_id": "e", "model": "m\udc80"})
     text.encode("utf-8")
     assert "cannot parse '\ufffd' as a move" in text
+
+
+def test_summary_reads_a_run_with_a_cut_last_line(tmp_path, capsys) -> None:
+    """A killed run's cut-off line is skipped by every reader, the summary included."""
+    assert run(["eval", "guess-the-number", "-n", "2", "-r", "1", "-o", "run"], capsys)[0] == 0
+    path = tmp_path / "run" / RESULTS_FILE
+    text = path.read_text()
+    path.write_text(text[: len(text) - 20])
+    _, records = read_results(tmp_path / "run")
+    assert len(records) == 1
+    code, out, err = run(
+        ["eval", "guess-the-number", "-n", "2", "-r", "1", "--resume", "run"], capsys
+    )
+    assert code == 0, err
+    assert "2 (0 errored" in out
+
+
+def guess_record(index: Any, reward: float | None, **fields: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "index": index,
+        "example_id": 0,
+        "task": "default",
+        "prompt": [{"role": "user", "content": "guess"}],
+        "completion": [{"role": "assistant", "content": "42"}],
+        "answer": "42",
+        "reward": reward,
+        "metrics": {"win": reward},
+        "stop_reason": "completed",
+        "timing": {"total_ms": 5.0},
+    }
+    return {**base, **fields}
+
+
+def test_stats_of_values_near_the_float_limits_are_finite_and_right() -> None:
+    """Squaring 1e200 overflowed (OverflowError, so `vfgym eval` and `vfgym view` crashed
+    after the run), and summing two 1e308 gave a mean of inf."""
+    spread = Stats.of([1e200, -1e200])
+    assert spread is not None
+    assert (spread.mean, spread.std) == (0.0, 1e200)
+    top = Stats.of([1e308, 1e308, 1e308])
+    assert top is not None
+    assert top.mean == pytest.approx(1e308) and top.std == 0.0
+    rows = [guess_record(0, 1e300), guess_record(1, -1e300)]
+    summary = summarize_records(rows)
+    assert summary.reward is not None and summary.reward.std == pytest.approx(1e300)
+    assert "reward" in format_summary(summary)
+
+
+def test_a_single_repeated_reward_of_large_magnitude_still_bins() -> None:
+    """All rewards equal and outside [0, 1]: the bins are widened by 0.5 each way, which
+    at 1e17 and beyond is no change at all, so the width was 0 (ZeroDivisionError)."""
+    for value in (1e17, -3e200, 1.7976931348623157e308):
+        bins = histogram([value, value], bins=4)
+        assert sum(count for _, _, count in bins) == 2
+        assert all(low < high and math.isfinite(high) for low, high, _ in bins)
+    html = render_report({}, [guess_record(0, 1e17), guess_record(1, 1e17)])
+    assert 'data-count="2"' in html

@@ -4,7 +4,6 @@ given as reward functions, and a group scored at a Gym episode's end."""
 
 from __future__ import annotations
 
-import asyncio
 import math
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -12,14 +11,22 @@ from typing import Any
 import pytest
 from loopback_http import ScriptedServer
 
-from vfgym.envs.multiturn_env import MultiTurnEnv
 from vfgym.inference.server import ModelServer
 from vfgym.parsers import XMLParser
-from vfgym.rubrics import REWARD_ERRORS, JudgeRubric, RewardSpec, Rubric, RubricGroup
-from vfgym.rubrics.rubric import rollout_args
+from vfgym.rubrics import (
+    DEFAULT_JUDGE_PROMPT,
+    REWARD_ERRORS,
+    JudgeRubric,
+    Rubric,
+    RubricGroup,
+    ToolRubric,
+)
 
 PROMPT = [{"role": "user", "content": "What is 2+2?"}]
+
+
 COMPLETION = [{"role": "assistant", "content": "<answer>4</answer>"}]
+
 
 Scripted = Callable[..., Awaitable[ScriptedServer]]
 
@@ -43,9 +50,6 @@ async def judged_by(server: ScriptedServer) -> tuple[float, dict[str, Any]]:
     state: dict[str, Any] = {}
     score = await rubric.score_rollout(PROMPT, COMPLETION, "4", state)
     return score.metrics["says_yes"], state
-
-
-# -- what the judge replied -------------------------------------------------------------
 
 
 async def test_a_judge_reply_in_content_parts_is_read_as_its_text(scripted: Scripted) -> None:
@@ -89,9 +93,6 @@ async def test_an_error_sent_with_status_200_is_named_in_the_judge_error(
     assert math.isnan(value)
     [error] = state[REWARD_ERRORS]
     assert "no choices" in error["message"] and "judge overloaded" in error["message"]
-
-
-# -- judge settings ---------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -156,167 +157,164 @@ async def test_a_judge_prompt_set_later_is_checked_and_used() -> None:
         assert request["messages"][-1]["content"] == "Is <answer>4</answer> the same as 4?"
 
 
-# -- a group's own settings -------------------------------------------------------------
+def grading_policy(messages: list[dict]) -> str:
+    """A judge that says yes when the answer to grade block holds the reference answer."""
+    text = messages[-1]["content"]
+    reference = text.split("Reference answer:\n```\n")[1].split("\n```")[0]
+    graded = text.split("Answer to grade:\n```\n")[1].split("\n```")[0]
+    return "yes" if graded.strip() == reference.strip() else "no"
 
 
-def parsed_answer_is_right(parser: Any, completion: Any, answer: Any) -> float:
-    return 1.0 if parser.parse_answer(completion) == answer else 0.0
+async def yes_reward(judge, prompt, completion, answer, state) -> float:
+    verdict = await judge(prompt, completion, answer, state)
+    return 1.0 if verdict.strip().lower().startswith("yes") else 0.0
 
 
-@pytest.mark.parametrize(
-    "settings", [{"parser": XMLParser(["answer"])}, {"class_objects": {"unit": "cm"}}]
-)
-def test_a_groups_functions_with_settings_of_its_own_are_refused(
-    settings: dict[str, Any],
+async def verdict_length(judge, prompt, completion, answer, state) -> float:
+    return float(len(await judge(prompt, completion, answer, state)))
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+async def test_judge_asks_the_server_once_per_rollout(parallel: bool) -> None:
+    async with ModelServer(grading_policy) as server:
+        rubric = JudgeRubric(
+            parser=XMLParser(["answer"]),
+            parallelize_scoring=parallel,
+            judge_client=server.client(),
+            judge_model="judge-model",
+            judge_sampling_args={"temperature": 0.0, "max_tokens": 8, "top_p": None},
+            funcs=[yes_reward, verdict_length],
+            weights=[1.0, 0.0],
+        )
+        state: dict = {}
+        result = await rubric.score_rollout(PROMPT, COMPLETION, "4", state)
+        assert result.metrics == {"yes_reward": 1.0, "verdict_length": 3.0, REWARD_ERRORS: 0.0}
+        assert result.reward == 1.0
+
+        [request] = server.requests
+        assert request["model"] == "judge-model"
+        assert request["temperature"] == 0.0
+        assert request["max_tokens"] == 8
+        assert "top_p" not in request
+        [message] = request["messages"]
+        assert message["role"] == "user"
+        assert "What is 2+2?" in message["content"]
+        assert "Reference answer:\n```\n4\n```" in message["content"]
+        assert "Answer to grade:\n```\n4\n```" in message["content"]
+        assert state["judge_response"] == {rubric.judge_key(): {message["content"]: "yes"}}
+
+        wrong = [{"role": "assistant", "content": "<answer>5</answer>"}]
+        result = await rubric.score_rollout(PROMPT, wrong, "4", {})
+        assert result.metrics["yes_reward"] == 0.0
+        assert len(server.requests) == 2
+
+
+async def test_judge_works_with_a_sync_openai_client_without_blocking() -> None:
+    async with ModelServer(grading_policy) as server:
+        rubric = JudgeRubric(
+            parser=XMLParser(["answer"]), judge_client=server.sync_client(), funcs=[yes_reward]
+        )
+        result = await rubric.score_rollout(PROMPT, COMPLETION, "4", {})
+        assert result.reward == 1.0
+        assert len(server.requests) == 1
+
+
+async def test_a_failing_judge_server_is_a_recorded_error() -> None:
+    async with ModelServer(grading_policy) as server:
+        server.inject_faults("500")
+        rubric = JudgeRubric(judge_client=server.client(), funcs=[yes_reward])
+        state: dict = {}
+        result = await rubric.score_rollout(PROMPT, COMPLETION, "4", state)
+        assert math.isnan(result.metrics["yes_reward"])
+        [error] = state["reward_errors"]
+        assert error["type"] == "RuntimeError"
+        assert "judge model 'gpt-4.1-nano' could not answer" in error["message"]
+        assert state["judge_response"] == {}  # nothing cached from a failed call
+
+
+async def test_judge_without_client_or_key_fails_on_use_not_construction(
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The group's functions join its first member and would be scored with that
-    member's parser (a plain Parser: the whole text as the answer, a silent 0)."""
-    with pytest.raises(TypeError, match=r"Rubric\(funcs=") as caught:
-        RubricGroup([Rubric()], funcs=[parsed_answer_is_right], **settings)
-    assert next(iter(settings)) in str(caught.value)
-    group = RubricGroup([Rubric()], **settings)  # a group's settings alone stay allowed
-    with pytest.raises(TypeError, match="first member"):
-        group.add_reward_func(parsed_answer_is_right)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    rubric = JudgeRubric(funcs=[yes_reward])  # no client is made here
+    assert "judge_client" not in rubric.class_objects
+    state: dict = {}
+    result = await rubric.score_rollout(PROMPT, COMPLETION, "4", state)
+    assert math.isnan(result.metrics["yes_reward"])
+    assert "OPENAI_API_KEY" in state["reward_errors"][0]["message"]
 
 
-async def test_the_advised_member_scores_with_its_parser() -> None:
-    parser = XMLParser(["answer"])
-    group = RubricGroup([Rubric(), Rubric(funcs=[parsed_answer_is_right], parser=parser)])
-    score = await group.score_rollout(PROMPT, COMPLETION, "4", {})
-    assert score.metrics["parsed_answer_is_right"] == 1.0
+def test_judge_prompt_placeholders_are_checked() -> None:
+    assert "{question}" in DEFAULT_JUDGE_PROMPT
+    with pytest.raises(ValueError, match=r"unknown placeholder\(s\) \['reference'\]"):
+        JudgeRubric(judge_prompt="Q: {question} R: {reference}")
+    with pytest.raises(ValueError, match="not a valid format string"):
+        JudgeRubric(judge_prompt="broken {question")
+    JudgeRubric(judge_prompt='JSON like {{"ok": true}} for {response}')
 
 
-# -- classes given as reward functions --------------------------------------------------
-
-
-class AsyncJudgeLike:
-    async def __call__(self, answer: Any) -> float:
-        return 1.0
-
-
-class SyncCallable:
-    def __call__(self, answer: Any) -> float:
-        return 1.0
-
-
-@pytest.mark.parametrize("cls", [AsyncJudgeLike, SyncCallable])
-def test_a_class_whose_instances_are_the_reward_function_is_refused(cls: type) -> None:
-    """Calling the class makes an instance, never a number: an async `__call__` made
-    it look async too (an "can't be used in 'await' expression" error per rollout)."""
-    with pytest.raises(TypeError, match=rf"{cls.__name__}\(\)"):
-        Rubric(funcs=[cls])
-    assert Rubric(funcs=[cls()]).get_reward_func_names() == [cls.__name__]
-
-
-class Score:
-    """A class used as a function: its instances are numbers."""
-
-    def __init__(self, answer: Any) -> None:
-        self.value = 1.0 if answer == "4" else 0.0
-
-    def __float__(self) -> float:
-        return self.value
-
-
-async def test_a_class_whose_instances_are_numbers_scores_both_ways() -> None:
-    assert RewardSpec.of(Score).is_async is False
-    rubric = Rubric(funcs=[Score])
-    state = {"prompt": PROMPT, "completion": COMPLETION, "answer": "4"}
-    score = await rubric.score_rollout(PROMPT, COMPLETION, "4", {})
-    assert rubric.score_state_sync(state) == (score.reward, score.metrics) == (1.0, score.metrics)
-
-
-# -- a group at a Gym episode's end and on the event loop --------------------------------
-
-
-class SayDone(MultiTurnEnv):
-    """One turn: the episode ends whatever the model says."""
-
-    def is_completed(self, messages: Any, state: Any, **kwargs: Any) -> bool:
-        return state["turn"] >= 1
-
-    def env_response(self, messages: Any, state: Any, **kwargs: Any) -> tuple[Any, Any]:
-        return [{"role": "user", "content": "ok"}], state
-
-
-def said_done(completion: Any) -> float:
-    return 1.0 if "done" in completion[-1]["content"] else 0.0
-
-
-def fails(state: Any) -> float:
-    raise ValueError("no score for this rollout")
-
-
-def not_finite(state: Any) -> float:
-    return math.nan
-
-
-def said_done_too(completion: Any) -> float:
-    return 0.5
-
-
-said_done_too.__name__ = "said_done"  # the same metric name in another member
-
-
-async def also_done(completion: Any) -> float:
+def correct(completion: Any) -> float:
     return 1.0
 
 
-def group_of_every_kind() -> RubricGroup:
-    return RubricGroup(
-        [
-            Rubric(funcs=[said_done, fails], weights=[1.0, 3.0]),
-            Rubric(funcs=[said_done_too, not_finite, also_done], weights=[2.0, 1.0, 0.25]),
-        ]
-    )
+def search(query: str) -> str:
+    """Search."""
+    return query
 
 
-def without_timing(state: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in state.items() if k != "timing"}
+@pytest.mark.parametrize("reply", ["", "   \n"])
+async def test_an_empty_judge_reply_is_a_recorded_error_not_a_no(reply: str) -> None:
+    async with ModelServer(lambda messages: reply) as server:
+        rubric = JudgeRubric(judge_client=server.client(), funcs=[yes_reward])
+        state: dict = {}
+        result = await rubric.score_rollout(PROMPT, COMPLETION, "4", state)
+        assert math.isnan(result.metrics["yes_reward"])
+        assert result.metrics[REWARD_ERRORS] == 1.0
+        [error] = state[REWARD_ERRORS]
+        assert "empty reply" in error["message"]
+        assert state["judge_response"] == {}  # nothing cached: a later call asks again
 
 
-async def test_a_group_scores_a_gym_episode_as_it_scores_on_the_event_loop() -> None:
-    """Same reward, metrics (summed same-named ones, NaN for the failed) and error
-    records, whether the episode's end scores it or `score_rollout(s)` does."""
-    from vfgym.gym import GymEnv
+async def test_judges_in_a_group_each_score_every_rollout() -> None:
+    """Two judges on loopback, one per rubric, over a batch with a failed rollout."""
 
-    env = SayDone(dataset=[{"question": "Say done.", "answer": ""}], rubric=group_of_every_kind())
-    gym_env = GymEnv(env)
-    try:
-        await asyncio.to_thread(gym_env.reset, options={"index": 0})
-        *_, terminated, _, info = await asyncio.to_thread(gym_env.step, "done")
-        state = gym_env.state
-    finally:
-        gym_env.close()
-    assert terminated
-    expected_metrics = {
-        "said_done": 1.5,
-        "fails": math.nan,
-        "not_finite": math.nan,
-        "also_done": 1.0,
-        REWARD_ERRORS: 2.0,
-    }
-    assert info["episode_reward"] == 1.0 + 2 * 0.5 + 0.25
-    assert list(info["metrics"]) == list(expected_metrics)
-    for key, value in expected_metrics.items():
-        assert info["metrics"][key] == pytest.approx(value, nan_ok=True)
-    assert [e["func"] for e in state[REWARD_ERRORS]] == ["fails", "not_finite"]
-
-    again = {k: v for k, v in state.items() if k != REWARD_ERRORS}
-    score = await env.rubric.score_rollout(*rollout_args(again))
-    assert score.reward == info["episode_reward"]
-    assert without_timing(again) == without_timing(state)
-    columns = await env.rubric.score_rollouts(
-        [state["prompt"]], [state["completion"]], [""], [{}], ["default"], [{}]
-    )
-    assert columns.reward == [info["episode_reward"]]
-    for key, value in expected_metrics.items():
-        assert score.metrics[key] == pytest.approx(value, nan_ok=True)
-        assert columns.metrics[key] == [pytest.approx(value, nan_ok=True)]
+    async with ModelServer(lambda messages: "yes") as server:
+        group = RubricGroup(
+            [
+                JudgeRubric(judge_client=server.client(), funcs=[yes_reward]),
+                Rubric([correct]),
+                ToolRubric(tools=[search]),
+            ]
+        )
+        states: list[dict] = [{}, {"error": "model server failed"}, {}]
+        out = await group.score_rollouts(
+            [PROMPT] * 3, [COMPLETION] * 3, ["4"] * 3, states, ["t"] * 3, [{}] * 3
+        )
+        assert out.reward[0] == out.reward[2] == 2.0 and math.isnan(out.reward[1])
+        assert set(out.metrics) == {
+            "yes_reward",
+            "correct",
+            "total_tool_calls",
+            "search_calls",
+            REWARD_ERRORS,
+        }
+        assert all(len(column) == 3 for column in out.metrics.values())
+        assert len(server.requests) == 2  # the failed rollout is never judged
 
 
-@pytest.mark.parametrize("setting", [{"offload_sync": "always"}, {"parallelize_scoring": False}])
-def test_a_setting_only_members_use_is_refused_by_the_group(setting) -> None:
-    """Accepted, it was silently ignored: each member scores with its own."""
-    with pytest.raises(TypeError, match="set it on the member rubrics"):
-        RubricGroup([Rubric(funcs=[lambda completion: 1.0])], **setting)
+async def judged_without_state(judge: Any, prompt: Any, completion: Any, answer: Any) -> float:
+    """A reward function that has no `state` (the type reference lets it default to None)."""
+    return says_yes(await judge(prompt, completion, answer, None))
+
+
+async def test_the_judge_answers_a_reward_function_that_has_no_state() -> None:
+    async with ModelServer(lambda messages: "yes") as server:
+        rubric = JudgeRubric(
+            funcs=[judged_without_state],
+            parser=XMLParser(["answer"]),
+            judge_client=server.client(),
+        )
+        state: dict = {}
+        result = await rubric.score_rollout(PROMPT, COMPLETION, "4", state)
+        assert result.metrics == {"judged_without_state": 1.0, REWARD_ERRORS: 0.0}
+        assert "judge_response" not in state  # nothing to cache the verdict in

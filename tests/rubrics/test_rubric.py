@@ -8,26 +8,28 @@ import inspect
 import math
 import threading
 import time
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 import pytest
-from openai.types.chat import ChatCompletionMessageToolCall
 
-from vfgym.inference.server import ModelServer
-from vfgym.parsers import XMLParser
 from vfgym.rubrics import (
-    DEFAULT_JUDGE_PROMPT,
     REWARD_ERRORS,
-    JudgeRubric,
     Rubric,
-    RubricGroup,
-    ToolRubric,
 )
+from vfgym.rubrics.rubric import rollout_args
+from vfgym.types import Messages, State
 
 PROMPT = [{"role": "user", "content": "What is 2+2?"}]
+
+
 COMPLETION = [{"role": "assistant", "content": "<answer>4</answer>"}]
+
+
 STANDARD = {"prompt", "completion", "answer", "state", "task", "info", "example_id", "parser"}
 
 
@@ -36,9 +38,6 @@ async def score(rubric: Rubric, state: dict | None = None, **kwargs: Any) -> Any
     return await rubric.score_rollout(
         PROMPT, COMPLETION, "4", state, task="math", info={"level": 1}, example_id=7, **kwargs
     )
-
-
-# -- argument injection -----------------------------------------------------------
 
 
 async def test_functions_receive_only_the_arguments_they_declare() -> None:
@@ -282,9 +281,6 @@ def test_sync_scoring_follows_the_functions_and_weights_as_they_change() -> None
     assert (reward, metrics) == (6.5, {"one": 1.0, "two": 2.0, REWARD_ERRORS: 0.0})
 
 
-# -- names and weights ------------------------------------------------------------
-
-
 async def test_names_of_partials_and_callable_objects() -> None:
     def base(completion, scale):
         return scale
@@ -343,9 +339,6 @@ async def test_bools_and_numpy_numbers_count_as_rewards() -> None:
     assert result.metrics["flag"] == 1.0
     assert result.metrics["numpy_value"] == 0.25
     assert result.reward == 1.25
-
-
-# -- sync and async, off the event loop -------------------------------------------
 
 
 async def test_sync_and_async_functions_both_score() -> None:
@@ -483,9 +476,6 @@ async def test_parallel_scoring_runs_async_functions_concurrently() -> None:
     assert result.reward == 2.0
 
 
-# -- errors -----------------------------------------------------------------------
-
-
 async def test_failures_are_recorded_never_a_silent_zero() -> None:
     def good(completion):
         return 1.0
@@ -557,9 +547,6 @@ async def test_adding_an_async_function_ends_sync_scoring() -> None:
     with pytest.raises(TypeError, match="judged"):
         rubric.score_rollout_sync(PROMPT, COMPLETION, "4", {})
     assert (await rubric.score_rollout(PROMPT, COMPLETION, "4", {})).reward == 1.5
-
-
-# -- timing and batches -----------------------------------------------------------
 
 
 async def test_scoring_time_is_recorded_in_state() -> None:
@@ -703,240 +690,128 @@ async def test_score_rollouts_gives_an_errored_rollout_nan_without_scoring_it() 
     assert REWARD_ERRORS not in errored and "timing" not in errored
 
 
-# -- RubricGroup ------------------------------------------------------------------
+SAY_HI = [{"role": "user", "content": "Say hi."}]
 
 
-def shared(completion):
-    return 1.0
+class FrozenMetricsRubric(Rubric):
+    """A rubric whose own `score_values_sync` hands back a read-only view of its metrics."""
+
+    def score_values_sync(self, *args: Any, **kwargs: Any) -> tuple[float, Mapping[str, float]]:
+        reward, metrics = super().score_values_sync(*args, **kwargs)
+        return reward, MappingProxyType(metrics)
 
 
-async def test_rubric_group_sums_rewards_and_merges_metrics() -> None:
-    def only_a(completion):
-        return 2.0
-
-    def only_b(completion):
-        raise ValueError("b failed")
-
-    a = Rubric([shared, only_a], weights=[1.0, 0.5])
-    b = Rubric([shared, only_b], weights=[3.0, 1.0])
-    group = RubricGroup([a, b])
-    assert group.get_reward_func_names() == ["shared", "only_a", "shared", "only_b"]
-    assert group.get_reward_weights() == [1.0, 0.5, 3.0, 1.0]
-    assert group.get_reward_funcs() == [shared, only_a, shared, only_b]
-
-    state: dict = {}
-    result = await score(group, state)
-    assert result.reward == 1.0 + 1.0 + 3.0
-    assert result.metrics["shared"] == 2.0
-    assert result.metrics["only_a"] == 2.0
-    assert math.isnan(result.metrics["only_b"])
-    assert result.metrics[REWARD_ERRORS] == 1.0
-    assert state["timing"]["scoring_ms"] == pytest.approx(state["timing"]["total_ms"])
-
-    scores = await group.score_rollouts(
-        [PROMPT] * 2, [COMPLETION] * 2, ["4"] * 2, [{}, {}], ["t"] * 2, [{}, {}]
-    )
-    assert scores.reward == [5.0, 5.0]
-    assert scores.metrics["shared"] == [2.0, 2.0]
-    assert scores.metrics[REWARD_ERRORS] == [1.0, 1.0]
+def said_hi(completion: Messages) -> float:
+    return 1.0 if "hi" in str(completion) else 0.0
 
 
-async def test_rubric_group_gives_an_errored_rollout_nan_in_every_column() -> None:
-    calls: list[int] = []
-
-    def in_a(example_id):
-        calls.append(example_id)
-        return 1.0
-
-    def in_b(example_id):
-        calls.append(example_id)
-        return 2.0
-
-    def also_in_b(example_id):
-        calls.append(example_id)
-        raise ValueError("b failed")
-
-    group = RubricGroup([Rubric([in_a]), Rubric([in_b, also_in_b], weights=[3.0, 1.0])])
-    errored = {"error": {"type": "HookError", "message": "setup_state failed"}}
-    scores = await group.score_rollouts(
-        [PROMPT] * 2,
-        [[], COMPLETION],
-        ["4"] * 2,
-        [errored, {}],
-        ["t"] * 2,
-        [{}, {}],
-        example_ids=[20, 21],
-    )
-    assert sorted(calls) == [21, 21, 21]  # no member called anything for the errored rollout
-    assert set(scores.metrics) == {"in_a", "in_b", "also_in_b", REWARD_ERRORS}
-    assert math.isnan(scores.reward[0])
-    for name, column in scores.metrics.items():
-        assert math.isnan(column[0]), name
-    assert scores.reward[1] == 1.0 + 3.0 * 2.0
-    assert scores.metrics["in_a"][1] == 1.0
-    assert scores.metrics["in_b"][1] == 2.0
-    assert math.isnan(scores.metrics["also_in_b"][1])
-    assert scores.metrics[REWARD_ERRORS][1] == 1.0
-    assert "timing" not in errored
-
-
-def test_rubric_group_needs_rubrics_and_adds_to_the_first() -> None:
-    with pytest.raises(ValueError, match="at least one rubric"):
-        RubricGroup([])
-    with pytest.raises(TypeError, match="Rubric instances"):
-        RubricGroup([shared])  # type: ignore[list-item]
-    first, second = Rubric(), Rubric()
-    RubricGroup([first, second]).add_reward_func(shared, 2.0)
-    assert first.get_reward_funcs() == [shared]
-    assert second.get_reward_funcs() == []
-
-
-# -- ToolRubric -------------------------------------------------------------------
-
-
-def search(query: str) -> str:
-    """Search."""
-    return query
-
-
-def calculator(expression: str) -> str:
-    """Calculate."""
-    return expression
-
-
-def call(name: str) -> dict:
-    return {"id": name, "type": "function", "function": {"name": name, "arguments": "{}"}}
-
-
-async def test_tool_rubric_counts_calls_from_the_completion() -> None:
-    rubric = ToolRubric(tools=[search, calculator])
-    assert rubric.get_reward_func_names() == [
-        "total_tool_calls",
-        "search_calls",
-        "calculator_calls",
-    ]
-    assert rubric.get_reward_weights() == [0.0, 0.0, 0.0]
-    assert [t["function"]["name"] for t in rubric.oai_tools] == ["search", "calculator"]
-    as_object = ChatCompletionMessageToolCall.model_validate(call("calculator"))
-    completion = [
-        {"role": "assistant", "content": "", "tool_calls": [call("search"), call("search")]},
-        {"role": "tool", "content": "r", "tool_call_id": "search"},
-        {"role": "assistant", "content": None, "tool_calls": [as_object]},
-        {"role": "assistant", "content": "done"},
-    ]
-    result = await rubric.score_rollout(PROMPT, completion, "", {})
-    assert result.metrics == {
-        "total_tool_calls": 3.0,
-        "search_calls": 2.0,
-        "calculator_calls": 1.0,
-        REWARD_ERRORS: 0.0,
+def test_score_state_sync_gives_a_plain_dict_of_metrics_as_score_rollout_does() -> None:
+    rubric = FrozenMetricsRubric([said_hi])
+    state = {
+        "prompt": SAY_HI,
+        "completion": [{"role": "assistant", "content": "hi"}],
+        "answer": "",
     }
-    assert result.reward == 0.0
+    reward, metrics = rubric.score_state_sync(state)
+    assert type(metrics) is dict
+    assert reward == 1.0 and metrics == {"said_hi": 1.0, "reward_errors": 0.0}
+    assert type(rubric.score_rollout_sync(*rollout_args(state)).metrics) is dict
 
 
-async def test_tool_rubric_prefers_the_environments_record() -> None:
-    rubric = ToolRubric(tools=[search, {"type": "function", "function": {"name": "lookup"}}])
-    state = {"tools_called": [{"name": "search"}, "lookup", {"name": "search", "args": {}}]}
-    result = await rubric.score_rollout(PROMPT, COMPLETION, "", state)
-    assert result.metrics["total_tool_calls"] == 3.0
-    assert result.metrics["search_calls"] == 2.0
-    assert result.metrics["lookup_calls"] == 1.0
+def raises() -> float:
+    raise ValueError("cannot score")
 
 
-# -- JudgeRubric ------------------------------------------------------------------
+async def test_call_reward_func_without_a_state_gives_nan_like_score_rollout() -> None:
+    rubric = Rubric([raises])
+    value = await rubric.call_reward_func(raises, PROMPT, COMPLETION, "4", None)  # type: ignore[arg-type]
+    assert value != value  # NaN, not an AttributeError about None
 
 
-def grading_policy(messages: list[dict]) -> str:
-    """A judge that says yes when the answer to grade block holds the reference answer."""
-    text = messages[-1]["content"]
-    reference = text.split("Reference answer:\n```\n")[1].split("\n```")[0]
-    graded = text.split("Answer to grade:\n```\n")[1].split("\n```")[0]
-    return "yes" if graded.strip() == reference.strip() else "no"
+def batch(states: list[State]) -> dict[str, Any]:
+    """`score_rollouts`' columns for `states`, one plain rollout each."""
+    n = len(states)
+    return {
+        "prompts": ["p"] * n,
+        "completions": ["4"] * n,
+        "answers": ["4"] * n,
+        "states": states,
+        "tasks": ["default"] * n,
+        "infos": [{} for _ in range(n)],
+    }
 
 
-async def yes_reward(judge, prompt, completion, answer, state) -> float:
-    verdict = await judge(prompt, completion, answer, state)
-    return 1.0 if verdict.strip().lower().startswith("yes") else 0.0
+@dataclass
+class Contains:
+    """A reward function as a dataclass (eq=True makes its instances unhashable)."""
+
+    needle: str
+
+    def __call__(self, completion: Any) -> float:
+        return 1.0 if self.needle in str(completion) else 0.0
 
 
-async def verdict_length(judge, prompt, completion, answer, state) -> float:
-    return float(len(await judge(prompt, completion, answer, state)))
+def yields_a_reward(completion: Any) -> Any:
+    yield 1.0
 
 
-@pytest.mark.parametrize("parallel", [False, True])
-async def test_judge_asks_the_server_once_per_rollout(parallel: bool) -> None:
-    async with ModelServer(grading_policy) as server:
-        rubric = JudgeRubric(
-            parser=XMLParser(["answer"]),
-            parallelize_scoring=parallel,
-            judge_client=server.client(),
-            judge_model="judge-model",
-            judge_sampling_args={"temperature": 0.0, "max_tokens": 8, "top_p": None},
-            funcs=[yes_reward, verdict_length],
-            weights=[1.0, 0.0],
-        )
-        state: dict = {}
-        result = await rubric.score_rollout(PROMPT, COMPLETION, "4", state)
-        assert result.metrics == {"yes_reward": 1.0, "verdict_length": 3.0, REWARD_ERRORS: 0.0}
-        assert result.reward == 1.0
-
-        [request] = server.requests
-        assert request["model"] == "judge-model"
-        assert request["temperature"] == 0.0
-        assert request["max_tokens"] == 8
-        assert "top_p" not in request
-        [message] = request["messages"]
-        assert message["role"] == "user"
-        assert "What is 2+2?" in message["content"]
-        assert "Reference answer:\n```\n4\n```" in message["content"]
-        assert "Answer to grade:\n```\n4\n```" in message["content"]
-        assert state["judge_response"] == {rubric.judge_key(): {message["content"]: "yes"}}
-
-        wrong = [{"role": "assistant", "content": "<answer>5</answer>"}]
-        result = await rubric.score_rollout(PROMPT, wrong, "4", {})
-        assert result.metrics["yes_reward"] == 0.0
-        assert len(server.requests) == 2
+async def yields_a_reward_async(completion: Any) -> Any:
+    yield 1.0
 
 
-async def test_judge_works_with_a_sync_openai_client_without_blocking() -> None:
-    async with ModelServer(grading_policy) as server:
-        rubric = JudgeRubric(
-            parser=XMLParser(["answer"]), judge_client=server.sync_client(), funcs=[yes_reward]
-        )
-        result = await rubric.score_rollout(PROMPT, COMPLETION, "4", {})
-        assert result.reward == 1.0
-        assert len(server.requests) == 1
+class YieldingScorer:
+    async def __call__(self, completion: Any) -> Any:
+        yield 1.0
 
 
-async def test_a_failing_judge_server_is_a_recorded_error() -> None:
-    async with ModelServer(grading_policy) as server:
-        server.inject_faults("500")
-        rubric = JudgeRubric(judge_client=server.client(), funcs=[yes_reward])
-        state: dict = {}
-        result = await rubric.score_rollout(PROMPT, COMPLETION, "4", state)
-        assert math.isnan(result.metrics["yes_reward"])
-        [error] = state["reward_errors"]
-        assert error["type"] == "RuntimeError"
-        assert "judge model 'gpt-4.1-nano' could not answer" in error["message"]
-        assert state["judge_response"] == {}  # nothing cached from a failed call
+def matches_answer(completion: Any, answer: Any) -> float:
+    return 1.0 if str(completion) == str(answer) else 0.0
 
 
-async def test_judge_without_client_or_key_fails_on_use_not_construction(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    rubric = JudgeRubric(funcs=[yes_reward])  # no client is made here
-    assert "judge_client" not in rubric.class_objects
-    state: dict = {}
-    result = await rubric.score_rollout(PROMPT, COMPLETION, "4", state)
-    assert math.isnan(result.metrics["yes_reward"])
-    assert "OPENAI_API_KEY" in state["reward_errors"][0]["message"]
+class SyncRanker(Rubric):
+    """A group hook written as a plain method."""
+
+    def score_group(self, states: list[State], **kwargs: Any) -> None:  # type: ignore[override]
+        for rank, state in enumerate(states):
+            state["rank"] = float(rank)
 
 
-def test_judge_prompt_placeholders_are_checked() -> None:
-    assert "{question}" in DEFAULT_JUDGE_PROMPT
-    with pytest.raises(ValueError, match=r"unknown placeholder\(s\) \['reference'\]"):
-        JudgeRubric(judge_prompt="Q: {question} R: {reference}")
-    with pytest.raises(ValueError, match="not a valid format string"):
-        JudgeRubric(judge_prompt="broken {question")
-    JudgeRubric(judge_prompt='JSON like {{"ok": true}} for {response}')
+def rank(state: State) -> float:
+    return state.get("rank", -1.0)
+
+
+@pytest.mark.parametrize("offload_sync", ["auto", "always", "never"])
+async def test_an_unhashable_callable_object_scores_on_the_event_loop(offload_sync: str) -> None:
+    rubric = Rubric(funcs=[Contains("4")], offload_sync=offload_sync)
+    state: State = {}
+    score = await rubric.score_rollout("p", "4", "4", state)
+    assert score.reward == 1.0 and score.metrics == {"Contains": 1.0, REWARD_ERRORS: 0.0}
+    assert await rubric.call_reward_func(rubric.reward_funcs[0], "p", "5", "4", {}) == 0.0
+    scores = await rubric.score_rollouts(**batch([{}, {}]))
+    assert scores.reward == [1.0, 1.0]
+
+
+async def test_an_unhashable_callable_object_scores_beside_an_async_function() -> None:
+    async def length(completion: Any) -> float:
+        return float(len(completion))
+
+    for parallel in (True, False):
+        rubric = Rubric(funcs=[Contains("4"), length], parallelize_scoring=parallel)
+        score = await rubric.score_rollout("p", "44", "4", {})
+        assert score.metrics == {"Contains": 1.0, "length": 2.0, REWARD_ERRORS: 0.0}
+
+
+@pytest.mark.parametrize("func", [yields_a_reward, yields_a_reward_async, YieldingScorer()])
+def test_a_generator_function_is_refused_when_added(func: Any) -> None:
+    with pytest.raises(TypeError, match=r"yield.*return"):
+        Rubric(funcs=[func])
+
+
+def test_a_single_function_instead_of_a_list_is_explained() -> None:
+    with pytest.raises(TypeError, match=r"funcs must be a list.*funcs=\[matches_answer\]"):
+        Rubric(funcs=matches_answer)  # type: ignore[arg-type]
+
+
+async def test_a_sync_score_group_hook_runs() -> None:
+    scores = await SyncRanker(funcs=[rank]).score_rollouts(**batch([{}, {}]))
+    assert scores.metrics["rank"] == [0.0, 1.0]

@@ -10,11 +10,17 @@ from typing import Any
 import numpy as np
 import pytest
 
-from vfgym.inference.server import ModelServer
 from vfgym.parsers import Parser, XMLParser
-from vfgym.rubrics import REWARD_ERRORS, JudgeRubric, Rubric, RubricGroup, ToolRubric
+from vfgym.rubrics import (
+    REWARD_ERRORS,
+    RewardSpec,
+    Rubric,
+)
+from vfgym.types import State
 
 PROMPT = [{"role": "user", "content": "What is 2+2?"}]
+
+
 COMPLETION = [{"role": "assistant", "content": "<answer>4</answer>"}]
 
 
@@ -32,9 +38,6 @@ def inf_value(completion: Any) -> float:
 
 def numpy_nan(completion: Any) -> Any:
     return np.float32("nan")
-
-
-# -- non-finite values are errors, not a NaN reward ----------------------------------
 
 
 @pytest.mark.parametrize("bad", [nan_value, inf_value, numpy_nan])
@@ -94,9 +97,6 @@ async def test_fractions_and_numpy_integers_are_rewards() -> None:
     assert result.metrics == {"third": 1 / 3, "count": 2.0, REWARD_ERRORS: 0.0}
 
 
-# -- weights ------------------------------------------------------------------------
-
-
 @pytest.mark.parametrize("weight", [np.float32(0.5), np.int64(2), Fraction(1, 2), 0, -1.5])
 async def test_any_real_number_is_a_weight(weight: Any) -> None:
     rubric = Rubric([correct], weights=[weight])
@@ -112,9 +112,6 @@ def test_weights_that_are_not_finite_numbers_are_refused(weight: Any) -> None:
         Rubric([correct], weights=[weight])
     with pytest.raises((TypeError, ValueError), match="weight of 'correct'"):
         Rubric().add_reward_func(correct, weight)
-
-
-# -- functools.partial ----------------------------------------------------------------
 
 
 def matches(completion: Any, answer: Any, parser: Any) -> float:
@@ -151,77 +148,6 @@ async def test_an_async_partial_keeps_its_bound_keywords() -> None:
     rubric = Rubric([functools.partial(scaled, answer="fixed")])
     result = await rubric.score_rollout(PROMPT, COMPLETION, "other", {})
     assert result.metrics["scaled"] == 1.0
-
-
-# -- ToolRubric names -------------------------------------------------------------------
-
-
-def total_tool(x: int) -> int:
-    """A tool whose count would be named like the total."""
-    return x
-
-
-def search(query: str) -> str:
-    """Search."""
-    return query
-
-
-def test_tool_rubric_says_which_tool_name_clashes() -> None:
-    with pytest.raises(ValueError, match=r"'total_tool'.*total_tool_calls.*rename"):
-        ToolRubric(tools=[total_tool])
-    with pytest.raises(ValueError, match="two tools named 'search'"):
-        ToolRubric(tools=[search, functools.partial(search)])
-
-
-# -- JudgeRubric --------------------------------------------------------------------------
-
-
-async def yes_reward(judge: Any, prompt: Any, completion: Any, answer: Any, state: Any) -> float:
-    verdict = await judge(prompt, completion, answer, state)
-    return 1.0 if verdict.strip().lower().startswith("yes") else 0.0
-
-
-@pytest.mark.parametrize("reply", ["", "   \n"])
-async def test_an_empty_judge_reply_is_a_recorded_error_not_a_no(reply: str) -> None:
-    async with ModelServer(lambda messages: reply) as server:
-        rubric = JudgeRubric(judge_client=server.client(), funcs=[yes_reward])
-        state: dict = {}
-        result = await rubric.score_rollout(PROMPT, COMPLETION, "4", state)
-        assert math.isnan(result.metrics["yes_reward"])
-        assert result.metrics[REWARD_ERRORS] == 1.0
-        [error] = state[REWARD_ERRORS]
-        assert "empty reply" in error["message"]
-        assert state["judge_response"] == {}  # nothing cached: a later call asks again
-
-
-async def test_judges_in_a_group_each_score_every_rollout() -> None:
-    """Two judges on loopback, one per rubric, over a batch with a failed rollout."""
-
-    async with ModelServer(lambda messages: "yes") as server:
-        group = RubricGroup(
-            [
-                JudgeRubric(judge_client=server.client(), funcs=[yes_reward]),
-                Rubric([correct]),
-                ToolRubric(tools=[search]),
-            ]
-        )
-        states: list[dict] = [{}, {"error": "model server failed"}, {}]
-        out = await group.score_rollouts(
-            [PROMPT] * 3, [COMPLETION] * 3, ["4"] * 3, states, ["t"] * 3, [{}] * 3
-        )
-        assert out.reward[0] == out.reward[2] == 2.0 and math.isnan(out.reward[1])
-        assert set(out.metrics) == {
-            "yes_reward",
-            "correct",
-            "total_tool_calls",
-            "search_calls",
-            REWARD_ERRORS,
-        }
-        assert all(len(column) == 3 for column in out.metrics.values())
-        assert len(server.requests) == 2  # the failed rollout is never judged
-
-
-# -- scoring a finished State alone ---------------------------------------------------
 
 
 def _finished_state(**extra: Any) -> dict[str, Any]:
@@ -295,3 +221,108 @@ def test_sync_scoring_follows_a_subclass_that_says_what_its_functions_are() -> N
         3.0,
         {"correct": 1.0, REWARD_ERRORS: 0.0},
     )
+
+
+def matches_answer(completion: Any, answer: Any) -> float:
+    return 1.0 if str(completion) == str(answer) else 0.0
+
+
+def returns(value: Any) -> Any:
+    def reward(completion: Any) -> Any:
+        return value
+
+    return reward
+
+
+async def score(rubric: Rubric, state: dict | None = None, **kwargs: Any) -> Any:
+    state = {} if state is None else state
+    return await rubric.score_rollout(
+        PROMPT, COMPLETION, "4", state, task="math", info={"level": 1}, example_id=7, **kwargs
+    )
+
+
+@pytest.mark.parametrize("weights", [1.0, 2, (w for w in [1.0])])
+def test_weights_that_are_not_a_list_are_explained(weights: Any) -> None:
+    with pytest.raises(TypeError, match=r"weights must be a list.*one per reward function"):
+        Rubric(funcs=[matches_answer], weights=weights)
+
+
+def test_weights_may_be_a_tuple_or_an_array() -> None:
+    assert Rubric(funcs=[matches_answer], weights=(0.5,)).reward_weights == [0.5]
+    assert Rubric(funcs=[matches_answer], weights=np.array([2.0])).reward_weights == [2.0]
+
+
+@pytest.mark.parametrize("bad", ["1", None, math.nan, math.inf])
+async def test_a_weight_set_after_construction_is_checked_when_scoring(bad: Any) -> None:
+    rubric = Rubric(funcs=[matches_answer])
+    rubric.reward_weights[0] = bad
+    kind = TypeError if not isinstance(bad, float) else ValueError
+    with pytest.raises(kind, match=r"weight of 'matches_answer' must be a"):
+        await rubric.score_rollout("p", "4", "4", {})
+    with pytest.raises(kind, match=r"weight of 'matches_answer' must be a"):
+        rubric.score_rollout_sync("p", "4", "4", {})
+
+
+async def test_a_valid_weight_set_after_construction_is_used() -> None:
+    rubric = Rubric(funcs=[matches_answer])
+    assert rubric.score_rollout_sync("p", "4", "4", {}).reward == 1.0
+    rubric.reward_weights = [np.float32(0.5)]
+    assert (await rubric.score_rollout("p", "4", "4", {})).reward == 0.5
+    assert rubric.score_rollout_sync("p", "4", "4", {}).reward == 0.5
+
+
+async def test_a_complex_numpy_number_is_refused_not_cut_to_its_real_part() -> None:
+    rubric = Rubric(funcs=[returns(np.complex64(1 + 1j))])
+    state: State = {}
+    score = await rubric.score_rollout("p", "4", "4", state)
+    assert math.isnan(score.metrics["reward"]) and score.reward == 0.0
+    assert "must return a number" in state[REWARD_ERRORS][0]["message"]
+
+
+@pytest.mark.parametrize(
+    "value", [np.array([0.5]), np.array([0.5, 1.0]), 10**400], ids=["array1", "array2", "bigint"]
+)
+def test_a_value_that_does_not_convert_says_which_function_and_what_to_return(value: Any) -> None:
+    rubric = Rubric(funcs=[returns(value)])
+    state: State = {}
+    score = rubric.score_rollout_sync("p", "4", "4", state)
+    assert math.isnan(score.metrics["reward"])
+    message = state[REWARD_ERRORS][0]["message"]
+    assert "reward function 'reward' returned" in message and "one number" in message
+
+
+class AsyncJudgeLike:
+    async def __call__(self, answer: Any) -> float:
+        return 1.0
+
+
+class SyncCallable:
+    def __call__(self, answer: Any) -> float:
+        return 1.0
+
+
+class Score:
+    """A class used as a function: its instances are numbers."""
+
+    def __init__(self, answer: Any) -> None:
+        self.value = 1.0 if answer == "4" else 0.0
+
+    def __float__(self) -> float:
+        return self.value
+
+
+@pytest.mark.parametrize("cls", [AsyncJudgeLike, SyncCallable])
+def test_a_class_whose_instances_are_the_reward_function_is_refused(cls: type) -> None:
+    """Calling the class makes an instance, never a number: an async `__call__` made
+    it look async too (an "can't be used in 'await' expression" error per rollout)."""
+    with pytest.raises(TypeError, match=rf"{cls.__name__}\(\)"):
+        Rubric(funcs=[cls])
+    assert Rubric(funcs=[cls()]).get_reward_func_names() == [cls.__name__]
+
+
+async def test_a_class_whose_instances_are_numbers_scores_both_ways() -> None:
+    assert RewardSpec.of(Score).is_async is False
+    rubric = Rubric(funcs=[Score])
+    state = {"prompt": PROMPT, "completion": COMPLETION, "answer": "4"}
+    score = await rubric.score_rollout(PROMPT, COMPLETION, "4", {})
+    assert rubric.score_state_sync(state) == (score.reward, score.metrics) == (1.0, score.metrics)

@@ -12,6 +12,7 @@ import pytest
 from scripted_models import scripted
 from tool_calls import tool_call as call
 
+import vfgym as vf
 from vfgym.rubrics import Rubric
 from vfgym.sandbox import DockerSandbox
 from vfgym.sandbox.env import SandboxEnv
@@ -367,3 +368,34 @@ async def test_the_bash_tool_says_how_to_run_a_script_in_the_noexec_workspace(
     direct, interpreted = [m["content"] for m in out.completion[0] if m["role"] == "tool"][1:]
     assert "Permission denied" in direct  # as the description warns
     assert interpreted.strip() == "ran"
+
+
+COUNTDOWN_ROWS = [{"question": "Count down from 2.", "answer": "2"}]
+
+
+async def run_in(code: str, box: DockerSandbox) -> str:
+    """Run code.
+
+    Args:
+        code: The code.
+    """
+    return (await box.run_python(code)).summary()
+
+
+async def run_code(code: str, sandbox: DockerSandbox) -> str:
+    """Run code.
+
+    Args:
+        code: The code.
+    """
+    return (await sandbox.run_python(code)).summary()
+
+
+def test_a_sandbox_parameter_under_another_name_says_to_call_it_sandbox() -> None:
+    with pytest.raises(TypeError, match=r"'run_in'.*'box'.*name it `sandbox`"):
+        SandboxEnv(tools=[run_in], dataset=COUNTDOWN_ROWS)
+
+
+def test_a_sandbox_tool_in_a_plain_tool_env_says_to_use_a_sandbox_env() -> None:
+    with pytest.raises(ValueError, match=r"'sandbox'.*vf\.SandboxEnv"):
+        vf.ToolEnv(tools=[run_code], dataset=COUNTDOWN_ROWS)

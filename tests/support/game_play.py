@@ -22,6 +22,8 @@ from vfgym.sandbox.result import ExecResult
 from vfgym.types import ChatMessage, GenerateOutputs, Messages, State
 
 Policy = Callable[[Messages], ChatMessage]
+
+
 POLICIES = ("reference", "random")
 
 
@@ -94,3 +96,16 @@ async def reference_in_sandbox(
     reply = {"role": "tool", "content": result.summary(), "tool_call_id": call["id"]}
     final = env.reference_policy([*prompt, {"role": "assistant", "content": ""}, reply])
     return source, result, env.final_answer([final])
+
+
+def slips_then(policy: Any, slips: int) -> Any:
+    """A policy that first sends `slips` unreadable replies, then plays `policy`."""
+    sent = [0]
+
+    def play_on(messages: list[dict[str, Any]]) -> dict[str, str]:
+        if sent[0] < slips:
+            sent[0] += 1
+            return {"role": "assistant", "content": "<move>?</move>"}
+        return policy(messages)
+
+    return play_on

@@ -1,4 +1,5 @@
-"""A Qwen-style chat template over the byte vocabulary, and the feedback game the token-processing tests play with it."""
+"""A Qwen-style chat template over the byte vocabulary, and the feedback game the token-
+processing tests play with it."""
 
 from __future__ import annotations
 

@@ -35,3 +35,13 @@ ADD_TOOL = {
 
 
 CALL = {"function": {"name": "add", "arguments": '{"a": 2, "b": 3}'}}
+
+
+def call(name: str, arguments: Any, call_id: str | None = None) -> dict[str, Any]:
+    """A tool call as a model may send it: arguments as given when text (malformed
+    JSON included), JSON otherwise, and an id only when `call_id` is given."""
+    raw = arguments if isinstance(arguments, str) else json.dumps(arguments)
+    out: dict[str, Any] = {"type": "function", "function": {"name": name, "arguments": raw}}
+    if call_id is not None:
+        out["id"] = call_id
+    return out

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal, Optional
 
 import pytest
 
+from vfgym.tools import schema as tools
 from vfgym.tools.schema import Tool, convert_func_to_oai_tool, parse_docstring
 
 
@@ -165,9 +167,6 @@ def test_callable_objects_and_async_functions() -> None:
     assert schema["parameters"]["required"] == ["url"]
 
 
-# -- argument validation --------------------------------------------------------------
-
-
 def test_valid_arguments_get_defaults_filled_in() -> None:
     tool = Tool.from_function(search)
     assert tool.validate({"query": "cats", "tags": [1, 2]}) == {
@@ -251,3 +250,67 @@ def test_hiding_a_parameter_that_does_not_exist_is_an_error() -> None:
 
     with pytest.raises(ValueError, match=r"no parameter\(s\) \['session'\] to hide"):
         Tool.from_function(run, hidden_args=["session"])
+
+
+def repeat(text: str, times: int) -> str:
+    """Repeat a text."""
+    return text * min(times, 3)
+
+
+def totals(counts: list[int]) -> int:
+    """Sum counts."""
+    return sum(counts)
+
+
+#: Python's default limit on the digits of an integer read from text.
+MAX_INTEGER_DIGITS = 4300
+
+
+TOO_LONG = "9" * (MAX_INTEGER_DIGITS + 700)
+
+
+@pytest.mark.parametrize(
+    ("func", "arguments", "where"),
+    [
+        (repeat, {"text": "a", "times": TOO_LONG}, "times"),
+        (repeat, {"text": "a", "times": "-" + TOO_LONG}, "times"),
+        (totals, {"counts": [1, TOO_LONG]}, "counts.1"),
+    ],
+)
+def test_an_integer_with_too_many_digits_is_named_in_the_projects_words(
+    func: Any, arguments: dict[str, Any], where: str
+) -> None:
+    with pytest.raises(ValueError) as caught:
+        Tool.from_function(func).validate(arguments)
+    message = str(caught.value)
+    assert (
+        f"{where}: the integer has {MAX_INTEGER_DIGITS + 700} digits, too long to read; "
+        f"send an integer of at most {MAX_INTEGER_DIGITS} digits"
+    ) in message
+    assert "exceeded maximum size" not in message and "set_int_max_str_digits" not in message
+
+
+def test_a_float_too_large_for_an_integer_says_to_send_digits() -> None:
+    with pytest.raises(ValueError) as caught:
+        Tool.from_function(repeat).validate({"text": "a", "times": 1e20})
+    message = str(caught.value)
+    assert "times: 1e+20 is too large to read as an integer" in message
+    assert "send the integer's digits, with no decimal point or exponent" in message
+    assert Tool.from_function(repeat).validate({"text": "a", "times": 10**20})["times"] == 10**20
+
+
+def test_json_arguments_with_a_too_long_integer_literal_are_refused_in_the_projects_words() -> None:
+    """`json.loads` fails on such a literal with Python's own wording ("Exceeds the
+    limit (4300 digits) for integer string conversion ... sys.set_int_max_str_digits()"),
+    which tells the model nothing it can do."""
+    assert tools.MAX_INTEGER_DIGITS == MAX_INTEGER_DIGITS
+    decoder = json.JSONDecoder(parse_int=tools.read_json_integer)
+    assert decoder.decode('{"n": -12, "m": [3]}') == {"n": -12, "m": [3]}
+    with pytest.raises(ValueError) as caught:
+        decoder.decode(f'{{"times": {TOO_LONG}}}')
+    message = str(caught.value)
+    assert message.startswith(
+        f"an integer in the arguments has {MAX_INTEGER_DIGITS + 700} digits, too long to read"
+    )
+    assert f"send an integer of at most {MAX_INTEGER_DIGITS} digits" in message
+    assert "set_int_max_str_digits" not in message

@@ -5,6 +5,7 @@ message type, responses with text logprobs, and a `/tokenize` that cannot answer
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import socket
 from collections.abc import Awaitable, Callable, Iterator
@@ -16,12 +17,18 @@ from aiohttp import web
 from loopback_http import ScriptedServer, serve_posts
 
 import vfgym as vf
+from vfgym.envs import SingleTurnEnv
 from vfgym.errors import MissingTokenIdsError, ServerTokenizerError
 from vfgym.inference.server import ByteTokenizer, ModelServer
+from vfgym.results.jsonl import RESULTS_FILE
 from vfgym.training.processing import ServerTokenizer, process_env_results
 
 TOKENIZER = ByteTokenizer()
+
+
 WANT_IDS = {"extra_body": {"return_token_ids": True}, "logprobs": True}
+
+
 TEXT_IDS = {"logprobs": 1, "extra_body": {"return_token_ids": True}}
 
 
@@ -70,9 +77,6 @@ def processed(env: vf.Environment, out: Any, **kwargs: Any) -> vf.ProcessedOutpu
     return env.process_env_results(
         out.prompt, out.completion, out.state, out.reward, TOKENIZER, **kwargs
     )
-
-
-# -- States read back from results.jsonl ----------------------------------------------------
 
 
 def test_a_resumed_chat_run_with_the_responses_column_processes_like_the_original(
@@ -143,9 +147,6 @@ def test_completion_mode_states_without_start_indices_name_the_missing_column(
         processed(env, again)
 
 
-# -- rewards as results.jsonl holds them ----------------------------------------------------
-
-
 @pytest.mark.parametrize("reward", [None, math.inf, -math.inf, math.nan], ids=repr)
 def test_a_reward_that_is_not_a_finite_number_carries_no_signal(
     server: ModelServer, reward: Any
@@ -169,9 +170,6 @@ def test_a_reward_that_is_not_a_number_is_named(server: ModelServer) -> None:
         env.process_env_results(out.prompt, out.completion, out.state, ["high"], TOKENIZER)
 
 
-# -- responses with text logprobs and no ids ------------------------------------------------
-
-
 def test_logprobs_without_token_ids_say_how_to_ask_for_the_ids(server: ModelServer) -> None:
     """`logprobs=True` alone gives text tokens; the error said only "logprob tokens are
     text, not ids"."""
@@ -180,9 +178,6 @@ def test_logprobs_without_token_ids_say_how_to_ask_for_the_ids(server: ModelServ
     assert out.state[0]["responses"][0].choices[0].logprobs.content
     with pytest.raises(MissingTokenIdsError, match="return_token_ids"):
         processed(env, out)
-
-
-# -- outputs of the other message type ------------------------------------------------------
 
 
 def test_completion_mode_outputs_processed_as_chat_name_the_message_type() -> None:
@@ -210,9 +205,6 @@ def test_chat_outputs_processed_as_completion_mode_name_the_message_type(
             TOKENIZER,
             message_type="completion",
         )
-
-
-# -- a /tokenize endpoint that cannot answer ------------------------------------------------
 
 
 def free_port() -> int:
@@ -254,9 +246,6 @@ async def test_a_tokenize_answer_without_tokens_is_named() -> None:
         await runner.cleanup()
 
 
-# -- tools given per rollout ----------------------------------------------------------------
-
-
 def test_per_rollout_tool_lists_of_another_length_are_refused(server: ModelServer) -> None:
     """Three tool lists for two rollouts were rendered as one tool list of lists: a
     prompt no server saw, with no error."""
@@ -282,3 +271,75 @@ def test_max_seq_len_none_is_no_limit_and_a_float_is_refused(server: ModelServer
     for bad in (512.0, True, "512"):
         with pytest.raises(TypeError, match="max_seq_len must be a whole number"):
             env.process_env_results(*args, max_seq_len=bad)
+
+
+TOKEN_IDS_AND_LOGPROBS = {"logprobs": True, "extra_body": {"return_token_ids": True}}
+
+
+SAY_HI = [{"role": "user", "content": "Say hi."}]
+
+
+def chat_body(logprobs: list[Any]) -> str:
+    """A chat completion answering "hi" (ids 104, 105 in bytes) with `logprobs`,
+    as JSON text: Python's encoder writes -Infinity and NaN as a lax server does."""
+    content = [
+        {"token": f"token_id:{i}", "logprob": lp, "bytes": [i], "top_logprobs": []}
+        for i, lp in zip((104, 105), logprobs, strict=True)
+    ]
+    body = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "m",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "hi"},
+                "finish_reason": "stop",
+                "logprobs": {"content": content},
+                "token_ids": [104, 105],
+            }
+        ],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
+    }
+    return json.dumps(body)
+
+
+async def run_and_resume(
+    server: ScriptedServer, tmp_path: Path
+) -> tuple[vf.ProcessedOutputs, vf.ProcessedOutputs, list[dict[str, Any]]]:
+    """The run's processed outputs live, then as a resume reads them back from disk."""
+    env = SingleTurnEnv(dataset=[{"prompt": SAY_HI, "answer": "hi"}])
+    client = server.client()
+    kwargs: dict[str, Any] = {"results_path": tmp_path, "state_columns": ["responses"]}
+    first = await env.evaluate(client, "m", TOKEN_IDS_AND_LOGPROBS, **kwargs)
+    assert not first.state[0].get("error"), first.state[0].get("error")
+    again = await env.evaluate(client, "m", TOKEN_IDS_AND_LOGPROBS, resume=True, **kwargs)
+    assert len(server.bodies) == 1  # the resume generated nothing
+    lines = (tmp_path / RESULTS_FILE).read_text(encoding="utf-8").splitlines()
+    records = [json.loads(line) for line in lines]
+
+    def process(out: vf.GenerateOutputs) -> vf.ProcessedOutputs:
+        return env.process_env_results(out.prompt, out.completion, out.state, out.reward, TOKENIZER)
+
+    return process(first), process(again), records
+
+
+def same(a: list[float], b: list[float]) -> bool:
+    return all((math.isnan(x) and math.isnan(y)) or x == y for x, y in zip(a, b, strict=True))
+
+
+@pytest.mark.parametrize("missing", [None, -math.inf, math.nan], ids=["null", "-Infinity", "NaN"])
+async def test_a_logprob_that_is_no_number_processes_as_missing_live_and_read_back(
+    scripted: Any, tmp_path: Path, missing: Any
+) -> None:
+    """results.jsonl writes a logprob that is null or not a finite number as null; it
+    read back as `float(None)`, a TypeError, and a live null failed the same way. Both
+    are a token without a logprob: 0.0, as when the server sends no logprobs at all."""
+    server = await scripted((200, chat_body([-0.5, missing]), {}))
+    live, resumed, records = await run_and_resume(server, tmp_path)
+    content = records[0]["state"]["responses"][0]["choices"][0]["logprobs"]["content"]
+    assert content[1]["logprob"] is None  # strict JSON: what a reader must cope with
+    assert live.completion_logprobs == [[-0.5, 0.0]]
+    assert resumed == live
+    assert live.completion_ids == [[104, 105]]

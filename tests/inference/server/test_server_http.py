@@ -21,9 +21,6 @@ from vfgym.types import Messages
 HELLO = [{"role": "user", "content": "hello"}]
 
 
-# -- listening --------------------------------------------------------------------------------
-
-
 def test_a_fixed_port_can_be_served_again_right_after_a_stop() -> None:
     """Stopping closes the clients' keep-alive connections, leaving the port in TIME_WAIT
     (as `with ModelServer(...).running() as s: env.evaluate_sync(s.sync_client(), ...)` does);
@@ -48,9 +45,6 @@ def test_a_taken_port_names_the_port_and_what_to_do() -> None:
     assert caught.value.errno == errno.EADDRINUSE
     assert f"127.0.0.1:{port}" in str(caught.value)
     assert "port=0" in str(caught.value)
-
-
-# -- request validation -----------------------------------------------------------------------
 
 
 async def test_an_oversized_body_is_a_413_in_the_openai_error_shape(model_server) -> None:
@@ -90,8 +84,6 @@ async def test_a_request_without_a_model_is_a_400_not_an_unknown_model(model_ser
     assert "model" in payload["error"]["message"] and "['a', 'b']" in payload["error"]["message"]
 
 
-# -- context overflow in each server's wording ------------------------------------------------
-
 # How OpenAI, vLLM (older, 0.9-0.11, newest) and SGLang word a request whose
 # max tokens reach past the window; {w} window, {p} prompt tokens, {c} completion.
 OVERFLOW_WORDINGS = {
@@ -110,6 +102,8 @@ OVERFLOW_WORDINGS = {
     "for the completion. Please reduce the number of tokens in the input messages or the "
     "completion to fit within the limit.",
 }
+
+
 WINDOW, PROMPT = 4096, 1000
 
 

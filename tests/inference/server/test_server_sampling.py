@@ -20,12 +20,15 @@ from vfgym.inference.server import ByteTokenizer, ModelServer, assistant_text, p
 from vfgym.inference.server.faults import parse_fault
 
 TOK = ByteTokenizer()
+
+
 HELLO = [{"role": "user", "content": "hello"}]
+
+
 SUB = {"type": "function", "function": {"name": "sub", "parameters": {"type": "object"}}}
+
+
 CALL = {"function": {"name": "add", "arguments": '{"a": 2, "b": 3}'}}
-
-
-# -- max_tokens: a reply needs room for its end token -----------------------------------------
 
 
 def test_a_reply_that_fills_max_tokens_exactly_ends_with_length() -> None:
@@ -58,9 +61,6 @@ async def test_a_reply_that_fills_the_context_window_exactly_ends_with_length(
         chunks = [chunk async for chunk in response]
     assert "".join(c.choices[0].delta.content or "" for c in chunks) == "y" * 10
     assert chunks[-1].choices[0].finish_reason == "length"
-
-
-# -- stop strings are generated tokens too ---------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -109,9 +109,6 @@ async def test_a_stop_string_inside_a_tool_call_ends_the_turn_as_text(model_serv
     assert choice.token_ids == TOK.encode(cut)
 
 
-# -- tool_choice ------------------------------------------------------------------------------
-
-
 @pytest.mark.parametrize("stream", [False, True])
 @pytest.mark.parametrize(
     ("tool_choice", "finish"),
@@ -147,9 +144,6 @@ async def test_the_finish_reason_of_a_tool_call_follows_tool_choice_as_on_openai
     assert (reason, names) == (finish, ["add"])
 
 
-# -- text completions: parameters vLLM refuses ----------------------------------------------
-
-
 def test_suffix_on_text_completions_is_a_400() -> None:
     """vLLM answers `suffix` with a 400 ("suffix is not currently supported"); ignoring
     it would hand a fill-in-the-middle client a plain continuation without a word."""
@@ -160,9 +154,6 @@ def test_suffix_on_text_completions_is_a_400() -> None:
     assert caught.value.param == "suffix"
     assert "suffix" in caught.value.message
     assert "prompt" in caught.value.message  # says what to do instead
-
-
-# -- policies that raise, or answer oddly ---------------------------------------------------
 
 
 def _exhausted_sync() -> Any:
@@ -248,9 +239,6 @@ def test_by_turn_refuses_a_single_string_for_its_script() -> None:
         policies.by_turn("hi")
 
 
-# -- faults -----------------------------------------------------------------------------------
-
-
 @pytest.mark.parametrize("seconds", [math.inf, math.nan, "inf"])
 @pytest.mark.parametrize("kind", ["slow", "429"])
 def test_a_fault_whose_seconds_are_not_finite_is_refused(kind: str, seconds: Any) -> None:
@@ -262,9 +250,6 @@ def test_a_fault_whose_seconds_are_not_finite_is_refused(kind: str, seconds: Any
         with pytest.raises(ValueError, match="finite"):
             server.inject_faults((kind, seconds))
         assert server.pending_faults == 0
-
-
-# -- seed ----------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("seed", ["7", 1.5, True, 2**64])
@@ -281,3 +266,24 @@ def test_a_seed_that_is_no_64_bit_integer_is_a_400(seed: Any) -> None:
                 create(model="m", seed=seed, **kwargs)
         ok = client.chat.completions.create(model="m", messages=HELLO, seed=-(2**63))
     assert ok.choices[0].message.content == "hello"
+
+
+LONG = "the answer is forty two"  # 23 tokens
+
+
+GO = [{"role": "user", "content": "go"}]
+
+
+async def test_the_server_answers_length_when_max_tokens_cuts_a_chat_reply(model_server) -> None:
+    server = await model_server(policies.constant(LONG))
+    client = server.client()
+    cut = await client.chat.completions.create(model="m", messages=GO, max_tokens=5)
+    whole = await client.chat.completions.create(model="m", messages=GO, max_tokens=100)
+    assert (cut.choices[0].finish_reason, cut.choices[0].message.content) == ("length", LONG[:5])
+    assert (whole.choices[0].finish_reason, whole.choices[0].message.content) == ("stop", LONG)
+
+
+async def test_the_server_answers_length_when_max_tokens_cuts_a_text_reply(model_server) -> None:
+    server = await model_server(policies.constant(LONG))
+    cut = await server.client().completions.create(model="m", prompt="go", max_tokens=5)
+    assert (cut.choices[0].finish_reason, cut.choices[0].text) == ("length", LONG[:5])

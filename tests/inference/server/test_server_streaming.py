@@ -18,10 +18,10 @@ import aiohttp
 import openai
 import pytest
 from scripted_models import echo
-from tool_calls import ADD_TOOL
-from tool_calls import CALL
+from tool_calls import ADD_TOOL, CALL
 
 from vfgym.inference.server import policies
+from vfgym.inference.server.tokenizer import ByteTokenizer
 
 HELLO = [{"role": "user", "content": "héllo, 日本"}]
 NAMED_CALL = {"id": "call_named", "type": "function", **CALL}
@@ -31,6 +31,9 @@ UNNAMED_CALL = {"function": {"name": "add", "arguments": {"a": 1, "b": "ü"}}}
 async def _chunks(stream: Any) -> list[Any]:
     """Every chunk of an async openai stream."""
     return [chunk async for chunk in stream]
+
+
+TOK = ByteTokenizer()
 
 
 def _choice_steps(chunks: list[Any], index: int) -> list[Any]:

@@ -1,15 +1,11 @@
-"""Functions as tools, as tool authors write them and as models call them.
-
-Each test builds a real `Tool` from a function, or drives a real ToolEnv (through
-`env_response`, or a rollout with the real `openai` client against the project's
-model server on loopback): the schema must be valid JSON that says what the
-function takes, and a bad call must come back as a message saying what to send.
-"""
+"""Functions as tools, as tool authors write them and as models call them: defaults,
+partials, docstrings, and arguments sent as JSON text."""
 
 from __future__ import annotations
 
 import functools
 import json
+import logging
 import math
 from typing import Annotated, Any
 
@@ -17,11 +13,14 @@ import pydantic
 import pytest
 from scripted_models import scripted
 
+import vfgym as vf
 from vfgym.envs import ToolEnv
 from vfgym.tools.schema import Tool, parse_docstring
 from vfgym.types import State
 
 QUESTION = [{"role": "user", "content": "Go."}]
+
+
 ROWS = [{"prompt": QUESTION, "answer": "ok"}]
 
 
@@ -41,9 +40,6 @@ def parameters(func: Any) -> dict[str, Any]:
     return Tool.from_function(func).schema["function"]["parameters"]
 
 
-# -- the schema is JSON a server accepts ------------------------------------------------
-
-
 def clamp(x: float, high: float = math.inf, low: float = -math.inf) -> float:
     """Clamp a number.
 
@@ -52,70 +48,6 @@ def clamp(x: float, high: float = math.inf, low: float = -math.inf) -> float:
         high: The largest value allowed.
     """
     return max(low, min(x, high))
-
-
-def test_a_non_finite_default_leaves_a_schema_that_is_strict_json() -> None:
-    params = parameters(clamp)
-    json.dumps(params, allow_nan=False)  # what the openai client sends: no Infinity, no NaN
-    assert params["properties"]["high"] == {
-        "type": "number",
-        "description": "The largest value allowed.",
-    }
-    assert params["required"] == ["x"]
-    assert Tool.from_function(clamp).validate({"x": 2.0}) == {
-        "x": 2.0,
-        "high": math.inf,
-        "low": -math.inf,
-    }
-
-
-async def test_a_tool_with_an_infinite_default_can_be_offered_to_a_model(model_server) -> None:
-    server = await model_server(scripted([call("clamp", {"x": 7.5, "high": 5})], "ok"))
-    env = ToolEnv(tools=[clamp], dataset=ROWS)
-    out = await env.evaluate(server.client(), "m")
-    assert "error" not in out.state[0], out.state[0].get("error")
-    assert out.completion[0][1]["content"] == "5.0"
-    sent = server.requests[0]["tools"][0]["function"]["parameters"]
-    assert "default" not in sent["properties"]["high"]
-
-
-# -- defaults ---------------------------------------------------------------------------
-
-
-def test_a_none_default_makes_the_parameter_nullable() -> None:
-    def page(query: str, limit: int = None, tags: list[str] = None) -> str:  # noqa: RUF013
-        """Page through results."""
-        return query
-
-    params = parameters(page)
-    assert params["properties"]["limit"] == {
-        "anyOf": [{"type": "integer"}, {"type": "null"}],
-        "default": None,
-    }
-    assert params["properties"]["tags"]["anyOf"][-1] == {"type": "null"}
-    tool = Tool.from_function(page)
-    # The schema says null is the default: sending it must be accepted.
-    assert tool.validate({"query": "q", "limit": None}) == {
-        "query": "q",
-        "limit": None,
-        "tags": None,
-    }
-    assert tool.validate({"query": "q", "limit": "3"})["limit"] == 3
-
-
-def test_null_for_a_parameter_with_a_default_says_to_leave_it_out() -> None:
-    def fetch(url: str, retries: int = 3) -> str:
-        """Fetch a page."""
-        return url
-
-    with pytest.raises(ValueError) as caught:
-        Tool.from_function(fetch).validate({"url": "u", "retries": None})
-    message = str(caught.value)
-    assert "retries: Input should be a valid integer" in message
-    assert "got null" in message and "leave retries out to use its default, 3" in message
-
-
-# -- functools.partial ------------------------------------------------------------------
 
 
 class Client:
@@ -135,43 +67,6 @@ def search(query: str, client: Client, token: str, limit: int = 3) -> str:
         limit: How many hits.
     """
     return client.get(query, token)
-
-
-def test_keywords_bound_by_a_partial_are_not_offered() -> None:
-    tool = functools.partial(search, client=Client(), token="SECRET-TOKEN")
-    params = parameters(tool)
-    assert list(params["properties"]) == ["query", "limit"]
-    assert params["required"] == ["query"]
-    assert "SECRET" not in json.dumps(params)
-
-
-async def test_the_model_cannot_override_a_keyword_bound_by_a_partial() -> None:
-    env = ToolEnv(tools=[functools.partial(search, client=Client(), token="SECRET")], dataset=ROWS)
-    replies, state = await answer(
-        env,
-        call("search", {"query": "cats", "token": "stolen"}, "bad"),
-        call("search", {"query": "cats"}, "good"),
-    )
-    assert replies[0]["content"].startswith("Error: invalid arguments for search: token: ")
-    assert "the parameters of search are: query, limit" in replies[0]["content"]
-    assert replies[1]["content"] == "cats as SE"
-    assert [entry["ok"] for entry in state["tool_call_log"]] == [False, True]
-
-
-# -- descriptions -----------------------------------------------------------------------
-
-
-def test_annotated_text_describes_a_parameter() -> None:
-    def pick(count: Annotated[int, "How many to pick."], seed: Annotated[int, "Unused"] = 0):
-        """Pick some.
-
-        Args:
-            seed: The random seed.
-        """
-
-    props = parameters(pick)["properties"]
-    assert props["count"] == {"type": "integer", "description": "How many to pick."}
-    assert props["seed"]["description"] == "The random seed."  # the docstring comes first
 
 
 DOCSTRINGS = {
@@ -279,6 +174,108 @@ DOCSTRINGS = {
 }
 
 
+class Point(pydantic.BaseModel):
+    x: int
+    y: int = 0
+
+
+def plot(points: list[Point], style: dict[str, str] | None = None, label: str = "") -> str:
+    """Plot points."""
+    return f"{[(p.x, p.y) for p in points]} {style} {label}"
+
+
+def test_a_non_finite_default_leaves_a_schema_that_is_strict_json() -> None:
+    params = parameters(clamp)
+    json.dumps(params, allow_nan=False)  # what the openai client sends: no Infinity, no NaN
+    assert params["properties"]["high"] == {
+        "type": "number",
+        "description": "The largest value allowed.",
+    }
+    assert params["required"] == ["x"]
+    assert Tool.from_function(clamp).validate({"x": 2.0}) == {
+        "x": 2.0,
+        "high": math.inf,
+        "low": -math.inf,
+    }
+
+
+async def test_a_tool_with_an_infinite_default_can_be_offered_to_a_model(model_server) -> None:
+    server = await model_server(scripted([call("clamp", {"x": 7.5, "high": 5})], "ok"))
+    env = ToolEnv(tools=[clamp], dataset=ROWS)
+    out = await env.evaluate(server.client(), "m")
+    assert "error" not in out.state[0], out.state[0].get("error")
+    assert out.completion[0][1]["content"] == "5.0"
+    sent = server.requests[0]["tools"][0]["function"]["parameters"]
+    assert "default" not in sent["properties"]["high"]
+
+
+def test_a_none_default_makes_the_parameter_nullable() -> None:
+    def page(query: str, limit: int = None, tags: list[str] = None) -> str:  # noqa: RUF013
+        """Page through results."""
+        return query
+
+    params = parameters(page)
+    assert params["properties"]["limit"] == {
+        "anyOf": [{"type": "integer"}, {"type": "null"}],
+        "default": None,
+    }
+    assert params["properties"]["tags"]["anyOf"][-1] == {"type": "null"}
+    tool = Tool.from_function(page)
+    # The schema says null is the default: sending it must be accepted.
+    assert tool.validate({"query": "q", "limit": None}) == {
+        "query": "q",
+        "limit": None,
+        "tags": None,
+    }
+    assert tool.validate({"query": "q", "limit": "3"})["limit"] == 3
+
+
+def test_null_for_a_parameter_with_a_default_says_to_leave_it_out() -> None:
+    def fetch(url: str, retries: int = 3) -> str:
+        """Fetch a page."""
+        return url
+
+    with pytest.raises(ValueError) as caught:
+        Tool.from_function(fetch).validate({"url": "u", "retries": None})
+    message = str(caught.value)
+    assert "retries: Input should be a valid integer" in message
+    assert "got null" in message and "leave retries out to use its default, 3" in message
+
+
+def test_keywords_bound_by_a_partial_are_not_offered() -> None:
+    tool = functools.partial(search, client=Client(), token="SECRET-TOKEN")
+    params = parameters(tool)
+    assert list(params["properties"]) == ["query", "limit"]
+    assert params["required"] == ["query"]
+    assert "SECRET" not in json.dumps(params)
+
+
+async def test_the_model_cannot_override_a_keyword_bound_by_a_partial() -> None:
+    env = ToolEnv(tools=[functools.partial(search, client=Client(), token="SECRET")], dataset=ROWS)
+    replies, state = await answer(
+        env,
+        call("search", {"query": "cats", "token": "stolen"}, "bad"),
+        call("search", {"query": "cats"}, "good"),
+    )
+    assert replies[0]["content"].startswith("Error: invalid arguments for search: token: ")
+    assert "the parameters of search are: query, limit" in replies[0]["content"]
+    assert replies[1]["content"] == "cats as SE"
+    assert [entry["ok"] for entry in state["tool_call_log"]] == [False, True]
+
+
+def test_annotated_text_describes_a_parameter() -> None:
+    def pick(count: Annotated[int, "How many to pick."], seed: Annotated[int, "Unused"] = 0):
+        """Pick some.
+
+        Args:
+            seed: The random seed.
+        """
+
+    props = parameters(pick)["properties"]
+    assert props["count"] == {"type": "integer", "description": "How many to pick."}
+    assert props["seed"]["description"] == "The random seed."  # the docstring comes first
+
+
 @pytest.mark.parametrize("case", list(DOCSTRINGS))
 def test_docstring_styles(case: str) -> None:
     doc, summary, args = DOCSTRINGS[case]
@@ -304,19 +301,6 @@ def test_a_numpy_docstring_describes_the_schema() -> None:
         "x": {"type": "number", "description": "The number."},
         "times": {"type": "integer", "default": 2, "description": "The factor."},
     }
-
-
-# -- nested JSON sent as text -----------------------------------------------------------
-
-
-class Point(pydantic.BaseModel):
-    x: int
-    y: int = 0
-
-
-def plot(points: list[Point], style: dict[str, str] | None = None, label: str = "") -> str:
-    """Plot points."""
-    return f"{[(p.x, p.y) for p in points]} {style} {label}"
 
 
 def test_an_array_or_object_sent_as_json_text_is_read_as_json() -> None:
@@ -352,9 +336,6 @@ async def test_a_call_with_json_text_for_a_list_reaches_the_tool() -> None:
     assert state["tool_call_log"][0]["ok"] is True
 
 
-# -- unknown and missing arguments ------------------------------------------------------
-
-
 async def test_an_unknown_argument_is_answered_with_the_parameters_there_are() -> None:
     def weather(city: str, unit: str = "C") -> str:
         """The weather in a city."""
@@ -378,9 +359,6 @@ def test_an_argument_to_a_tool_without_parameters_says_it_takes_none() -> None:
     assert str(caught.value) == (
         "invalid arguments for roll: sides: Extra inputs are not permitted; roll takes no arguments"
     )
-
-
-# -- argument text the JSON parser must not take as it is -------------------------------
 
 
 async def test_deeply_nested_arguments_become_an_error_message() -> None:
@@ -412,3 +390,117 @@ async def test_nan_and_infinity_are_refused_as_not_json(constant: str) -> None:
         and f"{constant} is not a JSON" in (replies[0]["content"])
     )
     assert seen == []
+
+
+COUNTDOWN_ROWS = [{"question": "Count down from 2.", "answer": "2"}]
+
+
+def add(a: int, b: int) -> int:
+    """Add two whole numbers.
+
+    Args:
+        a: The first number.
+        b: The second number.
+    """
+    return a + b
+
+
+def total(*numbers: int) -> int:
+    """Add numbers.
+
+    Args:
+        numbers: The numbers.
+    """
+    return sum(numbers)
+
+
+def untyped(a, b):  # type: ignore[no-untyped-def]
+    return a + b
+
+
+def test_tools_given_as_one_function_say_to_pass_a_list() -> None:
+    with pytest.raises(TypeError, match=r"tools=\[add\]"):
+        vf.ToolEnv(tools=add, dataset=COUNTDOWN_ROWS)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "tool",
+    [{"type": "function", "function": {"name": "add"}}, None, "add"],
+)
+def test_a_tool_that_is_no_function_is_named_as_such(tool: Any) -> None:
+    with pytest.raises(TypeError, match=r"tool 0 .* not a function.*pass the function itself"):
+        vf.ToolEnv(tools=[tool], dataset=COUNTDOWN_ROWS)
+
+
+def test_a_tool_with_star_args_is_warned_about_with_a_list_parameter(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Its `*numbers` is not offered (a model sends named arguments): the author hears
+    so, and what to write instead, rather than finding a tool the model calls with nothing."""
+    with caplog.at_level(logging.WARNING, logger="vfgym.tools.schema"):
+        env = vf.ToolEnv(tools=[total], dataset=COUNTDOWN_ROWS)
+    assert env.oai_tools[0]["function"]["parameters"]["properties"] == {}
+    warned = [r.getMessage() for r in caplog.records if r.name == "vfgym.tools.schema"]
+    assert len(warned) == 1 and "'total' takes *numbers" in warned[0]
+    assert "`numbers: list[int]`" in warned[0]
+
+
+def test_a_tool_without_type_hints_or_docstring_is_warned_about(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="vfgym.tools.schema"):
+        vf.ToolEnv(tools=[untyped, add], dataset=COUNTDOWN_ROWS)
+    warned = [r.getMessage() for r in caplog.records if r.name == "vfgym.tools.schema"]
+    assert len(warned) == 1, warned  # `add` is described in full
+    assert "'untyped'" in warned[0] and "a, b" in warned[0] and "docstring" in warned[0]
+
+
+async def test_two_plain_tools_sync_and_async_with_optional_and_raising(
+    model_server: Any,
+) -> None:
+    """The author's happy path: defaults and Optional stay optional; a raise is told."""
+
+    def price(item: str, quantity: int = 1, currency: str | None = None) -> str:
+        """Price of an item.
+
+        Args:
+            item: The item.
+            quantity: How many.
+            currency: A currency code, or none for dollars.
+        """
+        if item != "pear":
+            raise KeyError(f"unknown item {item!r}")
+        return f"{3 * quantity} {currency or 'USD'}"
+
+    async def halve(x: float) -> float:
+        """Half of x.
+
+        Args:
+            x: The number.
+        """
+        return x / 2
+
+    def call(name: str, arguments: str, call_id: str) -> dict[str, Any]:
+        return {
+            "id": call_id,
+            "type": "function",
+            "function": {"name": name, "arguments": arguments},
+        }
+
+    env = vf.ToolEnv(tools=[price, halve], dataset=COUNTDOWN_ROWS, max_turns=3)
+    params = env.oai_tools[0]["function"]["parameters"]
+    assert params["required"] == ["item"]
+    server = await model_server(
+        scripted(
+            [
+                call("price", '{"item": "pear"}', "c1"),
+                call("price", '{"item": "plum", "currency": null}', "c2"),
+                call("halve", '{"x": 3}', "c3"),
+            ],
+            "done",
+        )
+    )
+    out = await env.evaluate(server.client(), "m")
+    tool_replies = [m["content"] for m in out.completion[0] if m["role"] == "tool"]
+    assert tool_replies == ["3 USD", "Error: KeyError: \"unknown item 'plum'\"", "1.5"]
+    assert out.state[0]["tools_called"] == ["price", "price", "halve"]

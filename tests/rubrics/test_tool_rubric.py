@@ -1,66 +1,91 @@
-"""`\\boxed 5` without braces, and ToolRubric's handling of tool calls that name no tool."""
+"""ToolRubric: counting a rollout's tool calls, from the completion or from the
+environment's own record."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import pytest
-from test_rubrics import PROMPT, call, search
+from openai.types.chat import ChatCompletionMessageToolCall
 
-from vfgym.parsers import extract_boxed_answer
-from vfgym.rubrics import REWARD_ERRORS, ToolRubric
-
-# -- extract_boxed_answer: the brace-less argument ----------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        ("The answer is \\boxed 5", "5"),
-        ("The answer is \\boxed 5 and that is final.", "5"),
-        ("so \\fbox 7", "7"),
-        ("\\boxed  -12", "-12"),  # the spaces LaTeX skips after a control word
-        ("$\\boxed 5$", "5"),  # the closing `$` ends math mode, not part of the answer
-        ("\\boxed \\frac{1}{2} is it", "\\frac{1}{2}"),  # braces inside the token kept whole
-        ("\\boxed \\text{a b}", "\\text{a b}"),  # a space inside a group does not end it
-        ("\\boxed{1} then \\boxed 2", "2"),  # the last box wins, whichever its form
-        ("\\boxed 2 then \\boxed{1}", "1"),
-        ("\\boxed {5}", "5"),  # a space before the brace is still the braced form
-    ],
+from vfgym.rubrics import (
+    REWARD_ERRORS,
+    ToolRubric,
 )
-def test_a_boxed_argument_without_braces_is_the_answer(text: str, expected: str) -> None:
-    assert extract_boxed_answer(text) == expected
+
+PROMPT = [{"role": "user", "content": "What is 2+2?"}]
 
 
-@pytest.mark.parametrize(
-    "text",
-    [
-        "no box here, the answer is 5",
-        "",
-        "\\boxedx 5",  # another control word, not \boxed
-        "it ends with \\boxed",
-        "it ends with \\boxed  ",
-        "\\boxed \\frac{1",  # a token whose group never closes is no complete box
-    ],
-)
-def test_text_without_a_complete_box_is_returned_as_is(text: str) -> None:
-    assert extract_boxed_answer(text) == text
+COMPLETION = [{"role": "assistant", "content": "<answer>4</answer>"}]
 
 
-def test_an_empty_box_is_an_empty_answer() -> None:
-    assert extract_boxed_answer("so \\boxed{}") == ""
-    assert extract_boxed_answer("\\boxed{3} then \\boxed{}") == ""
+def search(query: str) -> str:
+    """Search."""
+    return query
 
 
-def test_a_trailing_bare_boxed_falls_back_to_the_last_complete_box() -> None:
-    assert extract_boxed_answer("\\boxed{3} and then \\boxed") == "3"
-    assert extract_boxed_answer("\\boxed 3 and then \\boxed ") == "3"
+def calculator(expression: str) -> str:
+    """Calculate."""
+    return expression
 
 
-# -- ToolRubric: calls that name no tool --------------------------------------------------
+def call(name: str) -> dict:
+    return {"id": name, "type": "function", "function": {"name": name, "arguments": "{}"}}
+
+
+async def test_tool_rubric_counts_calls_from_the_completion() -> None:
+    rubric = ToolRubric(tools=[search, calculator])
+    assert rubric.get_reward_func_names() == [
+        "total_tool_calls",
+        "search_calls",
+        "calculator_calls",
+    ]
+    assert rubric.get_reward_weights() == [0.0, 0.0, 0.0]
+    assert [t["function"]["name"] for t in rubric.oai_tools] == ["search", "calculator"]
+    as_object = ChatCompletionMessageToolCall.model_validate(call("calculator"))
+    completion = [
+        {"role": "assistant", "content": "", "tool_calls": [call("search"), call("search")]},
+        {"role": "tool", "content": "r", "tool_call_id": "search"},
+        {"role": "assistant", "content": None, "tool_calls": [as_object]},
+        {"role": "assistant", "content": "done"},
+    ]
+    result = await rubric.score_rollout(PROMPT, completion, "", {})
+    assert result.metrics == {
+        "total_tool_calls": 3.0,
+        "search_calls": 2.0,
+        "calculator_calls": 1.0,
+        REWARD_ERRORS: 0.0,
+    }
+    assert result.reward == 0.0
+
+
+async def test_tool_rubric_prefers_the_environments_record() -> None:
+    rubric = ToolRubric(tools=[search, {"type": "function", "function": {"name": "lookup"}}])
+    state = {"tools_called": [{"name": "search"}, "lookup", {"name": "search", "args": {}}]}
+    result = await rubric.score_rollout(PROMPT, COMPLETION, "", state)
+    assert result.metrics["total_tool_calls"] == 3.0
+    assert result.metrics["search_calls"] == 2.0
+    assert result.metrics["lookup_calls"] == 1.0
+
+
+def total_tool(x: int) -> int:
+    """A tool whose count would be named like the total."""
+    return x
+
+
+def test_tool_rubric_says_which_tool_name_clashes() -> None:
+    with pytest.raises(ValueError, match=r"'total_tool'.*total_tool_calls.*rename"):
+        ToolRubric(tools=[total_tool])
+    with pytest.raises(ValueError, match="two tools named 'search'"):
+        ToolRubric(tools=[search, functools.partial(search)])
+
 
 NONE_TOOL = {"type": "function", "function": {"name": "None", "parameters": {}}}
+
+
 SEVEN_TOOL = {"type": "function", "function": {"name": "7", "parameters": {}}}
+
 
 NAMELESS_CALLS: list[Any] = [
     {"id": "a", "type": "function", "function": {"arguments": "{}"}},
