@@ -18,9 +18,8 @@ from scripted_models import scripted
 from tool_calls import call
 
 import vfgym.gym as vgym
-from vfgym.envs import EnvGroup, MultiTurnEnv, SingleTurnEnv, StatefulToolEnv, ToolEnv
+from vfgym.envs import EnvGroup, StatefulToolEnv, ToolEnv
 from vfgym.envs.environment import Environment
-from vfgym.rubrics import Rubric
 from vfgym.types import Messages, State
 
 
@@ -36,9 +35,6 @@ def add(a: int, b: int) -> int:
         b: The second addend.
     """
     return a + b
-
-
-# ------------------------------------------------------------- tool call ids
 
 
 async def test_repeated_call_ids_in_one_turn_get_replies_that_tell_the_calls_apart(
@@ -77,9 +73,6 @@ def test_an_action_repeating_a_call_id_is_refused_before_the_episode_changes(cal
     ok = turn(call("add", {"a": 1, "b": 2}, "c1"), call("add", {"a": 3, "b": 4}))
     observation, *_ = calculator.step(ok)
     assert observation == "3\n\n7"
-
-
-# ------------------------------------------------ StatefulToolEnv: update_tool_args
 
 
 def read_file(path: str, workspace: dict) -> str:
@@ -146,9 +139,6 @@ def test_update_tool_args_that_breaks_the_call_is_the_environments_error(mode, e
         assert observation == "secret"
     finally:
         good.close()
-
-
-# ------------------------------------------------------------ EnvGroup: Gym
 
 
 class Bare(Environment):
@@ -225,25 +215,6 @@ def test_gym_refuses_an_env_group_with_a_member_it_cannot_step():
         vgym.GymEnv(group)
 
 
-def test_env_group_step_reward_only_when_every_member_has_one():
-    with_both = EnvGroup([GuessEnv(num_examples=1), GuessEnv(num_examples=1)], ["a", "b"])
-    env = vgym.GymEnv(with_both, per_step_reward=True)
-    try:
-        env.reset(options={"index": 1})
-        _, reward, *_ = env.step("5")  # the target is 1: a miss
-        assert reward == pytest.approx(-0.1)
-    finally:
-        env.close()
-    mixed, *_ = calc_and_guess()
-    with pytest.raises(ValueError, match="step_reward"):
-        vgym.GymEnv(mixed, per_step_reward=True)
-
-
-def test_env_group_refuses_a_max_turns_of_its_own():
-    with pytest.raises(TypeError, match="each member environment keeps its own"):
-        EnvGroup([GuessEnv(num_examples=1)], ["g"], max_turns=3)
-
-
 def test_gym_make_builds_an_env_group():
     vgym.register("vfgym-test/Group-v0", lambda **kw: calc_and_guess()[0])
     try:
@@ -255,99 +226,3 @@ def test_gym_make_builds_an_env_group():
             env.close()
     finally:
         gym.registry.pop("vfgym-test/Group-v0", None)
-
-
-# ------------------------------------------------------ EnvGroup: generate
-
-
-def echo_system(messages: list[dict[str, Any]]) -> str:
-    return messages[0]["content"] if messages[0]["role"] == "system" else "(no system prompt)"
-
-
-async def test_env_group_generate_formats_raw_rows_with_their_members_prompts(model_server):
-    tools = ToolEnv(tools=[add], dataset=[{"question": "q"}], system_prompt="Use tools.")
-    plain = SingleTurnEnv(dataset=[{"question": "q"}], system_prompt="Be brief.")
-    group = EnvGroup([tools, plain], env_names=["tools", "plain"])
-    server = await model_server(echo_system)
-    rows = [{"question": "hi", "task": "plain"}, {"question": "yo", "task": "tools"}]
-    out = await group.generate(rows, server.client(), "m")
-    assert [c[-1]["content"] for c in out.completion] == ["Be brief.", "Use tools."]
-    assert out.task == ["plain", "tools"] and out.example_id == [0, 1]
-    assert "tools" not in server.requests[0] and "tools" in server.requests[1]
-
-
-@pytest.mark.parametrize("row", [{"question": "hi"}, {"question": "hi", "task": "chess"}])
-async def test_env_group_generate_refuses_a_raw_row_without_a_member(model_server, row):
-    group = EnvGroup([SingleTurnEnv(dataset=[{"question": "q"}])], env_names=["plain"])
-    server = await model_server(echo_system)
-    with pytest.raises(ValueError, match=r"input row 0 has no .prompt.*tasks are \[.plain.\]"):
-        await group.generate([row], server.client(), "m")
-    assert server.requests == []
-
-
-class Ranked(Rubric):
-    """Ranks the batch's answers by length in `score_group`, then rewards the rank."""
-
-    async def score_group(self, states: list[State], **kwargs: Any) -> None:
-        answers = kwargs["completions"]
-        order = sorted(range(len(states)), key=lambda i: len(answers[i][-1]["content"]))
-        for rank, i in enumerate(order):
-            states[i]["rank"] = float(rank)
-
-
-def rank(state: State) -> float:
-    return state["rank"]
-
-
-async def test_env_group_rubric_runs_each_members_score_group():
-    ranked = SingleTurnEnv(dataset=[{"question": "q"}], rubric=Ranked(funcs=[rank]))
-    group = EnvGroup([ranked, SingleTurnEnv(dataset=[{"question": "q"}])], ["ranked", "plain"])
-    texts, tasks = ["xxx", "y", "zz", "w"], ["ranked", "plain", "ranked", "plain"]
-    states = [
-        {"prompt": [], "completion": [{"role": "assistant", "content": t}], "task": task}
-        for t, task in zip(texts, tasks, strict=True)
-    ]
-    scores = await group.rubric.score_rollouts(
-        [[]] * 4, [s["completion"] for s in states], [""] * 4, states, tasks, [{}] * 4
-    )
-    assert scores.reward[0] == 1.0 and scores.reward[2] == 0.0  # ranked within its task
-    assert not any(s.get("reward_errors") for s in states)
-
-
-class Closing(GuessEnv):
-    """A member holding something to release (as a SandboxEnv holds containers)."""
-
-    def __init__(self, closed: list[str], name: str, fail: bool = False) -> None:
-        super().__init__(num_examples=1)
-        self.closed, self.name, self.fail = closed, name, fail
-
-    async def aclose(self) -> None:
-        self.closed.append(self.name)
-        if self.fail:
-            raise RuntimeError(f"{self.name} could not release")
-
-
-async def test_env_group_aclose_releases_every_member_even_when_one_fails():
-    closed: list[str] = []
-    group = EnvGroup(
-        [Closing(closed, "a", fail=True), GuessEnv(num_examples=1), Closing(closed, "b")],
-        ["a", "plain", "b"],
-    )
-    with pytest.raises(RuntimeError, match="a could not release"):
-        await group.aclose()
-    assert closed == ["a", "b"]
-    # A Gym env that owns the group releases it on close.
-    closed.clear()
-    owner = vgym.GymEnv(EnvGroup([Closing(closed, "c")], ["c"]), owns_environment=True)
-    owner.reset(seed=0)
-    owner.close()
-    assert closed == ["c"]
-
-
-def test_member_hooks_reached_through_the_group_are_the_members():
-    """The group's hook API (what `vfgym play` and the adapter call) is the member's."""
-    group, _, guess = calc_and_guess()
-    assert isinstance(group, MultiTurnEnv)
-    state = {"task": "guess", "game_state": {"guesses": [1], "won": False}}
-    assert group.render_state(state) == guess.render_state(state)
-    assert group.render_state({"task": "calc"}) == ""

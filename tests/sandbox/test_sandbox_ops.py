@@ -206,3 +206,25 @@ def test_cli_turns_a_failed_engine_request_into_an_error_message(
     err = capsys.readouterr().err
     assert code == 1
     assert err.startswith("error:") and "engine storage failure" in err and "doctor" in err, err
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        # A string such as "false" is truthy: it silently turned networking on.
+        ({"network": "false"}, "network must be True or False"),
+        ({"network": 1}, "network must be True or False"),
+        ({"timeout": True}, "timeout must be a positive number"),
+        ({"start_timeout": True}, "start_timeout must be a positive number"),
+        ({"labels": None}, "labels must be a dict"),
+        ({"labels": "team=a"}, "labels must be a dict"),
+        ({"labels": {"team": 1}}, "labels must map str to str"),
+        ({"workspace": 5}, "workspace must be an absolute directory path"),
+        ({"user": 10001}, "user must be numeric ids"),
+        ({"image": 5}, "image must be an image name"),
+        ({"docker_host": 5}, "docker_host must be"),
+    ],
+)
+def test_config_refuses_odd_types_with_a_clear_error(changes: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        SandboxConfig(**changes)
