@@ -1,5 +1,6 @@
-"""The seed type reference as a contract: each check runs real rollouts against the
-project's own model server on loopback and holds vfgym to the reference's shapes."""
+"""The verifiers type reference as a contract: GenerateOutputs, RolloutScores,
+GenerateInputs and ProcessedOutputs keep the reference's shapes and load back from JSON.
+Each check runs real rollouts against the project's own model server on loopback."""
 
 from __future__ import annotations
 

@@ -1,11 +1,8 @@
-"""`vfgym eval` stopped by SIGTERM or by a cancellation of its task, not by Ctrl-C.
-
-Either must end as Ctrl-C does: the finished rollouts kept, the command that continues
-printed, a non-zero exit code (143 for SIGTERM, as shells report a process it ended;
-130 for a cancellation) and no traceback. The model is a real `ModelServer` on
-loopback whose policy holds a chosen rollout until the test releases it, so the stop
-lands mid-run every time, however fast or slow the machine.
-"""
+"""`vfgym eval` stopped and started again: SIGTERM or a cancelled task ends a run as Ctrl-C
+does (finished rollouts kept, the command that continues printed, a non-zero exit code),
+Ctrl-C while the environment loads says how to start again, a resume whose data changed
+is refused before the built-in server starts; and runs refused before they start: a
+model name the server does not serve, a run too large to hold."""
 
 from __future__ import annotations
 
@@ -364,18 +361,18 @@ def suggested_command(err: str) -> list[str]:
 # An environment found by module name whose rows come from a file in the working
 # directory: rewriting the file changes the dataset while every setting (and so
 # the whole command line) stays the same.
-DATA_PLUGIN = "vfgym_resume_hunt_data"
+DATA_PLUGIN = "vfgym_resume_data"
 
 
 DATA_PLUGIN_SOURCE = '''
-"""guess-the-number with the seed written in ./hunt-seed.txt (a test plugin)."""
+"""guess-the-number with the seed written in ./plugin-seed.txt (a test plugin)."""
 from pathlib import Path
 
 from vfgym.games.guess_the_number import load_environment as guess_the_number
 
 
 def load_environment():
-    seed = int(Path("hunt-seed.txt").read_text())
+    seed = int(Path("plugin-seed.txt").read_text())
     return guess_the_number(num_examples=2, seed=seed, difficulty="easy")
 '''
 
@@ -385,7 +382,7 @@ def data_plugin(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[str]:
     """The plugin module on sys.path (dropped from sys.modules after the test); its env id."""
-    root = tmp_path_factory.mktemp("resume-hunt-plugin")
+    root = tmp_path_factory.mktemp("resume-plugin")
     (root / f"{DATA_PLUGIN}.py").write_text(DATA_PLUGIN_SOURCE)
     monkeypatch.syspath_prepend(str(root))
     sys.modules.pop(DATA_PLUGIN, None)  # each test imports its own copy
@@ -430,7 +427,7 @@ def test_changed_dataset_is_refused_before_the_built_in_server_starts(
     message as ever, but before the built-in server starts (which announces itself
     on stderr with its address once it serves)."""
     args = ["eval", data_plugin, "-n", "2", "-r", "1"]
-    (tmp_path / "hunt-seed.txt").write_text("0")
+    (tmp_path / "plugin-seed.txt").write_text("0")
     code, _, err = run([*args, "-o", "run"], capsys)
     assert code == 0, err
     assert "built-in server at http://" in err  # what a started server prints
@@ -438,7 +435,7 @@ def test_changed_dataset_is_refused_before_the_built_in_server_starts(
         (tmp_path / "run" / "metadata.json").rename(tmp_path / "metadata.json.bak")
     before = (tmp_path / "run" / "results.jsonl").read_bytes()
 
-    (tmp_path / "hunt-seed.txt").write_text("1")  # the dataset changes, the command does not
+    (tmp_path / "plugin-seed.txt").write_text("1")  # the dataset changes, the command does not
     code, out, err = run([*args, "--resume", "run"], capsys)
     assert code == 2, err
     assert out == ""

@@ -1,6 +1,7 @@
-"""Input rows that bring their own `prompt` are checked before any rollout starts, as
-dataset rows are when an environment is built: a bad message is refused naming the input
-row and saying what to give instead, not sent to the model server on every rollout.
+"""What `generate`/`evaluate` accept before any rollout starts: input rows that bring their
+own `prompt` (a bad message is refused naming the row), the opening a completion takes,
+sampling arguments (`n`, `stream`, caller values over the environment's),
+`num_examples`, `rollouts_per_example` and `max_concurrent`.
 
 Every test runs a real environment against the project's own model server on loopback.
 """

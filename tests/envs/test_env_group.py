@@ -1,5 +1,7 @@
-"""EnvGroup at its edges: nested groups, and sync members' blocking hooks under an
-event loop (the Gym adapter's `areset`/`astep`)."""
+"""EnvGroup: nested groups, tasks and env names its members claim, processing with each
+member's tools, settings the group refuses to hold of its own (a token budget,
+max_turns), raw rows formatted by their members, its rubric and close, and sync members'
+blocking hooks under an event loop (the Gym adapter's `areset`/`astep`)."""
 
 from __future__ import annotations
 

@@ -196,7 +196,7 @@ def toy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.syspath_prepend(str(tmp_path))
 
     def make(source: str) -> str:
-        module = f"vf_loader_hunt_{next(_numbers)}_{tmp_path.name[-8:]}".replace("-", "_")
+        module = f"vf_loader_args_{next(_numbers)}_{tmp_path.name[-8:]}".replace("-", "_")
         header = textwrap.dedent(
             """\
             from __future__ import annotations

@@ -1,4 +1,6 @@
-"""Rollout-engine defects an environment author meets, each pinned by a test.
+"""MultiTurnEnv's rollout loop as an environment author meets it: turn limits,
+`setup_state`/`init_state` hooks that return the wrong thing, env responses of the wrong
+type, text prompts in a chat environment, info shared by reference and token budgets.
 
 Every test runs real environments against the project's own model server.
 """

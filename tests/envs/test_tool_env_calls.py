@@ -1,4 +1,4 @@
-"""ToolEnv calls at the edges: odd names, missing ids, odd signatures and odd results.
+"""ToolEnv calls: odd names, missing ids, odd signatures and odd results.
 
 Each test drives a real ToolEnv (directly through `env_response`, or through a rollout
 against the project's model server on loopback) or a real `Tool` built from a function.

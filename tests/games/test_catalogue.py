@@ -1,6 +1,6 @@
-"""Edge cases of the catalogue found by reading the rules against the real games:
-inputs that hang a tool or a rubric, knobs whose combinations never occur, limits
-that a setting slips past."""
+"""The catalogue as a whole, checked against the real games: rules every game shares (a
+move ending with a full stop, invalid-move and turn limits, knobs of the wrong type,
+seeds, example counts and the train/eval split) and the wording of counts of one."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""GymEnv at its edges: notebooks, copies, token budgets, hooks and inputs that misbehave."""
+"""GymEnv under misuse: notebooks, copies, token budgets, hooks and inputs that misbehave."""
 
 from __future__ import annotations
 

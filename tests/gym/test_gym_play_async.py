@@ -1,4 +1,7 @@
-"""Defects a Gymnasium user met in the play helpers and in how infos leave vector workers."""
+"""The async play helpers (`aplay_episode`, `aplay_vector`) and how infos leave vector
+workers: the caller's loop stays free, a failing policy call cancels the other sub-envs'
+calls, a policy that takes no observation is refused before reset, and messages a worker
+wrapper changed in place arrive changed."""
 
 from __future__ import annotations
 
@@ -43,7 +46,7 @@ class AskingGuessEnv(GuessEnv):
         return GuessEnv.env_response(self, messages, state)
 
 
-ASKING_ID = "vfgym-hunt/AskingGuess-v0"
+ASKING_ID = "vfgym-play-test/AskingGuess-v0"
 
 
 @pytest.fixture(scope="module", autouse=True)

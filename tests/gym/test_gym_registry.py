@@ -201,13 +201,13 @@ def test_a_made_sandbox_env_runs_one_sandbox_unless_told_otherwise():
             env.close()
 
 
-FUNCTION_ID = "eco-hunt/Guess-v0"
+FUNCTION_ID = "eco-test/Guess-v0"
 
 
-STRING_ID = "eco-hunt/GuessByPath-v0"
+STRING_ID = "eco-test/GuessByPath-v0"
 
 
-LAMBDA_ID = "eco-hunt/GuessLambda-v0"
+LAMBDA_ID = "eco-test/GuessLambda-v0"
 
 
 @pytest.fixture

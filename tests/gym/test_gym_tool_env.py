@@ -1,10 +1,7 @@
-"""Tool environments and EnvGroup at their edges, driven through the Gym adapter
-(`step()` with tool calls) and through `generate` against the loopback model server.
-
-What the existing tests already cover (bad JSON, unknown tools, wrong argument types,
-raising tools, result kinds and caps, hidden arguments sent by the model, EnvGroup
-routing of rollouts and metrics) is not repeated here.
-"""
+"""Tool environments and EnvGroup driven through the Gym adapter (`step()` with tool
+calls): repeated call ids, `update_tool_args` that breaks a call, EnvGroup rows that
+follow the seed and name their member, members the adapter cannot step, and `gym.make`
+of an EnvGroup."""
 
 from __future__ import annotations
 

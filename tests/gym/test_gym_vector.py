@@ -273,8 +273,8 @@ def test_a_vector_option_given_to_a_single_env_says_where_it_goes(make, wanted: 
 def test_a_per_step_reward_that_is_not_a_bool_is_refused() -> None:
     # "no" is truthy: taken as it is, it would turn per-step rewards on.
     with pytest.raises(ValueError, match="per_step_reward must be True or False"):
-        vgym.register("vfgym-hunt3/PerStep-v0", "wordle", per_step_reward="no")
-    assert gym.registry.get("vfgym-hunt3/PerStep-v0") is None
+        vgym.register("vfgym-vector-test/PerStep-v0", "wordle", per_step_reward="no")
+    assert gym.registry.get("vfgym-vector-test/PerStep-v0") is None
     with pytest.raises(TypeError, match="per_step_reward must be True or False"):
         gym.make("vfgym/Wordle-v0", per_step_reward="no")
     env = gym.make("vfgym/Wordle-v0", per_step_reward=np.bool_(True))

@@ -1,4 +1,6 @@
-"""Edges of the model client over real loopback HTTP: odd bodies, Retry-After, backoff caps."""
+"""The model client over real loopback HTTP: odd response bodies, Retry-After and backoff
+caps, quotas that say not to retry, replies without a message, errors sent with status
+200."""
 
 from __future__ import annotations
 

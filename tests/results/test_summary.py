@@ -1,6 +1,6 @@
-"""Edge cases of summaries and the HTML report: runs where nothing was scored, metrics
-that are missing or NaN, text that is hostile, not valid Unicode or huge, and
-metadata written before credentials were redacted."""
+"""Summaries of a run: runs where nothing was scored, metrics that failed or are missing on
+some rollouts, token counts that are not numbers, statistics and histograms near the
+float limits, and a printed summary that is always valid UTF-8."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""Rubrics beyond the base one, used as a user would: judge replies of odd shapes, judge
-settings that would break every request, groups given settings of their own, classes
-given as reward functions, and a group scored at a Gym episode's end."""
+"""JudgeRubric against the project's model server: one question per rollout, sync clients,
+replies of odd shapes (content parts, no text, no message, errors sent with status 200),
+sampling settings that would break every request, judge prompts that cannot be filled,
+and failures recorded as errors."""
 
 from __future__ import annotations
 

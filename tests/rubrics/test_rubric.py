@@ -1,4 +1,6 @@
-"""Rubrics: argument injection, sync/async scoring, errors, groups, tool counts, the judge."""
+"""Rubric: the arguments each reward function receives, sync and async scoring, errors
+recorded never as a silent zero, batches of rollouts, and functions that cannot be
+scored (generators, unhashable callables, a single function for a list)."""
 
 from __future__ import annotations
 

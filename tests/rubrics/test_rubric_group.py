@@ -1,4 +1,6 @@
-"""Rubric defects met with unusual reward functions, weights and group hooks, each pinned."""
+"""RubricGroup: summed rewards and merged metrics, errored rollouts, its members'
+`score_group` hooks (in an EnvGroup too), settings of its own it refuses, its members'
+own parsers, and Gym episodes scored as on the event loop."""
 
 from __future__ import annotations
 

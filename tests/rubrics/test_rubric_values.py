@@ -1,4 +1,7 @@
-"""Rubric edge cases: odd return values and weights, partials, tool names, empty judge replies."""
+"""What reward functions return and how they are weighed: non-finite, complex and
+unconvertible values, fractions and numpy numbers, weights of every kind and when they
+are checked, partials' bound keywords, classes given as reward functions, and scoring a
+State alone."""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Sandbox edge cases, each shown against a real Docker Engine (runc)."""
+"""Sandbox commands and sessions at their limits, each against a real Docker Engine (runc):
+sessions that died, output cut to the limit, shell commands that cannot run, NaN limits
+and timeouts, file modes, reset, container removal, cancelled closes and frozen
+sandboxes."""
 
 from __future__ import annotations
 

@@ -85,7 +85,7 @@ def test_build_on_an_unpullable_base_does_not_claim_a_debian_fallback(
     logs: list[str] = []
     # An explicit base is checked before anything is built.
     with pytest.raises(SandboxImageError, match="vfgym-no-such-base"):
-        build_image(docker_client, base="vfgym-no-such-base:ops-hunt", force=True, log=logs.append)
+        build_image(docker_client, base="vfgym-no-such-base:ops-test", force=True, log=logs.append)
     assert logs and not any("Debian" in line for line in logs), logs
 
 

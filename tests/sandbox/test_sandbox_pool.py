@@ -1,6 +1,6 @@
 """The pool's lifecycle under failure and concurrency, against a real Docker Engine.
 
-Each test shows one defect that was found: a close that is cancelled or that
+Each test shows one case: a close that is cancelled or that
 races a start, an acquire made while the pool warms up, a sandbox used after its
 lease, a pool closed under a running call, a pool used from a second event loop,
 and a second cancellation while a slot is given up. Waits that hung before the

@@ -190,7 +190,7 @@ def scale(x: float, times: int, label: str, exact: bool) -> str:
         # the same checks as pydantic for everything else: coerced or refused
         ({"x": 2, "times": 2, "label": "a", "exact": True}, {"x": 2.0}),
         ({"x": 1.5, "times": "3", "label": "a", "exact": False}, {"times": 3}),
-        # ... except a boolean for a number: refused (see test_tools_hunt2)
+        # ... except a boolean for a number: refused (see test_tool_arguments.py)
         ({"x": 1.5, "times": True, "label": "a", "exact": False}, ValueError),
         ({"x": 1.5, "times": 2, "label": "a", "colour": 1}, ValueError),
         ({"x": 1.5, "times": 2, "label": "a"}, ValueError),

@@ -137,7 +137,7 @@ async def test_a_tool_choice_vllm_accepts_is_served(
     model_server, tools: list[Any] | None, tool_choice: Any
 ) -> None:
     """(A forced tool_choice, "required" or named, is served when the policy calls the
-    tool: see tests/test_server_hunt3.py.)"""
+    tool: see the forced tool_choice tests in this file.)"""
     server = await model_server(policies.echo)
     async with server.client() as client:
         response = await client.chat.completions.create(
