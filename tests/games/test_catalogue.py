@@ -100,26 +100,6 @@ def test_the_default_turn_limits_are_unchanged_for_the_default_invalid_moves() -
     assert maze.load_environment(num_examples=1, difficulty="easy").max_turns == 2 * 16 + 2
 
 
-@pytest.mark.parametrize(
-    ("name", "kwargs", "message"),
-    [
-        ("minesweeper", {"mines": True}, "mines must be a whole number"),
-        ("sokoban", {"boxes": True}, "boxes must be a whole number"),
-        ("tower_of_hanoi", {"disks": True}, "disks must be a whole number"),
-        ("maze", {"view": "partial", "radius": True}, "radius must be a whole number"),
-        ("maze", {"view": "partial", "radius": 1.5}, "radius must be a whole number"),
-    ],
-)
-def test_a_count_knob_given_a_bool_or_a_fraction_is_refused_naming_it(
-    name: str, kwargs: dict[str, Any], message: str
-) -> None:
-    """A bool is an int to `isinstance`: `mines=True` played a one-mine game whose every
-    reply said "Mines: True (unflagged: 0)", and `disks=True` a game of "True disks"."""
-    module = importlib.import_module(f"vfgym.games.{name}")
-    with pytest.raises(TypeError, match=message):
-        module.load_environment(num_examples=1, **kwargs)
-
-
 TEXT_GAMES = [
     "connect_four",
     "guess_the_number",
@@ -154,6 +134,11 @@ WRONG_TYPES = [
     ("connect_four", {"opening_plies": 2.0}, "opening_plies must be a whole number"),
     ("connect_four", {"depth": True}, "depth must be a whole number"),
     ("sudoku", {"size": 9.0}, "size must be a whole number"),
+    ("minesweeper", {"mines": True}, "mines must be a whole number"),
+    ("sokoban", {"boxes": True}, "boxes must be a whole number"),
+    ("tower_of_hanoi", {"disks": True}, "disks must be a whole number"),
+    ("maze", {"view": "partial", "radius": True}, "radius must be a whole number"),
+    ("maze", {"view": "partial", "radius": 1.5}, "radius must be a whole number"),
 ]
 
 
@@ -163,7 +148,9 @@ def test_a_knob_of_the_wrong_type_is_refused_naming_it(
 ) -> None:
     """A float, a bool or a str where a count or a flag goes slipped past the range checks
     (a "6.5 guesses" game, `misere="false"` played as misère or a KeyError) or failed far
-    from the knob with Python's own words."""
+    from the knob with Python's own words. A bool is an int to `isinstance`: `mines=True`
+    played a one-mine game whose every reply said "Mines: True (unflagged: 0)", and
+    `disks=True` a game of "True disks"."""
     module = importlib.import_module(f"vfgym.games.{name}")
     with pytest.raises(TypeError, match=message):
         module.load_environment(num_examples=1, **kwargs)

@@ -61,18 +61,13 @@ async def test_a_200_with_a_client_error_body_is_not_retried(scripted) -> None:
     assert len(server.bodies) == 1
 
 
-async def test_a_200_with_empty_choices_is_retried_then_answered(scripted) -> None:
+@pytest.mark.parametrize("client_kind", ["async", "sync"])
+async def test_a_200_with_empty_choices_is_retried_then_answered(scripted, client_kind) -> None:
+    """Async and sync clients alike: an empty `choices` list is a server fault."""
     empty = {**chat_body(), "choices": []}
     server = await scripted((200, empty, {}), OK)
-    response = await request_model_response(server.client(), "m", HELLO, retry=FAST)
-    assert response.choices[0].message.content == "fine"
-    assert len(server.bodies) == 2
-
-
-async def test_a_sync_client_meeting_empty_choices_is_retried_too(scripted) -> None:
-    empty = {**chat_body(), "choices": []}
-    server = await scripted((200, empty, {}), OK)
-    response = await request_model_response(server.sync_client(), "m", HELLO, retry=FAST)
+    client = server.client() if client_kind == "async" else server.sync_client()
+    response = await request_model_response(client, "m", HELLO, retry=FAST)
     assert response.choices[0].message.content == "fine"
     assert len(server.bodies) == 2
 
