@@ -207,17 +207,28 @@ def test_sigterm_handler_is_installed_only_while_eval_runs_and_restored(
         calls.append(signum)
         gate.release.set()  # so that a run that ignored the signal still ends
 
-    previous = signal.signal(signal.SIGTERM, callers_handler)
-    try:
+    main_returned = threading.Event()
 
-        def terminate_mid_run() -> None:
-            wait_for(lambda: gate.blocked.is_set() and len(result_lines(results)) == 1)
+    def terminate_mid_run() -> None:
+        # Never once the run is over: the signal would then reach the test process itself.
+        wait_for(
+            lambda: (
+                main_returned.is_set()
+                or (gate.blocked.is_set() and len(result_lines(results)) == 1)
+            )
+        )
+        if not main_returned.is_set():
             os.kill(os.getpid(), signal.SIGTERM)
 
-        killer = threading.Thread(target=terminate_mid_run, daemon=True)
+    previous = signal.signal(signal.SIGTERM, callers_handler)
+    killer = threading.Thread(target=terminate_mid_run, daemon=True)
+    try:
         killer.start()
-        code = main([*eval_args(server), "-o", "run"])
-        killer.join(timeout=10)
+        try:
+            code = main([*eval_args(server), "-o", "run"])
+        finally:
+            main_returned.set()
+            killer.join(timeout=130)
         assert signal.getsignal(signal.SIGTERM) is callers_handler
     finally:
         signal.signal(signal.SIGTERM, previous)
