@@ -378,3 +378,96 @@ def test_member_hooks_reached_through_the_group_are_the_members():
     state = {"task": "guess", "game_state": {"guesses": [1], "won": False}}
     assert group.render_state(state) == guess.render_state(state)
     assert group.render_state({"task": "calc"}) == ""
+
+
+ROWS = [
+    {"question": "What is 2+2?", "answer": "4"},
+    {"question": "What is 3+3?", "answer": "6"},
+    {"question": "What is 4+4?", "answer": "8"},
+]
+
+
+def answer_sum(messages: Messages) -> str:
+    """A model that can add: reads 'What is a+b?' from the first user turn."""
+    question = next(m["content"] for m in messages if m["role"] == "user")
+    if question.startswith("What is") and "+" in question:
+        a, b = question.removeprefix("What is ").rstrip("?").split("+")
+        return str(int(a) + int(b))
+    return "?"
+
+
+class CountdownSync(MultiTurnEnv):
+    """Plain sync hooks: the environment counts down from info['n'] and ends at zero."""
+
+    def setup_state(self, state: State, **kwargs: Any) -> State:
+        state["left"] = state["info"]["n"]
+        return state
+
+    def is_completed(self, messages: Messages, state: State, **kwargs: Any) -> bool:
+        return state["left"] == 0
+
+    def env_response(self, messages: Messages, state: State, **kwargs: Any):
+        state["left"] -= 1
+        return [{"role": "user", "content": f"{state['left']} left"}], state
+
+
+def turns_taken(state: State) -> float:
+    return float(state["turn"])
+
+
+async def test_env_group_routes_rollouts_and_scoring_by_task(model_server) -> None:
+    from vfgym.envs import EnvGroup
+
+    server = await model_server(answer_sum)
+    math_env = SingleTurnEnv(
+        dataset=ROWS[:2], rubric=Rubric(funcs=[exact]), sampling_args={"temperature": 0.1}
+    )
+    count_env = CountdownSync(
+        dataset=[
+            {"prompt": [{"role": "user", "content": "count"}], "info": {"n": n}} for n in (1, 2)
+        ],
+        rubric=Rubric(funcs=[turns_taken]),
+        sampling_args={"temperature": 0.9},
+    )
+    group = EnvGroup([math_env, count_env], env_names=["math", "count"])
+    rows = group.get_eval_dataset()
+    assert [r["task"] for r in rows] == ["math", "math", "count", "count"]
+    assert [r["example_id"] for r in rows] == [0, 1, 2, 3]
+
+    out = await group.evaluate(server.client(), "m", rollouts_per_example=2)
+    assert out.task == ["math"] * 4 + ["count"] * 4
+    assert out.example_id == [0, 0, 1, 1, 2, 2, 3, 3]
+    assert [s["turn"] for s in out.state] == [1, 1, 1, 1, 1, 1, 2, 2]
+    assert out.reward == [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 2.0, 2.0]
+    exact_column = out.metrics["exact"]
+    assert exact_column[:4] == [1.0] * 4
+    assert out.metrics["turns_taken"][4:] == [1.0, 1.0, 2.0, 2.0]
+    assert all(v != v for v in exact_column[4:])  # NaN: not a metric of that task
+    temperatures = {r["messages"][-1]["content"]: r["temperature"] for r in server.requests}
+    assert temperatures["What is 2+2?"] == 0.1
+    assert temperatures["count"] == 0.9
+
+
+def test_env_group_refuses_an_unknown_task_and_bad_names() -> None:
+    from vfgym.envs import EnvGroup
+
+    group = EnvGroup([SingleTurnEnv(dataset=ROWS)], env_names=["math"])
+    with pytest.raises(KeyError, match=r"no environment for task 'chess'; tasks are \['math'\]"):
+        group.get_env_for_task("chess")
+    with pytest.raises(ValueError, match="unique"):
+        EnvGroup([SingleTurnEnv(dataset=ROWS)] * 2, env_names=["a", "a"])
+    with pytest.raises(ValueError, match="2 environments but 1 env_names"):
+        EnvGroup([SingleTurnEnv(dataset=ROWS)] * 2, env_names=["a"])
+    with pytest.raises(ValueError, match="at least one"):
+        EnvGroup([])
+
+
+def test_env_group_refuses_chat_and_completion_members_together() -> None:
+    from vfgym.envs import EnvGroup
+
+    chat, text = SingleTurnEnv(dataset=ROWS), SingleTurnEnv(dataset=ROWS, message_type="completion")
+    with pytest.raises(ValueError) as caught:
+        EnvGroup([chat, text, chat], env_names=["a", "b", "c"])
+    message = str(caught.value)
+    assert "['a', 'c'] use 'chat' and ['b'] use 'completion'" in message
+    assert "separately" in message

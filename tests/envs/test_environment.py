@@ -18,7 +18,11 @@ ROWS = [
     {"question": "What is 3+3?", "answer": "6"},
     {"question": "What is 4+4?", "answer": "8"},
 ]
+
+
 GO = [{"role": "user", "content": "go"}]
+
+
 FEW_SHOT = [
     {"role": "user", "content": "What is 1+1?"},
     {"role": "assistant", "content": "2"},
@@ -36,9 +40,6 @@ def answer_sum(messages: Messages) -> str:
 
 def exact(completion: Messages, answer: str) -> float:
     return 1.0 if completion[-1]["content"] == answer else 0.0
-
-
-# -- construction ----------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("kind", ["list", "datasets"])
@@ -141,9 +142,6 @@ async def test_completion_message_type_sends_text_prompts(model_server) -> None:
     assert out.completion == [" => cba"]
     assert out.state[0]["stop_reason"] == "completed"
     assert out.state[0]["responses_start_idx"] == [0]
-
-
-# -- the turn loop ------------------------------------------------------------------------
 
 
 class CountdownSync(MultiTurnEnv):
@@ -260,9 +258,6 @@ async def test_env_response_returning_text_in_chat_mode_is_an_error(model_server
     assert "must return (list of messages, state)" in state["error"]["message"]
 
 
-# -- cleanup -----------------------------------------------------------------------------
-
-
 class Tracked(MultiTurnEnv):
     """Records setup and cleanup calls; `info['fail']` makes env_response raise."""
 
@@ -369,9 +364,6 @@ async def test_setup_state_that_returns_nothing_keeps_the_state(model_server) ->
     assert state["stop_reason"] == "completed"
 
 
-# -- budgets and sampling arguments ---------------------------------------------------------
-
-
 async def test_token_budget_clamps_each_turn_and_ends_the_rollout(model_server) -> None:
     server = await model_server(lambda messages: "0123456789")  # 10 byte tokens
     env = CountdownSync(dataset=countdown_rows(100), rollout_token_budget=25)
@@ -451,71 +443,6 @@ async def test_environment_defaults_do_not_leak_between_calls(model_server) -> N
     assert (first["a"], first["b"]) == (1, 2)
     assert second["a"] == 1 and "b" not in second
     assert env.sampling_args["extra_body"] == {"a": 1}
-
-
-# -- EnvGroup ------------------------------------------------------------------------------
-
-
-def turns_taken(state: State) -> float:
-    return float(state["turn"])
-
-
-async def test_env_group_routes_rollouts_and_scoring_by_task(model_server) -> None:
-    from vfgym.envs import EnvGroup
-
-    server = await model_server(answer_sum)
-    math_env = SingleTurnEnv(
-        dataset=ROWS[:2], rubric=Rubric(funcs=[exact]), sampling_args={"temperature": 0.1}
-    )
-    count_env = CountdownSync(
-        dataset=[
-            {"prompt": [{"role": "user", "content": "count"}], "info": {"n": n}} for n in (1, 2)
-        ],
-        rubric=Rubric(funcs=[turns_taken]),
-        sampling_args={"temperature": 0.9},
-    )
-    group = EnvGroup([math_env, count_env], env_names=["math", "count"])
-    rows = group.get_eval_dataset()
-    assert [r["task"] for r in rows] == ["math", "math", "count", "count"]
-    assert [r["example_id"] for r in rows] == [0, 1, 2, 3]
-
-    out = await group.evaluate(server.client(), "m", rollouts_per_example=2)
-    assert out.task == ["math"] * 4 + ["count"] * 4
-    assert out.example_id == [0, 0, 1, 1, 2, 2, 3, 3]
-    assert [s["turn"] for s in out.state] == [1, 1, 1, 1, 1, 1, 2, 2]
-    assert out.reward == [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 2.0, 2.0]
-    exact_column = out.metrics["exact"]
-    assert exact_column[:4] == [1.0] * 4
-    assert out.metrics["turns_taken"][4:] == [1.0, 1.0, 2.0, 2.0]
-    assert all(v != v for v in exact_column[4:])  # NaN: not a metric of that task
-    temperatures = {r["messages"][-1]["content"]: r["temperature"] for r in server.requests}
-    assert temperatures["What is 2+2?"] == 0.1
-    assert temperatures["count"] == 0.9
-
-
-def test_env_group_refuses_an_unknown_task_and_bad_names() -> None:
-    from vfgym.envs import EnvGroup
-
-    group = EnvGroup([SingleTurnEnv(dataset=ROWS)], env_names=["math"])
-    with pytest.raises(KeyError, match=r"no environment for task 'chess'; tasks are \['math'\]"):
-        group.get_env_for_task("chess")
-    with pytest.raises(ValueError, match="unique"):
-        EnvGroup([SingleTurnEnv(dataset=ROWS)] * 2, env_names=["a", "a"])
-    with pytest.raises(ValueError, match="2 environments but 1 env_names"):
-        EnvGroup([SingleTurnEnv(dataset=ROWS)] * 2, env_names=["a"])
-    with pytest.raises(ValueError, match="at least one"):
-        EnvGroup([])
-
-
-def test_env_group_refuses_chat_and_completion_members_together() -> None:
-    from vfgym.envs import EnvGroup
-
-    chat, text = SingleTurnEnv(dataset=ROWS), SingleTurnEnv(dataset=ROWS, message_type="completion")
-    with pytest.raises(ValueError) as caught:
-        EnvGroup([chat, text, chat], env_names=["a", "b", "c"])
-    message = str(caught.value)
-    assert "['a', 'c'] use 'chat' and ['b'] use 'completion'" in message
-    assert "separately" in message
 
 
 async def test_completion_mode_multi_turn_concatenates_text(model_server) -> None:

@@ -305,7 +305,8 @@ async def test_judges_in_a_group_each_score_every_rollout() -> None:
 
 async def judged_without_state(judge: Any, prompt: Any, completion: Any, answer: Any) -> float:
     """A reward function that has no `state` (the type reference lets it default to None)."""
-    return says_yes(await judge(prompt, completion, answer, None))
+    verdict = await judge(prompt, completion, answer, None)
+    return 1.0 if verdict.strip().lower().startswith("yes") else 0.0
 
 
 async def test_the_judge_answers_a_reward_function_that_has_no_state() -> None:
