@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import textwrap
 from fractions import Fraction
 
 import pytest
 from game_play import evaluate_over_http
+from quick_child import finishes_quickly
 from vfgym.games import (
     calculator,
 )
@@ -163,30 +161,15 @@ async def test_a_bad_tool_call_is_answered_and_the_episode_goes_on() -> None:
     assert out.state[0]["tool_call_log"][0]["ok"] is False
 
 
-def _finishes_quickly(code: str, seconds: float = 10.0) -> subprocess.CompletedProcess:
-    """Run `code` in a fresh interpreter, failing the test if it does not end in time
-    (a hang in-process would stall the whole test run)."""
-    try:
-        return subprocess.run(
-            [sys.executable, "-c", textwrap.dedent(code)],
-            capture_output=True,
-            text=True,
-            timeout=seconds,
-            check=True,
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"still running after {seconds} s: {code.strip()}")
-
-
 HUGE_LITERALS = ["1e100000000", "1e-100000000", "2.5E99999999"]
 
 
 def test_calculator_refuses_a_huge_exponent_literal_at_once() -> None:
     """A model's `1e100000000` must be refused like any other too-large value, not make
     the tool compute ten to the hundred millionth."""
-    done = _finishes_quickly(
+    stdout = finishes_quickly(
+        "from vfgym.games.calculator import calculator",
         f"""
-        from vfgym.games.calculator import calculator
         for literal in {HUGE_LITERALS!r}:
             try:
                 calculator(literal)
@@ -194,9 +177,9 @@ def test_calculator_refuses_a_huge_exponent_literal_at_once() -> None:
                 print(exc)
             else:
                 raise SystemExit(f"{{literal}} accepted")
-        """
+        """,
     )
-    assert done.stdout.count("too large") == len(HUGE_LITERALS)
+    assert stdout.count("too large") == len(HUGE_LITERALS)
 
 
 def test_calculator_too_large_literal_says_so_in_its_own_words() -> None:

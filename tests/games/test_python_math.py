@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import textwrap
 from fractions import Fraction
 from typing import Any
 
 import pytest
 from game_play import evaluate_over_http, reference_in_sandbox
+from quick_child import finishes_quickly
 from vfgym.games import (
     python_math,
 )
@@ -142,32 +140,17 @@ async def test_reference_and_random_policies_over_http(sandbox_config: SandboxCo
     assert sum(rnd.reward) == 0.0 and rnd.metrics["tool_calls"] == [0.0] * 6
 
 
-def _finishes_quickly(code: str, seconds: float = 10.0) -> subprocess.CompletedProcess:
-    """Run `code` in a fresh interpreter, failing the test if it does not end in time
-    (a hang in-process would stall the whole test run)."""
-    try:
-        return subprocess.run(
-            [sys.executable, "-c", textwrap.dedent(code)],
-            capture_output=True,
-            text=True,
-            timeout=seconds,
-            check=True,
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"still running after {seconds} s: {code.strip()}")
-
-
 def test_python_math_scoring_an_answer_with_a_huge_exponent_ends_at_once() -> None:
     """The rubric reads the model's answer with `Fraction`; an exponent in the hundreds of
     millions must read as no answer, not stall scoring."""
     answers = ["1e100000000", "(1, 1e-999999999)", "x = 3E99999999"]
-    done = _finishes_quickly(
+    stdout = finishes_quickly(
+        "from vfgym.games.python_math import answers_match",
         f"""
-        from vfgym.games.python_math import answers_match
         print([answers_match(answer, "3") for answer in {answers!r}])
-        """
+        """,
     )
-    assert done.stdout.strip() == "[False, False, False]"
+    assert stdout.strip() == "[False, False, False]"
 
 
 def test_python_math_still_reads_small_exponents() -> None:
