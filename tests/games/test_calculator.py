@@ -5,12 +5,17 @@ from __future__ import annotations
 from fractions import Fraction
 
 import pytest
-from helpers import evaluate_over_http
+from game_play import evaluate_over_http
+from quick_child import finishes_quickly
+from vfgym.games import (
+    calculator,
+)
 from vfgym.games import calculator as calc
 
 import vfgym
 from vfgym.envs.registry import describe
 from vfgym.inference.server import ModelServer
+from vfgym.parsers import XMLParser
 
 
 @pytest.mark.parametrize(
@@ -154,3 +159,45 @@ async def test_a_bad_tool_call_is_answered_and_the_episode_goes_on() -> None:
     assert out.reward == [1.0]
     assert out.metrics["tool_calls"] == [2.0]
     assert out.state[0]["tool_call_log"][0]["ok"] is False
+
+
+HUGE_LITERALS = ["1e100000000", "1e-100000000", "2.5E99999999"]
+
+
+def test_calculator_refuses_a_huge_exponent_literal_at_once() -> None:
+    """A model's `1e100000000` must be refused like any other too-large value, not make
+    the tool compute ten to the hundred millionth."""
+    stdout = finishes_quickly(
+        "from vfgym.games.calculator import calculator",
+        f"""
+        for literal in {HUGE_LITERALS!r}:
+            try:
+                calculator(literal)
+            except ValueError as exc:
+                print(exc)
+            else:
+                raise SystemExit(f"{{literal}} accepted")
+        """,
+    )
+    assert stdout.count("too large") == len(HUGE_LITERALS)
+
+
+def test_calculator_too_large_literal_says_so_in_its_own_words() -> None:
+    """`1e5000` is over the size limit: the message is the tool's, not Python's
+    int-to-string limit (which tells the model to call sys.set_int_max_str_digits)."""
+    with pytest.raises(ValueError, match="too large") as caught:
+        calculator.calculator("1e5000")
+    assert "set_int_max_str_digits" not in str(caught.value)
+    assert calculator.calculator("1e3") == "1000"
+    assert calculator.calculator("2.5e-1 * 4") == "1"
+
+
+def test_a_calculator_answer_with_a_decimal_comma_is_not_a_thousands_number() -> None:
+    assert calc.parse_number("1,5") is None  # 1.5 written the European way, not 15
+    assert calc.parse_number("1,2,5,0") is None
+    assert calc.parse_number("1,250") == 1250 and calc.parse_number("-12,345.5") == -12345.5
+    assert calc.parse_number("7/3") == Fraction(7, 3)
+    parser = XMLParser(["answer"])
+    rubric = calc.build_rubric(parser)
+    completion = [{"role": "assistant", "content": "<answer>1,5</answer>"}]
+    assert rubric.score_rollout_sync([], completion, "15", {}).reward == 0.0

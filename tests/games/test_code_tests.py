@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from typing import Any
 
+import gymnasium
 import pytest
-from helpers import evaluate_over_http, reference_in_sandbox
+from game_play import evaluate_over_http, reference_in_sandbox
 from vfgym.games import code_tests as ct
+from vfgym.games import shell_files as sf
 from vfgym.games._base import item_rng
-from vfgym.games._code_bank import SPECS, reference_function
+from vfgym.games._code_bank import SPECS, Spec, reference_function
 
 import vfgym
+from vfgym.envs.registry import load_environment
+from vfgym.gym import GymEnv
 from vfgym.sandbox import DockerSandbox, SandboxConfig
 
 BANK = {spec.name: spec for spec in SPECS}
@@ -172,3 +177,155 @@ async def test_reference_and_random_policies_over_http(sandbox_config: SandboxCo
     assert [s["tools_called"] for s in ref_out.state] == [["python"]] * 6
     assert sum(rnd.reward) < sum(ref_out.reward)
     assert rnd.metrics["format_reward"] == [1.0] * 6 and rnd.metrics["tool_calls"] == [0.0] * 6
+
+
+def python_call(code: Any = None, raw: str | None = None, call_id: str = "c1") -> dict[str, Any]:
+    """An assistant turn calling the python tool (`raw` sends the arguments text as is)."""
+    arguments = raw if raw is not None else json.dumps({"code": code})
+    function = {"name": "python", "arguments": arguments}
+    return {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [{"id": call_id, "type": "function", "function": function}],
+    }
+
+
+def fenced(code: str) -> str:
+    return f"```python\n{code}\n```"
+
+
+@pytest.fixture
+def code_gym(sandbox_config: SandboxConfig) -> Any:
+    env = load_environment(
+        "code-tests", num_examples=3, seed=0, sandbox_config=sandbox_config, pool_size=1
+    )
+    gym_env = GymEnv(env, owns_environment=True)
+    yield gym_env
+    gym_env.close()
+
+
+def _reference_of(observation: str) -> tuple[Spec, str]:
+    spec, params = ct.identify(observation)
+    return spec, spec.implementation(params)
+
+
+def test_the_code_block_that_defines_the_function_is_the_answer() -> None:
+    """A usage example after the function must not replace the function as the answer."""
+    reply = (
+        "Here it is:\n"
+        + fenced("def dedupe(items):\n    return list(dict.fromkeys(items))")
+        + "\nUsage:\n"
+        + fenced("print(dedupe([1, 1, 2]))")
+    )
+    assert (
+        ct.extract_code(reply, "dedupe")
+        == "def dedupe(items):\n    return list(dict.fromkeys(items))"
+    )
+    assert ct.extract_code(reply) == "print(dedupe([1, 1, 2]))"  # no name: the last block
+    drafts = fenced("def dedupe(items):\n    return items") + fenced(
+        "def dedupe(items):\n    return []"
+    )
+    assert ct.extract_code(drafts, "dedupe") == "def dedupe(items):\n    return []"
+    assert ct.extract_code(fenced("x = 1"), "dedupe") == "x = 1"  # no definition: the last block
+
+
+def test_python3_fences_and_crlf_line_ends_are_read() -> None:
+    assert ct.extract_code("```python3\ndef f():\n    return 1\n```") == "def f():\n    return 1"
+    assert ct.extract_code("```python\r\ndef f():\r\n    return 1\r\n```") is not None
+    assert ct.extract_code("```py3\ndef f(): return 1\n```") == "def f(): return 1"
+
+
+def test_the_order_of_chosen_specs_and_questions_does_not_change_the_items() -> None:
+    names = ["dedupe", "fib_mod", "interleave", "to_base"]
+    one = ct.load_environment(num_examples=12, seed=4, specs=names).dataset
+    other = ct.load_environment(num_examples=12, seed=4, specs=names[::-1]).dataset
+    assert [r["info"] for r in one] == [r["info"] for r in other]
+    asked = ["warn_lines", "find_key", "count_dirs"]
+    one = sf.load_environment(num_examples=8, seed=2, questions=asked).dataset
+    other = sf.load_environment(num_examples=8, seed=2, questions=asked[::-1]).dataset
+    assert [r["info"] for r in one] == [r["info"] for r in other]
+
+
+def test_items_are_pure_functions_of_seed_and_index() -> None:
+    """Item k is the same whether 3 or 9 items are made, and another seed changes it."""
+    for module in (ct, sf):
+        small = module.load_environment(num_examples=3, seed=11).dataset
+        large = module.load_environment(num_examples=9, seed=11).dataset
+        assert [r["info"] for r in small] == [r["info"] for r in large[:3]]
+        assert [r["prompt"] for r in small] == [r["prompt"] for r in large[:3]]
+
+
+@pytest.mark.parametrize(
+    ("name", "kwargs", "error"),
+    [
+        ("code-tests", {"num_examples": 0}, "num_examples"),
+        ("code-tests", {"difficulty": "expert"}, "difficulty"),
+        ("code-tests", {"specs": []}, "specs"),
+        ("code-tests", {"max_turns": 0}, "max_turns"),
+        ("code-tests", {"pool_size": 0}, "pool_size"),
+        ("shell-files", {"num_examples": 0}, "num_examples"),
+        ("shell-files", {"difficulty": "Hard"}, "difficulty"),
+        ("shell-files", {"questions": ["why"]}, "questions"),
+        ("shell-files", {"max_turns": 1}, "max_turns"),
+        ("shell-files", {"max_invalid_moves": 0}, "max_invalid_moves"),
+    ],
+)
+def test_bad_loader_arguments_say_which_argument(
+    name: str, kwargs: dict[str, Any], error: str
+) -> None:
+    with pytest.raises(ValueError, match=error):
+        load_environment(name, **kwargs)
+
+
+def test_code_episode_survives_malformed_calls_and_scores_the_answer(code_gym: GymEnv) -> None:
+    observation, _ = code_gym.reset(seed=0)
+    spec, source = _reference_of(observation)
+    text, reward, terminated, truncated, info = code_gym.step(python_call(raw="{not json"))
+    assert "not valid JSON" in text and (reward, terminated, truncated) == (0.0, False, False)
+    text, *_ = code_gym.step(python_call(code=["print(1)"]))
+    assert "code" in text and "valid string" in text
+    text, *_, info = code_gym.step(python_call("print('héllo ✓ 日本')"))
+    assert text == "héllo ✓ 日本"
+    assert info["state"]["invalid_moves"] == 2  # the two malformed calls
+    answer = f"Done.\n{fenced(source)}\nCheck:\n{fenced(f'print({spec.name})')}"
+    _, reward, terminated, _, info = code_gym.step(answer)
+    assert terminated and reward == 1.0
+    assert info["metrics"]["invalid_moves"] == 2.0 and info["metrics"]["tool_calls"] == 3.0
+    with pytest.raises(gymnasium.error.ResetNeeded):
+        code_gym.step(fenced(source))
+
+
+def test_code_answers_right_wrong_and_partial_are_rewarded_in_proportion(
+    code_gym: GymEnv,
+) -> None:
+    observation, info = code_gym.reset(seed=0, options={"index": 1})
+    spec, source = _reference_of(observation)
+    tests = info["state"]["info"]["tests"]
+    right = fenced(source)
+    wrong = fenced(f"def {spec.name}(*args):\n    return 'nope'")
+    first = json.dumps(tests[0]["args"])
+    partial = fenced(
+        source.replace(f"def {spec.name}(", "def _right(") + f"\ndef {spec.name}(*args):\n"
+        f"    import json\n"
+        f"    return _right(*args) if json.dumps(list(args)) == {first!r} else 'nope'"
+    )
+    rewards = []
+    for answer in (right, wrong, partial):
+        code_gym.reset(seed=0, options={"index": 1})
+        _, reward, terminated, _, step_info = code_gym.step(answer)
+        assert terminated
+        rewards.append((reward, step_info["metrics"]["tests_passed"]))
+    same_as_first = sum(json.dumps(t["args"]) == first for t in tests)
+    assert rewards == [
+        (1.0, float(len(tests))),
+        (0.0, 0.0),
+        (same_as_first / len(tests), float(same_as_first)),
+    ]
+
+
+def test_code_answer_without_code_is_refused_until_the_limit(code_gym: GymEnv) -> None:
+    code_gym.reset(seed=0)
+    for reply, left in (("", "2 more"), ("<answer></answer>", "1 more"), (fenced(""), "last")):
+        text, reward, terminated, _, info = code_gym.step(reply)
+        assert "holds no answer" in text and left in text
+    assert terminated and reward == 0.0 and info["metrics"]["format_reward"] == 0.0

@@ -7,10 +7,14 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import evaluate_over_http, play
+from game_play import evaluate_over_http, play, won
+from vfgym.games import (
+    mastermind,
+)
 from vfgym.games import mastermind as mm
 
 import vfgym
+from vfgym.engine.state import new_state
 from vfgym.errors import InvalidMove
 
 CLASSIC = (4, 6, True)
@@ -122,9 +126,6 @@ def test_bad_knobs_are_refused_clearly(kwargs: dict[str, Any], message: str) -> 
         mm.load_environment(**kwargs)
 
 
-# -- the reference policy --------------------------------------------------------
-
-
 def test_knuth_cracks_every_classic_code_within_five() -> None:
     """The whole decision tree of the classic game: all 1,296 codes."""
     codes = mm.code_space(*CLASSIC)
@@ -162,3 +163,137 @@ def test_reference_wins_every_seed_and_random_does_not(kwargs: dict[str, Any]) -
     assert [play(env, row, env.reference_policy)["reward"] for row in rows] == [1.0] * 50
     rand = [play(env, row, env.make_random_policy(i))["reward"] for i, row in enumerate(rows)]
     assert sum(rand) / 50 < 0.3
+
+
+def fresh_state(env: Any, row: dict[str, Any]) -> dict[str, Any]:
+    """A State set up for `row`, as the rollout loop makes it."""
+    state = new_state(row["prompt"], [], row["answer"], row["task"], row["info"], 0)
+    return env.setup_state(state)
+
+
+def brute_pegs(guess: str, secret: str) -> tuple[int, int]:
+    """Black pegs in place; whites by pairing each remaining guess peg with an unused
+    remaining hidden peg of its colour, one at a time."""
+    black = [g == s for g, s in zip(guess, secret, strict=True)]
+    unused = [s for s, b in zip(secret, black, strict=True) if not b]
+    white = 0
+    for g, b in zip(guess, black, strict=True):
+        if not b and g in unused:
+            unused.remove(g)
+            white += 1
+    return sum(black), white
+
+
+def reference_after_a_slip(env: Any, moves: list[str], slip: str) -> tuple[str, str]:
+    """The reference's next move after `moves`, without and with a refused `slip` after them."""
+    row = env.get_dataset()[0]
+    state = fresh_state(env, row)
+    messages = list(row["prompt"])
+    for move in moves:
+        messages.append({"role": "assistant", "content": f"<move>{move}</move>"})
+        reply, state = env.env_response(messages, state)
+        messages.extend(reply)
+    clean = env.reference_policy(messages)["content"]
+    messages.append({"role": "assistant", "content": f"<move>{slip}</move>"})
+    reply, state = env.env_response(messages, state)
+    assert reply[0]["content"].startswith("Invalid move:")
+    messages.extend(reply)
+    return clean, env.reference_policy(messages)["content"]
+
+
+def test_mastermind_scores_agree_with_a_brute_force_scorer() -> None:
+    rng = random.Random(3)
+    for pegs, colours in ((2, 2), (3, 3), (4, 6), (5, 3), (6, 4)):
+        letters = mm.ALPHABET[:colours]
+        for _ in range(800):
+            guess = "".join(rng.choice(letters) for _ in range(pegs))
+            secret = "".join(rng.choice(letters) for _ in range(pegs))
+            assert mm.score_guess(guess, secret) == brute_pegs(guess, secret), (guess, secret)
+    space = (4, 6, True)
+    codes = mm.code_space(*space)
+    picks = np.array(rng.sample(range(len(codes)), 200))
+    scores = mm.score_codes(space, picks, picks)
+    for i, g in enumerate(picks):
+        for j, s in enumerate(picks):
+            black, white = brute_pegs(codes[g], codes[s])
+            assert scores[i, j] == black * 10 + white
+
+
+def test_mastermind_feedback_and_board_tell_the_truth() -> None:
+    env = mm.load_environment(num_examples=1)
+    game = env.new_game(
+        {"secret": "AABC", "pegs": 4, "colours": 6, "repeats": True, "max_guesses": 3}
+    )
+    text = env.apply_move(game, "CAAA")
+    assert text.startswith("CAAA: black 1 white 2. 2 guesses left.")
+    assert "1. CAAA  black 1 white 2" in text
+    env.apply_move(game, "FFFF")
+    text = env.apply_move(game, "BBBB")
+    assert "Out of guesses: it was AABC." in text and env.is_over(game)
+    assert env.score(game) == 0.0
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"difficulty": "easy"}, {"difficulty": "hard"}, {"repeats": False}]
+)
+def test_mastermind_reference_cracks_every_seed(kwargs: dict[str, Any]) -> None:
+    env = mm.load_environment(num_examples=40, seed=5, **kwargs)
+    for row in env.get_dataset():
+        state = play(env, row, env.reference_policy)
+        assert won(env, state), row["info"]
+
+
+def test_mastermind_reference_reads_the_board_after_an_invalid_move() -> None:
+    """The policy reads the scored guesses from the conversation: a refused move in between
+    (a model's slip, then the reference taking over) must not make it forget the board."""
+    env = mm.load_environment(num_examples=1, seed=2)
+    clean, after_slip = reference_after_a_slip(env, ["AABB", "CCDD"], "not a code")
+    assert after_slip == clean
+
+
+def test_mastermind_board_rows_are_the_brute_force_scores() -> None:
+    env = mm.load_environment(num_examples=30, seed=14, difficulty="hard")
+    rng = random.Random(14)
+    for row in env.get_dataset():
+        game = env.new_game(row["info"])
+        secret = row["info"]["secret"]
+        played: list[str] = []
+        while not env.is_over(game):
+            guess = "".join(rng.choice("ABCDEFGH") for _ in range(5))
+            played.append(guess)
+            text = env.apply_move(game, guess.lower())
+            want = []
+            for k, g in enumerate(played, 1):
+                black, white = brute_pegs(g, secret)
+                want.append(f"{k}. {g}  black {black} white {white}")
+            assert text.split("\n\n", 1)[1] == "\n".join(want)
+        assert len(played) == 10 or played[-1] == secret
+
+
+def test_mastermind_one_guess_left_is_said_in_the_singular() -> None:
+    env = mm.load_environment(num_examples=1)
+    game = env.new_game(
+        {"secret": "AABC", "pegs": 4, "colours": 6, "repeats": True, "max_guesses": 3}
+    )
+    assert env.apply_move(game, "FFFF").startswith("FFFF: black 0 white 0. 2 guesses left.")
+    assert env.apply_move(game, "EEEE").startswith("EEEE: black 0 white 0. 1 guess left.")
+
+
+@pytest.mark.parametrize("move", ["A;A;B;C", "A; A; B; C", "a;a;b;c."])
+def test_mastermind_reads_semicolons_between_pegs(move: str) -> None:
+    """Commas, spaces and dashes may separate pegs; a semicolon, read by other games,
+    must be too."""
+    env = mm.load_environment(num_examples=1)
+    info = {"secret": "AABC", "pegs": 4, "colours": 6, "repeats": True, "max_guesses": 3}
+    plain, split = env.new_game(info), env.new_game(info)
+    assert env.apply_move(split, move) == env.apply_move(plain, "AABC")
+    assert split == plain and split["won"]
+
+
+def test_mastermind_refuses_a_code_space_past_the_limit_without_repeats() -> None:
+    """Without repeats 6 pegs of 10 colours make 151,200 codes, past the 100,000 the game
+    supports, and must be refused as 5 pegs of 10 colours with repeats are."""
+    with pytest.raises(ValueError, match="151,200 codes"):
+        mastermind.load_environment(num_examples=1, pegs=6, colours=10, repeats=False)
+    env = mastermind.load_environment(num_examples=1, pegs=6, colours=9, repeats=False)
+    assert env.dataset[0]["info"]["pegs"] == 6

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import copy
 import random
+from collections import deque
 
 import pytest
-from helpers import evaluate_over_http, play, won
+from game_play import evaluate_over_http, play, won
 from vfgym.games import maze
 from vfgym.games._base import move_message
 
@@ -14,6 +16,8 @@ from vfgym.errors import InvalidMove
 
 # A hand-drawn 3x2-cell maze (7 columns, 5 rows); start top-left, exit bottom-right.
 HAND = ["#######", "#.....#", "#####.#", "#.....#", "#######"]
+
+
 HAND_INFO = {"grid": HAND, "start": [1, 1], "exit": [3, 1], "shortest": 10}
 
 
@@ -138,3 +142,87 @@ def test_invalid_move_limit_ends_the_game_as_a_loss() -> None:
     assert state["invalid_moves"] == 2 and state["turn"] == 2
     assert "not a step" in messages[-1]["content"]
     assert env.is_completed(messages, state) and not won(env, state)
+
+
+Square = tuple[int, int]
+
+
+def maze_distances(grid: list[str], start: Square) -> dict[Square, int]:
+    dist = {start: 0}
+    queue = deque([start])
+    while queue:
+        r, c = queue.popleft()
+        for nr, nc in ((r - 1, c), (r + 1, c), (r, c - 1), (r, c + 1)):
+            if grid[nr][nc] != "#" and (nr, nc) not in dist:
+                dist[(nr, nc)] = dist[(r, c)] + 1
+                queue.append((nr, nc))
+    return dist
+
+
+@pytest.mark.parametrize("size", [(2, 2), (4, 7), (10, 10)])
+def test_maze_items_are_perfect_and_the_exit_is_the_farthest_cell(size: tuple[int, int]) -> None:
+    w, h = size
+    env = maze.load_environment(num_examples=40, seed=5, width=w, height=h)
+    for row in env.dataset:
+        info = row["info"]
+        grid = info["grid"]
+        assert len(grid) == 2 * h + 1 and {len(line) for line in grid} == {2 * w + 1}
+        assert set(grid[0] + grid[-1] + "".join(line[0] + line[-1] for line in grid)) == {"#"}
+        floor = {(r, c) for r, line in enumerate(grid) for c, ch in enumerate(line) if ch == "."}
+        edges = sum((r + 1, c) in floor for r, c in floor) + sum(
+            (r, c + 1) in floor for r, c in floor
+        )
+        assert len(floor) == 2 * w * h - 1 and edges == len(floor) - 1  # a tree
+        dist = maze_distances(grid, tuple(info["start"]))
+        assert set(dist) == floor
+        assert dist[tuple(info["exit"])] == max(dist.values()) == info["shortest"]
+        assert info["start"] != info["exit"]
+
+
+def test_maze_feedback_tells_the_true_position_and_window() -> None:
+    env = maze.load_environment(num_examples=10, seed=1, view="partial", radius=2)
+    rng = random.Random(0)
+    for row in env.dataset:
+        game = env.new_game(row["info"])
+        for _ in range(30):
+            step = rng.choice("NESW")
+            before = copy.deepcopy(game)
+            r, c = game["player"]
+            dr, dc = maze.STEPS[step]
+            if game["grid"][r + dr][c + dc] == "#":
+                with pytest.raises(InvalidMove, match=f"from row {r}, column {c} runs into a wall"):
+                    env.apply_move(game, step)
+                assert game == before
+                continue
+            text = env.apply_move(game, step)
+            assert game["player"] == [r + dr, c + dc] and game["steps"] == before["steps"] + 1
+            if game["won"]:
+                assert game["player"] == game["exit"]
+                break
+            pr, pc = game["player"]
+            assert f"You are at row {pr}, column {pc}." in text
+            r0, r1, c0, c1 = max(0, pr - 2), min(len(game["grid"]) - 1, pr + 2), max(0, pc - 2), 0
+            c1 = min(len(game["grid"][0]) - 1, pc + 2)
+            assert f"View of rows {r0}-{r1}, columns {c0}-{c1}:" in text
+            window = text.split(":\n", 1)[1].split("\n")
+            for dr_, line in enumerate(window):
+                for dc_, ch in enumerate(line):
+                    sq = (r0 + dr_, c0 + dc_)
+                    truth = game["grid"][sq[0]][sq[1]]
+                    if list(sq) == game["player"]:
+                        assert ch == "P"
+                    elif list(sq) == game["exit"]:
+                        assert ch == "E"
+                    else:
+                        assert ch == truth
+
+
+@pytest.mark.parametrize("radius", [1, 3])
+def test_maze_reference_explores_any_radius_within_the_turn_budget(radius: int) -> None:
+    env = maze.load_environment(
+        num_examples=20, seed=3, width=9, height=6, view="partial", radius=radius
+    )
+    for row in env.dataset:
+        state = play(env, row, env.reference_policy)
+        assert won(env, state) and state["invalid_moves"] == 0
+        assert state["game_state"]["steps"] >= row["info"]["shortest"]

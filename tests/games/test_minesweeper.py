@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import copy
+import random
+import re
+from collections import deque
 from typing import Any
 
 import pytest
-from helpers import evaluate_over_http, play, won
+from game_play import evaluate_over_http, play, won
 from vfgym.games import minesweeper as ms
 from vfgym.games._base import move_message
 
@@ -19,6 +23,8 @@ from vfgym.errors import InvalidMove
 #   3 1 1 . .
 #   4 * 1 . .
 HAND_INFO = {"width": 4, "height": 4, "mines": 2, "mine_seed": 0}
+
+
 HAND_MINES = [[0, 3], [3, 0]]
 
 
@@ -162,3 +168,190 @@ def test_invalid_move_limit_ends_the_game_as_a_loss() -> None:
     assert state["invalid_moves"] == 2
     assert "last invalid move" in messages[-1]["content"]
     assert env.is_completed(messages, state) and not won(env, state)
+
+
+Square = tuple[int, int]
+
+
+def mine_count(mines: set[Square], r: int, c: int, h: int, w: int) -> int:
+    return sum(
+        (r + dr, c + dc) in mines
+        for dr in (-1, 0, 1)
+        for dc in (-1, 0, 1)
+        if (dr or dc) and 0 <= r + dr < h and 0 <= c + dc < w
+    )
+
+
+def reference_flood(start: Square, mines: set[Square], h: int, w: int) -> set[Square]:
+    """Open `start`; a cell with no mine around opens its eight neighbours."""
+    opened, queue = {start}, deque([start])
+    while queue:
+        r, c = queue.popleft()
+        if mine_count(mines, r, c, h, w):
+            continue
+        for dr in (-1, 0, 1):
+            for dc in (-1, 0, 1):
+                n = (r + dr, c + dc)
+                if 0 <= n[0] < h and 0 <= n[1] < w and n not in opened:
+                    opened.add(n)
+                    queue.append(n)
+    return opened
+
+
+def drawn_rows(text: str) -> list[list[str]]:
+    return [line[4:].split(" ") for line in text.split("\n") if re.match(r"^\s*\d+ ", line)]
+
+
+def check_drawn_board(text: str, game: dict[str, Any]) -> None:
+    """Every cell of the shown board tells the truth about the hidden mines."""
+    h, w = game["height"], game["width"]
+    mines = {tuple(m) for m in game["mine_cells"]}
+    revealed = {tuple(x) for x in game["revealed"]}
+    flags = {tuple(x) for x in game["flags"]}
+    rows = drawn_rows(text)
+    assert len(rows) == h
+    for r in range(h):
+        for c in range(w):
+            shown = rows[r][c]
+            if (r, c) in revealed:
+                count = mine_count(mines, r, c, h, w)
+                assert shown == (str(count) if count else "."), (r, c)
+            elif game["blast"] is None:
+                assert shown == ("F" if (r, c) in flags else "#"), (r, c)
+    assert not revealed & mines
+    assert not revealed & flags, "a cell is both revealed and flagged"
+
+
+def open_5x5() -> tuple[Any, dict[str, Any]]:
+    """A 5x5 board, mines at E1 and E5 and C5: revealing A1 opens the left part only."""
+    env = ms.load_environment(num_examples=1)
+    game = env.new_game({"width": 5, "height": 5, "mines": 3, "mine_seed": 0})
+    game["mine_cells"] = [[0, 4], [4, 2], [4, 4]]
+    return env, game
+
+
+@pytest.mark.parametrize("difficulty", ["easy", "medium", "hard"])
+def test_ms_first_reveal_is_safe_clear_around_and_floods_like_the_reference(
+    difficulty: str,
+) -> None:
+    env = ms.load_environment(num_examples=40, seed=2, difficulty=difficulty)
+    rng = random.Random(difficulty)
+    for row in env.dataset:
+        game = env.new_game(row["info"])
+        h, w = game["height"], game["width"]
+        first = (rng.randrange(h), rng.randrange(w))
+        text = env.apply_move(game, f"reveal {ms.cell_name(*first)}")
+        mines = {tuple(m) for m in game["mine_cells"]}
+        assert len(mines) == game["mines"]
+        assert mine_count(mines, *first, h, w) == 0 and first not in mines
+        opened = reference_flood(first, mines, h, w)
+        assert {tuple(x) for x in game["revealed"]} == opened
+        assert f"(+{len(opened) - 1} more)" in text or len(opened) == 1
+        safe = h * w - game["mines"]
+        assert env.step_reward({"game_state": game}) == len(opened) / safe
+        assert f"Mines: {game['mines']} (unflagged: {game['mines']})." in text or env.is_over(game)
+        check_drawn_board(text, game)
+
+
+def test_ms_deduced_cells_are_never_mines_and_every_board_shown_is_true() -> None:
+    """The reference reveals only what `deduce` proves safe, unless it must guess: a
+    'proven' cell that holds a mine is an unsound deduction."""
+    env = ms.load_environment(num_examples=60, seed=4, difficulty="hard")
+    wins = 0
+    for row in env.dataset:
+        game = env.new_game(row["info"])
+        messages = list(row["prompt"])
+        while not env.is_over(game):
+            board, mines = env.read_board(messages)
+            safe, _ = ms.deduce(board, mines)
+            if game["mine_cells"] is not None:
+                truth = {tuple(m) for m in game["mine_cells"]}
+                assert not safe & truth, "deduce called a mine safe"
+            move = env.reference_policy(messages)
+            text = env.apply_move(game, move["content"][6:-7])
+            check_drawn_board(text, game)
+            messages += [move, {"role": "user", "content": text}]
+        wins += env.score(game) == 1.0
+    assert wins >= 30
+
+
+def test_ms_flagging_a_cell_an_earlier_reveal_of_the_move_opened_is_not_kept() -> None:
+    env, game = open_5x5()
+    text = env.apply_move(game, "reveal A1, flag B2")
+    assert (1, 1) in {tuple(x) for x in game["revealed"]}
+    assert [1, 1] not in game["flags"]
+    assert "Flagged B2" not in text
+    assert "Mines: 3 (unflagged: 3)." in text
+    check_drawn_board(text, game)
+
+
+def test_ms_refused_moves_leave_the_game_unchanged() -> None:
+    env, game = open_5x5()
+    env.apply_move(game, "reveal A1, flag E1")
+    kept = copy.deepcopy(game)
+    for bad in ("reveal A1", "reveal E1", "flag A1", "flag E1", "unflag D1", "F9", "reveal Z1"):
+        with pytest.raises(InvalidMove):
+            env.apply_move(game, f"flag D5, {bad}")
+    assert game == kept
+
+
+def test_ms_reference_plays_a_legal_move_on_a_board_with_a_wrong_flag() -> None:
+    """The reference reads only the conversation; a flag the player put on a safe cell
+    must not make it send a reveal the game refuses."""
+    env, game = open_5x5()
+    prompt = {"role": "user", "content": "There are 3 mines. Reveal a first cell."}
+    messages: list[dict[str, Any]] = [prompt]
+    for move in ("reveal A1", "flag D5"):  # D5 is safe: the 1 on E4 already has E5
+        text = env.apply_move(game, move)
+        messages += [{"role": "assistant", "content": f"<move>{move}</move>"}]
+        messages += [{"role": "user", "content": text}]
+    reply = env.reference_policy(messages)["content"][6:-7]
+    text = env.apply_move(game, reply)
+    assert "You win!" in text and env.score(game) == 1.0
+
+
+def test_ms_a_move_that_wins_plays_no_action_after_the_win() -> None:
+    """A game ends when its last safe cell opens; the rest of that move must not reopen
+    it (a reveal of a mine after the win turned it into a loss)."""
+    env, game = hand_game()
+    text = env.apply_move(game, "reveal A1, reveal D1")
+    assert "You win!" in text and "You lose" not in text
+    assert game["blast"] is None
+    assert env.is_over(game) and env.score(game) == 1.0
+    env, game = hand_game()
+    env.apply_move(game, "reveal A1, flag D1")
+    assert game["flags"] == [] and env.score(game) == 1.0
+
+
+def test_ms_actions_before_the_winning_reveal_still_count() -> None:
+    env, game = hand_game()
+    text = env.apply_move(game, "flag D1, reveal A1")
+    assert game["flags"] == [[0, 3]] and "Flagged D1." in text
+    assert env.score(game) == 1.0
+
+
+def test_minesweeper_one_mine_is_singular_and_still_read() -> None:
+    env = ms.load_environment(num_examples=1, mines=1)
+    prompt = list(env.dataset[0]["prompt"])
+    assert "There is 1 mine. Reveal a first cell." in prompt[-1]["content"]
+    assert env.read_board(prompt)[1] == 1
+    assert env.read_board([{"role": "user", "content": "There are 1 mines.\n  1 #"}])[1] == 1
+
+
+def test_ms_more_flags_than_mines_never_shows_a_negative_count() -> None:
+    """With more flags than mines, at least the surplus is on safe cells: say so rather
+    than show a negative number of mines left unflagged."""
+    env, game = hand_game()  # 2 mines
+    text = env.apply_move(game, "flag B1, flag C1")
+    assert "Mines: 2 (unflagged: 0)." in text
+    text = env.apply_move(game, "flag D1, flag B2")
+    assert "unflagged: -" not in text
+    assert "Mines: 2 (unflagged: 0; 4 flags, so at least 2 are on safe cells)." in text
+    text = env.apply_move(game, "unflag B2")
+    assert "Mines: 2 (unflagged: 0; 3 flags, so at least 1 is on a safe cell)." in text
+
+
+def test_minesweeper_one_mine_given_as_a_number_still_plays() -> None:
+    env = ms.load_environment(num_examples=1, mines=1)
+    game = env.new_game(env.dataset[0]["info"])
+    assert "Mines: 1 (unflagged: 0)." in env.apply_move(game, "flag A1")

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
+import random
+import re
+from functools import cache
 from typing import Any
 
 import pytest
-from helpers import evaluate_over_http, play
+from game_play import evaluate_over_http, play, won
 from vfgym.games import nim
 
 import vfgym
@@ -15,9 +19,6 @@ from vfgym.errors import InvalidMove
 def game(heaps: list[int], misere: bool = False, opponent: str = "optimal") -> dict[str, Any]:
     info = {"heaps": heaps, "misere": misere, "opponent": opponent, "opponent_seed": 7}
     return nim.load_environment(num_examples=1).new_game(info)
-
-
-# -- positions worked by hand ------------------------------------------------------
 
 
 def test_normal_play_positions() -> None:
@@ -93,9 +94,6 @@ def test_invalid_moves_end_the_game() -> None:
     assert "the game is over" in state["messages"][-1]["content"]
 
 
-# -- datasets ---------------------------------------------------------------------
-
-
 def test_items_are_pure_and_start_from_winning_positions() -> None:
     a = nim.load_environment(num_examples=40, seed=5, misere=True).get_dataset()
     b = nim.load_environment(num_examples=10, seed=5, misere=True).get_dataset()
@@ -124,9 +122,6 @@ def test_bad_knobs_are_refused_clearly(kwargs: dict[str, Any], message: str) -> 
         nim.load_environment(**kwargs)
 
 
-# -- the reference policy --------------------------------------------------------
-
-
 async def test_reference_wins_every_winning_start_over_http() -> None:
     env = vfgym.load_environment("nim", num_examples=50, difficulty="easy")
     (out,) = await evaluate_over_http(env, 50, "reference")
@@ -153,3 +148,186 @@ def test_a_move_is_read_as_heap_then_count_unless_it_says_from(move: str) -> Non
     state = game([1, 1, 5], opponent="random")
     feedback = env.apply_move(state, move)
     assert feedback.startswith("You took 2 from heap 3"), feedback
+
+
+def rubric_scores(env: Any, state: dict[str, Any]) -> dict[str, float]:
+    """Each rubric function's value on a finished `state`, by name."""
+    return {f.__name__: f(state) for f in env.rubric.get_reward_funcs()}
+
+
+@cache
+def nim_wins(heaps: tuple[int, ...], misere: bool) -> bool:
+    """Whether the side to move wins, by searching every move (heaps kept sorted)."""
+    if not any(heaps):
+        return misere  # the previous player took the last object
+    for i, h in enumerate(heaps):
+        for take in range(1, h + 1):
+            after = tuple(sorted((*heaps[:i], h - take, *heaps[i + 1 :])))
+            if not nim_wins(after, misere):
+                return True
+    return False
+
+
+def small_positions() -> list[list[int]]:
+    return [list(p) for k in (1, 2, 3) for p in itertools.product(range(6), repeat=k)] + [
+        list(p) for p in itertools.product(range(4), repeat=4)
+    ]
+
+
+@pytest.mark.parametrize("misere", [False, True])
+def test_nim_positions_and_winning_moves_agree_with_search(misere: bool) -> None:
+    for heaps in small_positions():
+        wins = nim_wins(tuple(sorted(heaps)), misere)
+        assert nim.is_winning(heaps, misere) == wins, heaps
+        move = nim.winning_move(heaps, misere) if any(heaps) else None
+        if not wins or not any(heaps):
+            assert move is None, heaps
+            continue
+        i, take = move
+        assert 1 <= take <= heaps[i], (heaps, move)
+        after = [*heaps[:i], heaps[i] - take, *heaps[i + 1 :]]
+        assert not nim_wins(tuple(sorted(after)), misere), (heaps, move)
+
+
+@pytest.mark.parametrize("misere", [False, True])
+def test_nim_optimal_opponent_punishes_every_mistake(misere: bool) -> None:
+    """From any position the player's move hands over as a win, the optimal opponent wins."""
+    for heaps in small_positions():
+        if not any(heaps) or nim_wins(tuple(sorted(heaps)), misere):
+            continue
+        # A losing position for the opponent to move: it takes one from the largest heap.
+        i, take = nim.opponent_move(heaps, "optimal", misere, 0)
+        assert (i, take) == (max(range(len(heaps)), key=lambda k: (heaps[k], -k)), 1)
+    for heaps in small_positions():
+        if any(heaps) and nim_wins(tuple(sorted(heaps)), misere):
+            i, take = nim.opponent_move(heaps, "optimal", misere, 0)
+            after = [*heaps[:i], heaps[i] - take, *heaps[i + 1 :]]
+            assert not nim_wins(tuple(sorted(after)), misere), heaps
+
+
+@pytest.mark.parametrize("misere", [False, True])
+def test_nim_last_object_result_and_feedback(misere: bool) -> None:
+    env = nim.load_environment(num_examples=1, misere=misere)
+    game = env.new_game(
+        {"heaps": [0, 2, 0], "misere": misere, "opponent": "optimal", "opponent_seed": 1}
+    )
+    text = env.apply_move(game, "2 2")
+    assert env.is_over(game)
+    assert env.score(game) == (0.0 if misere else 1.0)
+    assert ("you lose." if misere else "you win!") in text
+    game = env.new_game(
+        {"heaps": [0, 2, 0], "misere": misere, "opponent": "optimal", "opponent_seed": 1}
+    )
+    text = env.apply_move(game, "2 1")  # the opponent must take the last one
+    assert text == "You took 1 from heap 2. I took 1 from heap 2. I took the last object: " + (
+        "you win!" if misere else "you lose."
+    )
+    assert env.score(game) == (1.0 if misere else 0.0)
+
+
+@pytest.mark.parametrize("misere", [False, True])
+@pytest.mark.parametrize("opponent", ["optimal", "random"])
+def test_nim_reference_wins_every_winning_start_and_the_board_is_true(
+    misere: bool, opponent: str
+) -> None:
+    env = nim.load_environment(
+        num_examples=40, seed=11, difficulty="hard", misere=misere, opponent=opponent
+    )
+    for row in env.get_dataset():
+        assert row["info"]["winning"] and nim_wins(tuple(sorted(row["info"]["heaps"])), misere)
+        state = play(env, row, env.reference_policy)
+        assert won(env, state), row["info"]
+        assert rubric_scores(env, state)["efficiency"] == 1.0
+        assert not any(state["game_state"]["heaps"])
+        last = state["messages"][-1]["content"]
+        assert last.endswith("you win!") and not nim._HEAP.search(last)
+
+
+def test_nim_random_start_says_truthfully_whether_it_is_winning() -> None:
+    for misere in (False, True):
+        env = nim.load_environment(num_examples=60, seed=12, start="random", misere=misere)
+        for row in env.get_dataset():
+            info = row["info"]
+            assert info["winning"] == nim_wins(tuple(sorted(info["heaps"])), misere)
+
+
+def test_nim_feedback_reports_the_moves_and_heaps_truthfully() -> None:
+    rng = random.Random(16)
+    for misere in (False, True):
+        env = nim.load_environment(num_examples=20, seed=16, misere=misere, start="random")
+        for row in env.get_dataset():
+            game = env.new_game(row["info"])
+            heaps = list(row["info"]["heaps"])
+            while not env.is_over(game):
+                i = rng.choice([k for k, h in enumerate(heaps) if h])
+                take = rng.randint(1, heaps[i])
+                text = env.apply_move(game, f"{i + 1} {take}")
+                heaps[i] -= take
+                said = re.search(r"I took (\d+) from heap (\d+)\.", text)
+                if said:
+                    heaps[int(said.group(2)) - 1] -= int(said.group(1))
+                assert min(heaps) >= 0 and game["heaps"] == heaps
+                if env.is_over(game):
+                    last_by_player = said is None
+                    player_won = last_by_player != misere
+                    assert env.score(game) == float(player_won)
+                else:
+                    assert nim.render_heaps(heaps) in text
+
+
+def nim_game(heaps: list[int]) -> tuple[Any, dict[str, Any]]:
+    env = nim.load_environment(num_examples=1)
+    info = {"heaps": heaps, "misere": False, "opponent": "optimal", "opponent_seed": 0}
+    return env, env.new_game(info)
+
+
+def test_nim_a_heap_of_one_and_a_game_of_one_heap_are_singular() -> None:
+    env, game = nim_game([3, 1, 2])
+    with pytest.raises(InvalidMove, match=r"^heap 2 has 1 object: take 1\.$"):
+        env.apply_move(game, "2 2")
+    env = nim.load_environment(num_examples=1, heaps=1)
+    assert env.dataset[0]["prompt"][-1]["content"].startswith("New game of Nim with 1 heap. ")
+
+
+@pytest.mark.parametrize("move", ["1 -2", "-1 2", "1, -2", "take -2 from heap 1", "1 \u22122"])
+def test_nim_refuses_a_negative_number_and_leaves_the_game_unchanged(move: str) -> None:
+    """`1 -2` was read as taking 2 from heap 1: a minus sign is not a separator."""
+    env, game = nim_game([3, 4, 5])
+    before = {k: (list(v) if isinstance(v, list) else v) for k, v in game.items()}
+    with pytest.raises(InvalidMove, match=r"whole numbers.*<move>1 2</move>"):
+        env.apply_move(game, move)
+    assert game == before
+
+
+@pytest.mark.parametrize("move", ["1-2", "1 - 2", "heap 1 - 2"])
+def test_nim_a_dash_between_the_numbers_still_separates_them(move: str) -> None:
+    env, game = nim_game([3, 4, 5])
+    assert env.apply_move(game, move).startswith("You took 2 from heap 1.")
+
+
+def random_nim_game(heaps: list[int]) -> tuple[Any, dict[str, Any]]:
+    env = nim.load_environment(num_examples=1, opponent="random")
+    info = {**env.dataset[0]["info"], "heaps": heaps}
+    return env, env.new_game(info)
+
+
+@pytest.mark.parametrize(
+    "move",
+    [
+        "take 2 objects out of heap 3",
+        "take 2 of heap 3",
+        "2 objects, heap 3",
+        "remove 2 from pile 3",
+        # the spellings read right before stay right
+        "3 2",
+        "heap 3, take 2",
+        "take 2 from heap 3",
+        "from heap 3 take 2",
+    ],
+)
+def test_nim_the_number_after_the_word_heap_is_the_heap(move: str) -> None:
+    """ "take 2 objects out of heap 3" took 3 objects from heap 2: only "from" marked the
+    heap, so a move that names its heap with the word "heap" was read backwards."""
+    env, game = random_nim_game([5, 5, 5, 5])
+    text = env.apply_move(game, move)
+    assert text.startswith("You took 2 from heap 3."), text

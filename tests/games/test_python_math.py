@@ -6,7 +6,11 @@ from fractions import Fraction
 from typing import Any
 
 import pytest
-from helpers import evaluate_over_http, reference_in_sandbox
+from game_play import evaluate_over_http, reference_in_sandbox
+from quick_child import finishes_quickly
+from vfgym.games import (
+    python_math,
+)
 from vfgym.games import python_math as pm
 from vfgym.games._base import item_rng
 
@@ -134,3 +138,54 @@ async def test_reference_and_random_policies_over_http(sandbox_config: SandboxCo
     assert ref.metrics["tool_calls"] == [1.0] * 6 and ref.metrics["format_reward"] == [1.0] * 6
     assert [s["tools_called"] for s in ref.state] == [["python"]] * 6
     assert sum(rnd.reward) == 0.0 and rnd.metrics["tool_calls"] == [0.0] * 6
+
+
+def test_python_math_scoring_an_answer_with_a_huge_exponent_ends_at_once() -> None:
+    """The rubric reads the model's answer with `Fraction`; an exponent in the hundreds of
+    millions must read as no answer, not stall scoring."""
+    answers = ["1e100000000", "(1, 1e-999999999)", "x = 3E99999999"]
+    stdout = finishes_quickly(
+        "from vfgym.games.python_math import answers_match",
+        f"""
+        print([answers_match(answer, "3") for answer in {answers!r}])
+        """,
+    )
+    assert stdout.strip() == "[False, False, False]"
+
+
+def test_python_math_still_reads_small_exponents() -> None:
+    assert python_math.answers_match("1e3", "1000")
+    assert python_math.answers_match("(2.5e-1, 3)", "(1/4, 3)")
+
+
+def _linear_item(index: int) -> tuple[str, str]:
+    question, _, answer = pm.generate_item(item_rng("python-math", 0, index), "easy", ("linear",))
+    return question, answer
+
+
+def test_a_pair_whose_second_value_has_three_digits_is_read_as_a_pair() -> None:
+    """Seed 0, index 130 of easy linear systems has the solution (-129, 174): it is not the
+    number -129,174 written with a thousands separator."""
+    question, expected = _linear_item(130)
+    assert expected == "(-129, 174)" and "for x, y:" in question
+    assert pm.parse_values(expected) == (-129, 174)
+    assert pm.answers_match("x = -129, y = 174", expected)
+    assert pm.answers_match("(-129,174)", expected)
+    assert not pm.answers_match("-129174", expected)
+    assert not pm.answers_match("-129,174", expected)
+    assert pm.answers_match("1,234,567", "1234567")  # a lone number keeps its separators
+
+
+def test_named_values_are_matched_by_name_not_by_position() -> None:
+    assert pm.answers_match("y = 174, x = -129", "(-129, 174)")
+    assert pm.answers_match("z = 4, x = 3, y = -1/2", "(3, -1/2, 4)")
+    assert not pm.answers_match("y = -129, x = 174", "(-129, 174)")
+    assert not pm.answers_match("x = 1, x = 2", "(1, 2)")  # one unknown named twice
+
+
+def test_the_order_of_chosen_families_does_not_change_the_items() -> None:
+    chosen = ["linear", "arithmetic", "combinatorics"]
+    one = pm.load_environment(num_examples=12, seed=3, families=chosen).dataset
+    other = pm.load_environment(num_examples=12, seed=3, families=chosen[::-1]).dataset
+    assert [r["info"] for r in one] == [r["info"] for r in other]
+    assert [r["prompt"] for r in one] == [r["prompt"] for r in other]

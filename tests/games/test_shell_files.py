@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
-from helpers import evaluate_over_http, reference_in_sandbox
+from game_play import evaluate_over_http, reference_in_sandbox
 from vfgym.games import shell_files as sf
 from vfgym.games._base import item_rng
 from vfgym.games._tool_task import tool_call_message
 
 import vfgym
 from vfgym.engine.state import new_state
+from vfgym.envs.registry import load_environment
+from vfgym.gym import GymEnv
 from vfgym.sandbox import DockerSandbox, SandboxConfig
 from vfgym.sandbox.docker_client import make_client
 
@@ -26,6 +29,8 @@ HAND_TREE = {
     "data/b.csv": "id\n1\nkey-00c0ffee00\n",
     "notes.md": "a long line of notes " * 10 + "\n",
 }
+
+
 HAND_ANSWERS = {
     "logs_with_error": "1",
     "warn_lines": "3",
@@ -186,3 +191,86 @@ async def test_a_crashed_sandbox_is_replaced_with_the_tree_written_again(
             assert state["invalid_moves"] == 0 and "error" not in state
         finally:
             await env.cleanup_state(state)
+
+
+def bash_call(command: Any = None, raw: str | None = None, call_id: str = "c1") -> dict[str, Any]:
+    """An assistant turn calling the bash tool (`raw` sends the arguments text as is)."""
+    arguments = raw if raw is not None else json.dumps({"command": command})
+    function = {"name": "bash", "arguments": arguments}
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": call_id, "type": "function", "function": function}],
+    }
+
+
+@pytest.fixture
+def shell_gym(sandbox_config: SandboxConfig) -> Any:
+    env = load_environment(
+        "shell-files",
+        num_examples=2,
+        seed=0,
+        sandbox_config=sandbox_config.replace(timeout=3),
+        pool_size=1,
+        max_turns=10,
+    )
+    gym_env = GymEnv(env, owns_environment=True)
+    yield gym_env
+    gym_env.close()
+
+
+def test_numbers_only_lose_proper_thousands_separators() -> None:
+    assert sf.answers_match("1,024", "1024") and sf.answers_match("12,345,678", "12345678")
+    assert not sf.answers_match("12,34", "1234")
+    assert not sf.answers_match("1,2,3", "123")
+    assert sf.answers_match("+7", "7") and sf.answers_match("007", "7")
+
+
+def test_a_number_too_long_for_int_is_a_wrong_answer_not_a_crash() -> None:
+    assert not sf.answers_match("9" * 5000, "12")
+    assert sf.answers_match("0" * 5000 + "12", "12")
+    env = sf.load_environment(num_examples=1, pool_size=1)
+    completion = [{"role": "assistant", "content": f"<answer>{'7' * 5000}</answer>"}]
+    state = {"info": env.dataset[0]["info"], "turn": 1, "invalid_moves": 0}
+    score = env.rubric.score_rollout_sync([], completion, "12", state)
+    assert score.reward == 0.0 and score.metrics.get("reward_errors", 0.0) == 0.0
+
+
+def test_paths_are_compared_after_normalising_them() -> None:
+    assert sf.answers_match("src//core/a.py", "src/core/a.py")
+    assert sf.answers_match("./src/./core/a.py", "src/core/a.py")
+    assert not sf.answers_match("src/core", "src/core/a.py")
+
+
+def test_absolute_paths_under_a_configured_workspace_are_accepted() -> None:
+    env = sf.load_environment(
+        num_examples=1, sandbox_config=SandboxConfig(workspace="/home/box"), pool_size=1
+    )
+    assert env.answers_match("/home/box/src/a.py", "src/a.py")
+    assert not env.answers_match("/home/other/src/a.py", "src/a.py")
+
+
+def test_shell_episode_survives_hostile_commands_and_scores_the_answer(
+    shell_gym: GymEnv,
+) -> None:
+    _, info = shell_gym.reset(seed=0)
+    answer = info["state"]["answer"]
+    text, *_ = shell_gym.step(bash_call("echo 'héllo ✓ 日本'"))
+    assert text == "héllo ✓ 日本"
+    text, *_ = shell_gym.step(bash_call("yes | head -c 5000000"))
+    assert "characters omitted" in text
+    text, *_ = shell_gym.step(bash_call("sleep 60"))
+    assert "timed out" in text
+    text, *_ = shell_gym.step(bash_call(":(){ :|:& };:"))
+    text, *_ = shell_gym.step(bash_call("find . -type f | wc -l"))
+    assert int(text) == len(info["state"]["info"]["files"])  # the tree survived it all
+    text, *_ = shell_gym.step(bash_call(raw='{"command": ["ls"]}'))
+    assert "valid string" in text
+    _, reward, terminated, _, info = shell_gym.step(f"<answer>`./{answer}`</answer>")
+    assert terminated and reward == 1.0 and info["metrics"]["invalid_moves"] == 1.0
+
+
+def test_shell_answer_without_running_anything_is_scored(shell_gym: GymEnv) -> None:
+    shell_gym.reset(seed=0, options={"index": 1})
+    _, reward, terminated, _, step_info = shell_gym.step("<answer>no idea</answer>")
+    assert terminated and reward == 0.0 and step_info["metrics"]["tool_calls"] == 0.0

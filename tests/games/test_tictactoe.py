@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import itertools
+import random
+import re
 from typing import Any
 
 import pytest
-from helpers import evaluate_over_http, play
+from game_play import evaluate_over_http, play, slips_then
+from vfgym.games import (
+    tictactoe,
+)
 from vfgym.games import tictactoe as ttt
 
 import vfgym
@@ -15,9 +21,6 @@ from vfgym.errors import InvalidMove
 
 def game(board: str, opponent: str = "perfect") -> dict[str, Any]:
     return {"board": board, "opponent": opponent, "opponent_seed": 1, "moves": [], "result": None}
-
-
-# -- rules on hand-worked positions -----------------------------------------------
 
 
 def test_cells_are_read_in_every_stated_form() -> None:
@@ -82,9 +85,6 @@ def test_feedback_shows_the_board_the_policy_reads() -> None:
     assert ttt.read_board([{"role": "user", "content": feedback}]) == state["board"]
 
 
-# -- invalid moves ----------------------------------------------------------------
-
-
 def test_illegal_and_malformed_moves_leave_the_game_unchanged() -> None:
     env = ttt.load_environment(num_examples=1)
     state = game("X...O....")
@@ -114,9 +114,6 @@ def test_invalid_move_feedback_says_what_to_do() -> None:
     text = feedback[0]["content"]
     assert text.startswith("Invalid move:") and "<move>B2</move>" in text
     assert "2 more invalid moves end the game." in text and state["invalid_moves"] == 1
-
-
-# -- datasets ---------------------------------------------------------------------
 
 
 def test_items_are_pure_functions_of_seed_and_index() -> None:
@@ -154,9 +151,6 @@ def test_bad_knobs_are_refused_clearly(kwargs: dict[str, Any], message: str) -> 
         ttt.load_environment(**kwargs)
 
 
-# -- policies -----------------------------------------------------------------------
-
-
 async def test_reference_never_loses_over_http() -> None:
     env = vfgym.load_environment("tictactoe", num_examples=50, difficulty="medium")
     (best,) = await evaluate_over_http(env, 50, "reference")
@@ -183,3 +177,150 @@ def test_reference_never_loses_against_either_opponent(opponent: str, first: str
     else:
         assert sum(rewards) / 60 > 0.9
         assert sum(random_rewards) / 60 < 0.8
+
+
+def brute_lines(board: str) -> set[str]:
+    """The marks that fill a row, column or diagonal, found by coordinates."""
+    lines = [[(r, c) for c in range(3)] for r in range(3)]
+    lines += [[(r, c) for r in range(3)] for c in range(3)]
+    lines += [[(k, k) for k in range(3)], [(k, 2 - k) for k in range(3)]]
+    found = set()
+    for line in lines:
+        marks = {board[r * 3 + c] for r, c in line}
+        if len(marks) == 1 and "." not in marks:
+            found |= marks
+    return found
+
+
+def brute_winner(board: str) -> str | None:
+    """The one mark with a line (boards of play never have two)."""
+    found = brute_lines(board)
+    assert len(found) <= 1, board
+    return found.pop() if found else None
+
+
+def opponent_outcomes(board: str, seed: int, kind: str) -> set[str]:
+    """Every result X can reach against the built-in opponent from `board` (X to move),
+    trying every X move at every turn."""
+    results: set[str] = set()
+    for cell in ttt.empty_cells(board):
+        after, result, text = ttt.play_move(board, cell, kind, seed)
+        assert ttt.render_board(after) in text
+        if result is None:
+            assert ttt.winner(after) is None and ttt.empty_cells(after)
+            results |= opponent_outcomes(after, seed, kind)
+        else:
+            want = brute_winner(after)
+            expected = {"X": "win", "O": "loss", None: "draw"}[want]
+            assert result == expected, (after, result)
+            if want is None:
+                assert "." not in after
+            results.add(result)
+    return results
+
+
+def reference_outcomes(env: Any, board: str, intro: str) -> set[str]:
+    """Every result the reference policy reaches against every O reply (O chosen freely)."""
+    messages = [{"role": "user", "content": f"{intro}\n\n{ttt.render_board(board)}"}]
+    move = env.reference_policy(messages)["content"]
+    cell = ttt.parse_cell(re.search(r"<move>(.*)</move>", move).group(1))
+    assert board[cell] == "."
+    after = ttt.place(board, cell, "X")
+    if ttt.winner(after):
+        return {"win"}
+    if "." not in after:
+        return {"draw"}
+    results: set[str] = set()
+    for reply in ttt.empty_cells(after):
+        then = ttt.place(after, reply, "O")
+        if ttt.winner(then):
+            results.add("loss")
+        elif "." not in then:
+            results.add("draw")
+        else:
+            results |= reference_outcomes(env, then, "Your move.")
+    return results
+
+
+def test_tictactoe_winner_agrees_with_brute_force_on_every_board() -> None:
+    for cells in itertools.product("XO.", repeat=9):
+        board = "".join(cells)
+        found = brute_lines(board)
+        if len(found) <= 1:
+            assert ttt.winner(board) == (found.pop() if found else None), board
+        else:
+            assert ttt.winner(board) in found, board
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_tictactoe_perfect_opponent_never_loses_whatever_x_plays(seed: int) -> None:
+    empty = "." * 9
+    assert "win" not in opponent_outcomes(empty, seed, "perfect")
+    opening = ttt.opponent_move(empty, "perfect", seed)
+    assert "win" not in opponent_outcomes(ttt.place(empty, opening, "O"), seed, "perfect")
+
+
+def test_tictactoe_reference_never_loses_against_any_opponent() -> None:
+    env = ttt.load_environment(num_examples=1)
+    assert "loss" not in reference_outcomes(env, "." * 9, "New game.")
+    for opening in range(9):
+        board = ttt.place("." * 9, opening, "O")
+        assert "loss" not in reference_outcomes(env, board, "New game.")
+
+
+def test_tictactoe_score_and_efficiency() -> None:
+    env = ttt.load_environment(num_examples=1)
+    game = env.new_game({"board": "OO.XX....", "opponent": "random", "opponent_seed": 0})
+    text = env.apply_move(game, "C2")
+    assert "Three in a row: you win!" in text and env.score(game) == 1.0
+    assert env.efficiency(game, {}) == 1.0
+    game = env.new_game({"board": "XOXXOOO.X", "opponent": "random", "opponent_seed": 0})
+    text = env.apply_move(game, "B3")
+    assert "it is a draw" in text and env.score(game) == 0.5
+
+
+def test_tictactoe_feedback_names_the_cell_the_opponent_took() -> None:
+    env = ttt.load_environment(num_examples=30, seed=17, opponent="random")
+    rng = random.Random(17)
+    for row in env.get_dataset():
+        game = env.new_game(row["info"])
+        while not env.is_over(game):
+            before = game["board"]
+            cell = rng.choice(ttt.empty_cells(before))
+            text = env.apply_move(game, ttt.cell_name(cell))
+            after = game["board"]
+            changed = [i for i in range(9) if before[i] != after[i]]
+            replies = [i for i in changed if i != cell]
+            assert after[cell] == "X" and all(after[i] == "O" for i in replies)
+            said = re.findall(r"O played ([A-C][1-3])\.", text)
+            assert said == [ttt.cell_name(i) for i in replies]
+            assert ttt.render_board(after) in text
+
+
+def test_tictactoe_turn_limit_leaves_room_for_the_invalid_moves_allowed() -> None:
+    env = ttt.load_environment(num_examples=8, seed=3, opponent="random", max_invalid_moves=8)
+    for row in env.get_dataset():
+        state = play(env, row, slips_then(env.reference_policy, 7))
+        assert state["invalid_moves"] == 7 and env.is_over(state["game_state"]), row["info"]
+
+
+@pytest.mark.parametrize("digit", ["\uff12", "\u0662"])  # fullwidth 2, Arabic-Indic 2
+def test_tictactoe_reads_a_row_digit_in_any_script_as_the_other_games_do(digit: str) -> None:
+    """Connect Four, Nim, Sudoku, Minesweeper and Guess the Number read a fullwidth or an
+    Arabic-Indic digit as the digit; tic-tac-toe refused "B" with a fullwidth 2 as "not a
+    cell", which it is."""
+    env = ttt.load_environment(num_examples=1, first="player")
+    game = env.new_game(env.dataset[0]["info"])
+    assert env.apply_move(game, f"B{digit}").startswith("You played B2.")
+    assert ttt.parse_cell(f"{digit}b") == ttt.parse_cell("2B")
+
+
+def test_tictactoe_medium_meets_every_opponent_on_both_sides() -> None:
+    """Difficulty "medium" (a mixed opponent) with `first="alternate"` must pair each kind
+    of opponent with each side to move first, not tie the perfect opponent to its own opening."""
+    env = tictactoe.load_environment(num_examples=8, difficulty="medium", first="alternate")
+    pairs = {
+        (row["info"]["opponent"], row["info"]["board"] != tictactoe.EMPTY * 9)
+        for row in env.dataset
+    }
+    assert pairs == {(kind, starts) for kind in ("random", "perfect") for starts in (False, True)}

@@ -67,9 +67,6 @@ async def score(
     return await env.rubric.score_rollout(row["prompt"], completion, row["answer"], state)
 
 
-# ------------------------------------------------------------------- answer format
-
-
 @pytest.mark.parametrize(
     "text", ["<answer></answer>", "<answer>  \n </answer>", "<ANSWER></answer>"]
 )
@@ -93,9 +90,6 @@ def test_a_final_answer_left_unclosed_is_read_like_the_library_parser_reads_it()
     assert extract_answer("<answer>41</answer> no, <answer> 42 \n") == "42"
     assert extract_answer("<answer>41</answer> then <answer>   ") == "41"
     assert calc.XMLParser(["answer"]).parse("It is <answer>42", last=True).answer == "42"
-
-
-# ------------------------------------------------------------ empty answers, no sandbox
 
 
 @pytest.mark.parametrize("module", [pm, sf, ct], ids=["python-math", "shell-files", "code-tests"])
@@ -133,9 +127,6 @@ def test_calculator_gives_no_format_credit_for_an_empty_answer() -> None:
     right = [{"role": "assistant", "content": f"<answer>{row['answer']}</answer>"}]
     result = env.rubric.score_rollout_sync(row["prompt"], right, row["answer"], state)
     assert result.reward == 1.0 and result.metrics["format_reward_func"] == 1.0
-
-
-# ------------------------------------------------------------------ invalid moves
 
 
 async def test_feedback_counts_the_invalid_moves_left_in_good_grammar() -> None:
@@ -199,9 +190,6 @@ async def test_a_reply_in_content_parts_is_read_and_scored() -> None:
     assert task_text(prompt) == "Compute 2^3 mod 5, the"
 
 
-# --------------------------------------------------------- episodes in a real sandbox
-
-
 @pytest.fixture
 def math_gym(sandbox_config: SandboxConfig) -> Any:
     env = pm.load_environment(
@@ -261,9 +249,6 @@ def test_shell_files_through_gym_refuses_an_empty_answer(sandbox_config: Sandbox
         assert terminated and reward == 1.0 and info["metrics"]["format_reward"] == 1.0
 
 
-# ------------------------------------------------------------------ loader knobs
-
-
 def test_a_single_name_as_a_str_is_refused_with_an_error_that_says_what_to_pass() -> None:
     """Read as an iterable, "linear" named the letters l, i, n, ... as unknown families."""
     with pytest.raises(
@@ -294,3 +279,21 @@ def test_the_invalid_move_count_is_in_the_state_from_the_reset(
         assert info["state"]["invalid_moves"] == 0
         _, _, terminated, _, info = gym_env.step(f"<answer>{info['state']['answer']}</answer>")
         assert terminated and info["state"]["invalid_moves"] == 0
+
+
+@pytest.mark.parametrize("module", [pm, sf, ct, calc])
+@pytest.mark.parametrize("seed", ["0", 1.5, None, True])
+def test_a_seed_that_is_not_a_whole_number_is_refused(module: Any, seed: Any) -> None:
+    """Items are seeded by the text of `seed`: "0", 0.0 or True would each quietly give a
+    dataset other than seed 0's."""
+    with pytest.raises(TypeError, match="seed"):
+        module.load_environment(num_examples=1, seed=seed)
+
+
+@pytest.mark.parametrize("module", [pm, sf, ct, calc])
+@pytest.mark.parametrize("max_turns", ["8", 2.5, None])
+def test_a_turn_limit_that_is_not_a_whole_number_is_refused_clearly(
+    module: Any, max_turns: Any
+) -> None:
+    with pytest.raises(TypeError, match="max_turns must be a whole number"):
+        module.load_environment(num_examples=1, max_turns=max_turns)

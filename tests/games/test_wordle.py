@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import random
+from collections import Counter
 from typing import Any
 
 import numpy as np
 import pytest
-from helpers import evaluate_over_http, play
+from game_play import evaluate_over_http, play
 from vfgym.games import wordle as wd
 
 import vfgym
@@ -17,9 +18,6 @@ from vfgym.errors import InvalidMove
 
 def game(answer: str) -> dict[str, Any]:
     return wd.load_environment(num_examples=1).new_game({"word": answer, "max_guesses": 6})
-
-
-# -- the feedback rule, worked by hand ---------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -64,9 +62,6 @@ def test_word_list_is_clean_and_layered() -> None:
     medium = {bank.words[i] for i in bank.solutions(2)}
     assert "tares" not in medium and "tares" in bank.index  # plurals only from "hard" on
     assert "mcmxc" not in bank.index  # no Roman numerals
-
-
-# -- the game ---------------------------------------------------------------------
 
 
 def test_a_hand_played_game() -> None:
@@ -129,9 +124,6 @@ def test_step_reward_counts_new_greens_only() -> None:
     assert rewards == [0.6, 0.0, 0.2, 0.2]  # T, H, E; nothing for the invalid guess; E; R
 
 
-# -- datasets ---------------------------------------------------------------------
-
-
 def test_items_are_pure_functions_of_seed_and_index() -> None:
     a = wd.load_environment(num_examples=30, seed=2).get_dataset()
     b = wd.load_environment(num_examples=10, seed=2).get_dataset()
@@ -156,9 +148,6 @@ def test_items_are_pure_functions_of_seed_and_index() -> None:
 def test_bad_knobs_are_refused_clearly(kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         wd.load_environment(**kwargs)
-
-
-# -- the reference policy --------------------------------------------------------
 
 
 async def test_reference_solves_every_seed_over_http() -> None:
@@ -202,3 +191,131 @@ def test_reference_wins_every_seed_and_random_does_not(difficulty: str) -> None:
     assert max(len(s["game_state"]["guesses"]) for s in states) <= 6
     rand = [play(env, row, env.make_random_policy(i))["reward"] for i, row in enumerate(rows)]
     assert sum(rand) / 50 < 0.1
+
+
+def fresh_state(env: Any, row: dict[str, Any]) -> dict[str, Any]:
+    """A State set up for `row`, as the rollout loop makes it."""
+    state = new_state(row["prompt"], [], row["answer"], row["task"], row["info"], 0)
+    return env.setup_state(state)
+
+
+def brute_marks(guess: str, answer: str) -> str:
+    """Greens first; then, left to right, a yellow while the answer has an unmatched copy."""
+    marks = ["G" if g == a else "" for g, a in zip(guess, answer, strict=True)]
+    left = Counter(a for a, m in zip(answer, marks, strict=True) if m != "G")
+    for i, g in enumerate(guess):
+        if marks[i]:
+            continue
+        if left[g] > 0:
+            marks[i], left[g] = "Y", left[g] - 1
+        else:
+            marks[i] = "-"
+    return "".join(marks)
+
+
+def word_pairs(rng: random.Random, count: int) -> list[tuple[str, str]]:
+    """Random listed pairs, half of them with a repeated letter in the guess or answer."""
+    words = wd.word_bank().words
+    doubled = [w for w in words if len(set(w)) < 5]
+    pairs = []
+    for k in range(count):
+        guess = rng.choice(doubled if k % 2 else words)
+        answer = rng.choice(doubled if k % 3 == 0 else words)
+        pairs.append((guess, answer))
+    return pairs
+
+
+def reference_after_a_slip(env: Any, moves: list[str], slip: str) -> tuple[str, str]:
+    """The reference's next move after `moves`, without and with a refused `slip` after them."""
+    row = env.get_dataset()[0]
+    state = fresh_state(env, row)
+    messages = list(row["prompt"])
+    for move in moves:
+        messages.append({"role": "assistant", "content": f"<move>{move}</move>"})
+        reply, state = env.env_response(messages, state)
+        messages.extend(reply)
+    clean = env.reference_policy(messages)["content"]
+    messages.append({"role": "assistant", "content": f"<move>{slip}</move>"})
+    reply, state = env.env_response(messages, state)
+    assert reply[0]["content"].startswith("Invalid move:")
+    messages.extend(reply)
+    return clean, env.reference_policy(messages)["content"]
+
+
+def test_wordle_marks_agree_with_a_brute_force_scorer() -> None:
+    rng = random.Random(1)
+    pairs = word_pairs(rng, 6000)
+    bank = wd.word_bank()
+    for guess, answer in pairs:
+        assert wd.feedback(guess, answer) == brute_marks(guess, answer), (guess, answer)
+    guesses = np.array([bank.index[g] for g, _ in pairs[:300]])
+    answers = np.array([bank.index[a] for _, a in pairs[:300]])
+    codes = wd.pattern_codes(bank, guesses, answers)
+    for i, g in enumerate(guesses):
+        for j, a in enumerate(answers):
+            want = wd.pattern_code(brute_marks(bank.words[g], bank.words[a]))
+            assert codes[i, j] == want, (bank.words[g], bank.words[a])
+
+
+def test_wordle_marks_on_made_up_letter_strings() -> None:
+    """The rule itself, on strings of three letters so repeats are everywhere."""
+    rng = random.Random(2)
+    for _ in range(5000):
+        guess = "".join(rng.choice("abc") for _ in range(5))
+        answer = "".join(rng.choice("abc") for _ in range(5))
+        assert wd.feedback(guess, answer) == brute_marks(guess, answer), (guess, answer)
+
+
+def test_wordle_feedback_text_tells_the_marks_and_guesses_left() -> None:
+    env = wd.load_environment(num_examples=1)
+    game = env.new_game({"word": "essay", "max_guesses": 6})
+    text = env.apply_move(game, "sassy")
+    assert text.startswith(f"SASSY  {brute_marks('sassy', 'essay')}. 5 guesses left.")
+    assert "1. SASSY  YYG-G" in text
+    for _ in range(4):
+        env.apply_move(game, "crane")
+    text = env.apply_move(game, "crane")
+    assert "Out of guesses: the word was ESSAY." in text and env.is_over(game)
+    assert env.score(game) == 0.0
+
+
+def test_wordle_efficiency_is_as_documented() -> None:
+    env = wd.load_environment(num_examples=1)
+    game = env.new_game({"word": "crane", "max_guesses": 6})
+    env.apply_move(game, "crane")
+    assert env.efficiency(game, {}) == 1.0
+    game = env.new_game({"word": "crane", "max_guesses": 6})
+    for _ in range(5):
+        env.apply_move(game, "sassy")
+    env.apply_move(game, "crane")
+    assert env.efficiency(game, {}) == pytest.approx(1 / 6)
+
+
+def test_wordle_reference_reads_the_board_after_an_invalid_move() -> None:
+    env = wd.load_environment(num_examples=1, seed=2)
+    clean, after_slip = reference_after_a_slip(env, ["crane", "pilot"], "qqqqq")
+    assert after_slip == clean
+
+
+def test_wordle_board_rows_are_the_brute_force_marks() -> None:
+    env = wd.load_environment(num_examples=30, seed=13, difficulty="hard")
+    rng = random.Random(13)
+    for row in env.get_dataset():
+        game = env.new_game(row["info"])
+        guesses = [rng.choice(wd.word_bank().words) for _ in range(6)]
+        for n, guess in enumerate(guesses, 1):
+            text = env.apply_move(game, guess)
+            want = [
+                f"{k}. {g.upper()}  {brute_marks(g, row['answer'])}"
+                for k, g in enumerate(guesses[:n], 1)
+            ]
+            assert text.split("\n\n", 1)[1] == "\n".join(want)
+            if env.is_over(game):
+                assert (guess == row["answer"]) == (env.score(game) == 1.0)
+                break
+
+
+def test_wordle_openers_are_the_rules_own_first_choice() -> None:
+    bank, solver = wd.word_bank(), wd.solver()
+    for tier, opener in wd.OPENERS.items():
+        assert bank.words[solver.ranked(bank.solutions(tier))[0]] == opener

@@ -17,6 +17,7 @@ from vfgym.gym.batching import batch_infos
 
 KEYS = ["turn", "state", "messages", "metrics", "stop_reason", "final_obs", "x"]
 
+
 leaves = st.one_of(
     st.integers(-5, 5),
     st.floats(-2, 2, allow_nan=False),
@@ -27,9 +28,13 @@ leaves = st.one_of(
     st.integers(0, 3).map(np.float32),
     st.integers(0, 3).map(lambda k: np.arange(2) + k),
 )
+
+
 values = st.recursive(
     leaves, lambda inner: st.dictionaries(st.sampled_from(KEYS), inner, max_size=3), max_leaves=6
 )
+
+
 infos = st.dictionaries(st.sampled_from(KEYS), values, max_size=5)
 
 
@@ -122,12 +127,16 @@ def test_reading_some_values_first_changes_nothing(batch, rng):
 
 
 STEP = {"state": ("a", "State"), "messages": [{"role": "user", "content": "hi"}], "turn": 2}
+
+
 END = {
     **STEP,
     "stop_reason": "completed",
     "episode_reward": 1.0,
     "metrics": {"win": 1.0, "turns": 3.0},
 }
+
+
 FINAL = {"final_obs": "bye", "final_info": END, **STEP}
 
 
@@ -208,3 +217,41 @@ def test_gymnasiums_dict_info_to_list_reads_a_batch():
     assert [list(info) for info in got] == [list(info) for info in want]
     assert got[0]["final_info"]["metrics"]["win"] == 1.0
     assert got[3]["episode_reward"] == 1.0 and "episode_reward" not in got[1]
+
+
+class _Reference(VectorEnv):
+    """Just enough of a vector env to run Gymnasium's own `_add_info` on."""
+
+    def __init__(self, num_envs: int) -> None:
+        self.num_envs = num_envs
+
+
+def _gymnasium_fold(infos: list[dict[str, Any]]) -> dict[str, Any]:
+    folder = _Reference(len(infos))
+    out: dict[str, Any] = {}
+    for i, info in enumerate(infos):
+        out = folder._add_info(out, info, i)
+    return out
+
+
+def test_a_quirky_column_read_later_keeps_the_callers_edits_deletions_and_values():
+    """A plain dict keeps whatever its reader did to it; reading a column that only
+    Gymnasium's fold builds (a dict in one sub-env, a number in another) must not
+    bring back deleted keys, undo in-place edits or replace values the caller set."""
+    infos = [{"turn": 1, "quirky": {"x": 1}, "gone": 5, "mine": 7}, {"turn": 2, "quirky": 3}]
+    want = _gymnasium_fold(infos)
+    batch = batch_infos(infos, 2)
+    turn = batch["turn"]
+    turn[0] = 99  # in place, as `infos["turn"] += 1` would
+    del batch["gone"]
+    batch["mine"] = "replaced"
+    batch["added"] = "kept"
+
+    quirky = batch["quirky"]  # built by Gymnasium's own fold
+    assert batch["turn"] is turn and batch["turn"].tolist() == [99, 2]
+    assert "gone" not in batch and "_gone" in batch
+    assert batch["mine"] == "replaced" and batch["added"] == "kept"
+    assert list(batch) == [k for k in want if k != "gone"] + ["added"]
+    assert batch["_mine"].tolist() == [True, False]
+    assert list(quirky) == list(want["quirky"]) and quirky[1] == 3
+    assert np.array_equal(quirky["x"], want["quirky"]["x"])

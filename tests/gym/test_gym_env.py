@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 import gymnasium as gym
@@ -20,13 +22,12 @@ from gym_test_envs import (
 )
 from gymnasium.utils.env_checker import check_env
 
+import vfgym as vf
 from vfgym.envs.multiturn_env import MultiTurnEnv
 from vfgym.gym import GymEnv, StateView, Trajectory, aplay_episode, play_episode
 from vfgym.gym.text import observation_text
 from vfgym.rubrics import REWARD_ERRORS, Rubric, RubricGroup
-from vfgym.types import RolloutScore
-
-# ---------------------------------------------------------------- check_env
+from vfgym.types import Messages, RolloutScore, State
 
 
 # Without a spec (no gym.make) check_env cannot make the env in other render modes
@@ -49,9 +50,6 @@ def test_check_env_passes_through_gym_make(gym_id):
         check_env(env.unwrapped)
     finally:
         env.close()
-
-
-# ------------------------------------------------------------------ episode
 
 
 def test_reset_returns_the_prompt_as_text_and_the_state_in_info(guess):
@@ -129,9 +127,6 @@ def test_completion_style_environment_plays_in_text_mode():
         gym_env.step({"role": "assistant", "content": "4"})
     with pytest.raises(ValueError, match="needs a chat environment"):
         GymEnv(env, observation_mode="messages")
-
-
-# --------------------------------------------------------------- determinism
 
 
 def _replay(env: GymEnv, seed: int, actions: list[str]) -> list:
@@ -228,9 +223,6 @@ def test_train_and_eval_datasets_are_selectable():
         GymEnv(env, dataset="test")
 
 
-# ------------------------------------------------------------------- hygiene
-
-
 def test_history_never_leaks_across_resets(guess):
     _, first = guess.reset(options={"index": 1})
     guess.step("3")
@@ -303,9 +295,6 @@ def test_an_exception_in_the_environment_ends_the_episode_cleanly():
     assert [e for e, _ in env.environment.events].count("cleanup") == 2
 
 
-# -------------------------------------------------------------- bad actions
-
-
 @pytest.mark.parametrize(
     ("action", "error", "match"),
     [
@@ -335,9 +324,6 @@ def test_actions_are_copied_so_the_caller_cannot_rewrite_history(guess):
     guess.step(action)
     action["content"] = "changed"
     assert guess.state["completion"][0]["content"] == "4"
-
-
-# ------------------------------------------------------------------- tools
 
 
 def _call(name: str, arguments: str, call_id: str = "call_1") -> dict:
@@ -391,9 +377,6 @@ def test_messages_mode_gives_message_dicts(calculator):
     observation[0]["content"] = "tampered"
     assert env.state["completion"][-1]["content"] == "42"
     env.close()
-
-
-# ---------------------------------------------------------------- rewards
 
 
 def test_per_step_reward_is_opt_in():
@@ -481,9 +464,6 @@ def test_a_rubric_that_scores_its_own_way_scores_through_a_sync_step():
     env.close()
 
 
-# ---------------------------------------------------------------- rendering
-
-
 def test_render_ansi_shows_the_conversation_and_the_board(guess):
     guess.reset(options={"index": 1})
     guess.step("3")
@@ -519,9 +499,6 @@ def test_render_human_prints(capsys):
         GymEnv(GuessEnv(), render_mode="rgb_array")
 
 
-# ------------------------------------------------------------------ playing
-
-
 def test_play_episode_returns_the_trajectory(guess):
     trajectory = play_episode(guess, bisect_policy, seed=4)
     assert isinstance(trajectory, Trajectory) and trajectory.done
@@ -542,9 +519,6 @@ def test_play_episode_with_an_async_policy(guess):
         play_episode(guess, policy, seed=4).actions
         == play_episode(guess, bisect_policy, seed=4).actions
     )
-
-
-# -------------------------------------------------------------------- async
 
 
 async def test_async_api_drives_async_hooks_on_the_callers_loop():
@@ -703,3 +677,107 @@ def test_every_shape_of_reply_is_observed_as_observation_text_says(shape):
         assert env.observation_space.contains(observation)
     finally:
         env.close()
+
+
+COUNTDOWN_ROWS = [{"question": "Count down from 2.", "answer": "2"}]
+
+
+class Countdown(vf.MultiTurnEnv):
+    """Say the numbers from N down to 1; subclasses change `reply` to make a mistake."""
+
+    def setup_state(self, state: vf.State, **kwargs: Any) -> vf.State:
+        state["game_state"] = {"next": int(state["answer"])}
+        return state
+
+    def is_completed(self, messages: vf.Messages, state: vf.State, **kwargs: Any) -> bool:
+        return state["game_state"]["next"] == 0
+
+    def env_response(
+        self, messages: vf.Messages, state: vf.State, **kwargs: Any
+    ) -> tuple[vf.Messages, vf.State]:
+        state["game_state"]["next"] -= 1
+        return [self.reply()], state
+
+    def reply(self) -> Any:
+        return {"role": "user", "content": "ok"}
+
+
+def finished(state: vf.State) -> float:
+    return float(state["game_state"]["next"] == 0)
+
+
+def countdown(cls: type[Countdown]) -> Countdown:
+    return cls(dataset=COUNTDOWN_ROWS, rubric=vf.Rubric(funcs=[finished]), max_turns=4)
+
+
+class TextItem(Countdown):
+    def reply(self) -> Any:
+        return "ok"
+
+
+class NoRole(Countdown):
+    def reply(self) -> Any:
+        return {"content": "ok"}
+
+
+class UnknownRole(Countdown):
+    def reply(self) -> Any:
+        return {"role": "environment", "content": "ok"}
+
+
+class NumberContent(Countdown):
+    def reply(self) -> Any:
+        return {"role": "user", "content": 5}
+
+
+@pytest.mark.parametrize("cls", [TextItem, NoRole, UnknownRole, NumberContent])
+def test_gym_step_refuses_a_malformed_env_message_clearly(cls: type[Countdown]) -> None:
+    env = GymEnv(countdown(cls))
+    env.reset(seed=0)
+    with pytest.raises(TypeError, match=rf"{cls.__name__}\.env_response returned a message"):
+        env.step("2")
+    env.close()
+
+
+def test_a_well_formed_env_message_still_steps() -> None:
+    env = GymEnv(countdown(Countdown))
+    env.reset(seed=0)
+    observation, reward, terminated, _, _ = env.step("2")
+    assert observation == "ok" and not terminated
+    observation, reward, terminated, _, _ = env.step("1")
+    assert terminated and reward == 1.0
+
+
+SAY_HI = [{"role": "user", "content": "Say hi."}]
+
+
+class FrozenMetricsRubric(Rubric):
+    """A rubric whose own `score_values_sync` hands back a read-only view of its metrics."""
+
+    def score_values_sync(self, *args: Any, **kwargs: Any) -> tuple[float, Mapping[str, float]]:
+        reward, metrics = super().score_values_sync(*args, **kwargs)
+        return reward, MappingProxyType(metrics)
+
+
+def said_hi(completion: Messages) -> float:
+    return 1.0 if "hi" in str(completion) else 0.0
+
+
+class OneTurn(vf.MultiTurnEnv):
+    def is_completed(self, messages: Messages, state: State, **kwargs: Any) -> bool:
+        return state["turn"] >= 1
+
+    def env_response(self, messages: Messages, state: State, **kwargs: Any) -> Any:
+        return [{"role": "user", "content": "again"}], state
+
+
+def test_the_gym_adapter_hands_out_a_plain_dict_of_metrics() -> None:
+    """A mapping proxy in `info["metrics"]` cannot be edited, copied with
+    `copy.deepcopy` or pickled into a vector env's worker pipe."""
+    env = OneTurn(dataset=[{"prompt": SAY_HI, "answer": ""}], rubric=FrozenMetricsRubric([said_hi]))
+    gym_env = GymEnv(env)
+    gym_env.reset(seed=0)
+    _, reward, terminated, _, info = gym_env.step("hi")
+    assert terminated and reward == 1.0
+    assert type(info["metrics"]) is dict and info["metrics"]["said_hi"] == 1.0
+    gym_env.close()

@@ -1,6 +1,6 @@
 """The Gym adapter as an RL practitioner who knows Gymnasium drives it.
 
-Each test is a defect found by using `vfgym.gym` the way Gymnasium's own envs are
+Each test uses `vfgym.gym` the way Gymnasium's own envs are
 used; they drive the real built-in games through `gym.make` / `gym.make_vec`.
 """
 

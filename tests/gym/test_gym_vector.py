@@ -5,12 +5,16 @@ from __future__ import annotations
 import asyncio
 import copy
 import pickle
+import pprint
+from collections.abc import Iterator
 
 import gymnasium as gym
+import numpy as np
 import pytest
-from gym_test_envs import bisect_policy
+from gym_test_envs import GuessEnv, bisect_policy
 
-from vfgym.gym import StateView, Trajectory, aplay_vector, play_vector
+import vfgym.gym as vgym
+from vfgym.gym import GymEnv, GymVectorEnv, StateView, Trajectory, aplay_vector, play_vector
 from vfgym.gym.shipping import _rebuild_view, new_outbox
 from vfgym.gym.spaces import SharedTextBatch
 
@@ -203,3 +207,223 @@ def test_state_deltas_do_not_grow_with_the_conversation():
         view = _rebuild_view(*pickle.loads(shipped))
         assert dict(view) == state
     assert sizes[-1] == pytest.approx(sizes[1], abs=16) and sizes[0] > sizes[1] + 400
+
+
+@pytest.fixture
+def vec() -> Iterator[vgym.GymVectorEnv]:
+    env = vgym.GymVectorEnv([lambda: vgym.GymEnv(GuessEnv(max_turns=1)) for _ in range(3)])
+    yield env
+    env.close()
+
+
+def _nothing_built(batch: dict) -> bool:
+    """Whether every value of `batch` is still waiting to be built (none is an array)."""
+    return not any(isinstance(value, np.ndarray | dict) for value in dict.values(batch))
+
+
+def test_pprint_lays_a_batch_out_as_it_lays_out_a_plain_dict(vec: vgym.GymVectorEnv) -> None:
+    _, reset_infos = vec.reset(seed=0)
+    *_, step_infos = vec.step(["3", "4", "5"])  # max_turns=1: every episode ends
+    assert _nothing_built(step_infos)  # stepping builds nothing
+    for batch in (reset_infos, step_infos):
+        plain = dict(batch)
+        assert pprint.pformat(batch) == pprint.pformat(plain)
+        assert pprint.pformat(batch, sort_dicts=False) == pprint.pformat(plain, sort_dicts=False)
+        assert pprint.pformat([batch], width=40) == pprint.pformat([plain], width=40)
+        assert pprint.saferepr(batch) == pprint.saferepr(plain)
+        assert repr(batch) == repr(plain)
+    metrics = step_infos["metrics"]  # a nested batch
+    assert isinstance(metrics, vgym.BatchedInfo)
+    assert pprint.pformat({"metrics": metrics}) == pprint.pformat({"metrics": dict(metrics)})
+    small = vgym.BatchedInfo(b=1, a=2)
+    assert pprint.pformat(small) == "{'a': 2, 'b': 1}"
+
+
+@pytest.mark.parametrize(
+    ("make", "wanted"),
+    [
+        (lambda: gym.make("vfgym-test/Guess-v0", mode="async"), "gym.make_vec(id, num_envs"),
+        (
+            lambda: gym.make("vfgym-test/Guess-v0", autoreset_mode="SameStep"),
+            "gym.make_vec(id, num_envs",
+        ),
+        (
+            lambda: gym.make_vec(
+                "vfgym-test/Guess-v0", num_envs=2, vectorization_mode="sync", mode="async"
+            ),
+            "vectorization_mode",
+        ),
+        (
+            lambda: gym.make_vec(
+                "vfgym-test/Guess-v0",
+                num_envs=2,
+                vectorization_mode="sync",
+                autoreset_mode="SameStep",
+            ),
+            "vector_kwargs={'autoreset_mode'",
+        ),
+    ],
+)
+def test_a_vector_option_given_to_a_single_env_says_where_it_goes(make, wanted: str) -> None:
+    with pytest.raises(TypeError, match="option of the vector env") as caught:
+        make()
+    assert wanted in str(caught.value)
+
+
+def test_a_per_step_reward_that_is_not_a_bool_is_refused() -> None:
+    # "no" is truthy: taken as it is, it would turn per-step rewards on.
+    with pytest.raises(ValueError, match="per_step_reward must be True or False"):
+        vgym.register("vfgym-vector-test/PerStep-v0", "wordle", per_step_reward="no")
+    assert gym.registry.get("vfgym-vector-test/PerStep-v0") is None
+    with pytest.raises(TypeError, match="per_step_reward must be True or False"):
+        gym.make("vfgym/Wordle-v0", per_step_reward="no")
+    env = gym.make("vfgym/Wordle-v0", per_step_reward=np.bool_(True))
+    assert env.unwrapped.per_step_reward is True
+    env.close()
+
+
+def test_one_row_per_sub_env_is_refused_with_how_to_get_it(vec: vgym.GymVectorEnv) -> None:
+    vec.reset(seed=0)
+    with pytest.raises(TypeError, match="every sub-env it resets") as caught:
+        vec.reset(options={"index": [0, 1, 2]})
+    assert "'reset_mask'" in str(caught.value)
+    # The advice works: sub-env 1 alone starts on row 4.
+    mask = np.array([False, True, False])
+    _, infos = vec.reset(options={"index": 4, "reset_mask": mask})
+    assert infos["_state"].tolist() == [False, True, False]
+    assert infos["state"][1]["example_id"] == 4
+
+
+def test_a_gym_env_made_directly_refuses_a_per_step_reward_that_is_not_a_bool() -> None:
+    """`GymEnv(env, per_step_reward="no")` rewarded every step: "no" is a true value."""
+    from vfgym.games.guess_the_number import load_environment
+
+    with pytest.raises(TypeError, match="per_step_reward must be True or False, not 'no'"):
+        vgym.GymEnv(load_environment(num_examples=1), per_step_reward="no")
+    env = vgym.GymEnv(load_environment(num_examples=1), per_step_reward=np.bool_(False))
+    try:
+        assert env.per_step_reward is False
+    finally:
+        env.close()
+
+
+ASYNC_GUESS = "vfgym-test/AsyncGuess-v0"  # hooks that really wait: async mode uses a loop
+
+
+def _async_vector(n: int = 2) -> GymVectorEnv:
+    return gym.make_vec(ASYNC_GUESS, num_envs=n, mode="async")
+
+
+def _playing(mode: str = "sync") -> GymVectorEnv:
+    """A vector env two steps into its episodes."""
+    vec = gym.make_vec("vfgym-test/Guess-v0", num_envs=2, mode=mode)
+    vec.reset(seed=0)
+    vec.step(["1", "2"])
+    return vec
+
+
+def test_a_sync_step_of_episodes_started_by_areset_is_refused_and_loses_none():
+    vec = _async_vector()
+
+    async def play() -> tuple:
+        await vec.areset(seed=0)
+        with pytest.raises(RuntimeError, match=r"await vec\.astep"):
+            vec.step(["1", "2"])
+        return await vec.astep(["1", "2"])  # the episodes are still there, on this loop
+
+    try:
+        observations, *_, infos = asyncio.run(play())
+        assert observations == ("1: go higher.", "2: go higher.")
+        assert infos["turn"].tolist() == [1, 1]
+    finally:
+        vec.close()
+
+
+def test_an_astep_of_episodes_started_by_reset_is_refused_and_loses_none():
+    vec = _async_vector()
+    try:
+        vec.reset(seed=0)
+        with pytest.raises(RuntimeError, match=r"step\(\)"):
+            asyncio.run(vec.astep(["1", "2"]))
+        observations, *_, infos = vec.step(["1", "2"])  # still playable with step()
+        assert observations == ("1: go higher.", "2: go higher.")
+        assert infos["turn"].tolist() == [1, 1]
+    finally:
+        vec.close()
+
+
+def test_a_deepcopy_of_an_async_vector_env_plays_on_like_the_original():
+    vec = _async_vector()
+    try:
+        vec.reset(seed=0)
+        vec.step(["1", "2"])  # the private loop now exists
+        twin = copy.deepcopy(vec)
+        try:
+            assert twin.step(["3", "4"])[0] == vec.step(["3", "4"])[0]
+            assert twin.get_attr("state")[0] is not vec.get_attr("state")[0]
+        finally:
+            twin.close()
+    finally:
+        vec.close()
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize(
+    ("seed", "options", "error", "match"),
+    [
+        ([5, -1], None, ValueError, r"seed must be an int >= 0.*-1"),
+        ([5, 1.5], None, TypeError, r"seed.*1\.5"),
+        ([5, True], None, TypeError, r"seed.*True"),
+        (None, {"idx": 3}, ValueError, r"unknown option.*idx"),
+        (None, {"index": "3"}, TypeError, r"options\['index'\] must be an int"),
+        (None, {"index": 99}, IndexError, r"options\['index'\]=99"),
+        (None, [("index", 3)], TypeError, r"options must be a dict"),
+    ],
+)
+def test_a_bad_seed_or_option_is_refused_before_any_episode_is_lost(
+    mode, seed, options, error, match
+):
+    vec = _playing(mode)
+    try:
+        with pytest.raises(error, match=match):
+            vec.reset(seed=seed, options=options)
+        *_, infos = vec.step(["3", "4"])  # both episodes play on
+        assert infos["turn"].tolist() == [2, 2]
+    finally:
+        vec.close()
+
+
+def test_numpy_seeds_seed_the_sub_envs_as_ints_do():
+    vec = gym.make_vec("vfgym-test/Guess-v0", num_envs=3)
+    try:
+        expected = vec.reset(seed=[3, 4, 9])[0]
+        seeds = vec.np_random_seed
+        assert vec.reset(seed=[np.int64(3), 4, np.uint32(9)])[0] == expected
+        assert vec.np_random_seed == seeds == (3, 4, 9)
+        assert vec.reset(seed=np.array([3, 4, 9]))[0] == expected
+        # A 0-d array is one seed, as a numpy int is: sub-env i gets seed + i.
+        assert vec.reset(seed=np.array(3))[0] == vec.reset(seed=3)[0]
+        assert vec.np_random_seed == (3, 4, 5)
+    finally:
+        vec.close()
+
+
+def test_sub_envs_of_other_spaces_are_refused_without_closing_the_callers_envs():
+    """The envs passed in belong to the caller, who may go on with them; only the ones
+    the vector env built from functions are its own to close."""
+    mine = GymEnv(GuessEnv())
+    mine.reset(seed=0)
+    built: list[GymEnv] = []
+
+    def other() -> GymEnv:
+        built.append(GymEnv(GuessEnv(), max_text_length=10))
+        built[-1].reset(seed=1)
+        return built[-1]
+
+    with pytest.raises(ValueError, match="sub-env 1 has spaces"):
+        GymVectorEnv([mine, other])
+    mine.step("5")  # still playing: a closed env would raise ResetNeeded
+    assert mine.state["turn"] == 1
+    with pytest.raises(gym.error.ResetNeeded, match="closed"):
+        built[0].step("5")
+    mine.close()

@@ -1,10 +1,11 @@
-"""vfgym.inference.messages: a response's assistant turn as a plain, re-sendable dict."""
+"""vfgym.inference.messages: a response's assistant turn as a plain, re-sendable dict, and
+the message helpers the engine and the client share."""
 
 from __future__ import annotations
 
 from openai.types.chat import ChatCompletion
 
-from vfgym.inference.messages import assistant_message
+from vfgym.inference.messages import assistant_message, last_content
 
 
 def _response(tool_calls: list[dict[str, object]]) -> ChatCompletion:
@@ -36,3 +37,14 @@ def test_a_custom_tool_call_is_kept_as_the_server_sent_it() -> None:
     custom = {"id": "b", "type": "custom", "custom": {"name": "grep", "input": "x"}}
     message = assistant_message(_response([function, custom]))
     assert message["tool_calls"] == [function, custom]
+
+
+def test_last_content_of_a_message_with_content_parts_is_its_text() -> None:
+    """`last_content` is typed `str`, and games call `.strip()` on it; content parts came
+    back as the list itself."""
+    parts = [
+        {"type": "text", "text": "guess "},
+        {"type": "image_url", "image_url": {"url": "data:x"}},
+        {"type": "text", "text": "CRANE"},
+    ]
+    assert last_content([{"role": "user", "content": parts}]) == "guess CRANE"
