@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_report import chromium, parse
+from report_dom import chromium, parse
 
 from vfgym.cli.main import main
 from vfgym.results.jsonl import METADATA_FILE, RESULTS_FILE
