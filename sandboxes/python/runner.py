@@ -51,6 +51,8 @@ import traceback
 import types
 from collections.abc import Callable
 
+import seccomp_filter  # copied beside this file into the image
+
 PROTOCOL_VERSION = 2
 WORKSPACE = os.environ.get("VFGYM_WORKSPACE", "/workspace")
 RUNNER_PATH = os.path.abspath(__file__)
@@ -58,7 +60,7 @@ RUNNER_PATH = os.path.abspath(__file__)
 KERNEL_FLAG = "--kernel"
 #: Directories every user can write to, emptied between users. /dev/mqueue holds
 #: POSIX message queues, which outlive the processes that made them (where it is
-#: missing, as under gVisor, `refuse_posix_queues` keeps any from being made).
+#: missing, as under gVisor, the seccomp filter keeps any from being made).
 SCRATCH_DIRS = ("/tmp", "/dev/shm", "/dev/mqueue")
 #: How long a reset waits for state that dies a moment after its processes (Unix
 #: sockets the kernel's collector frees, TCP connections closing on loopback).
@@ -92,13 +94,6 @@ IPC_ID_LIMIT = 1 << 31
 #: the reset report the sandbox dirty (its pool replaces it) rather than probe them all.
 IPC_PROBE_LIMIT = 1 << 16
 
-# A seccomp filter refusing mq_open (see refuse_posix_queues).
-PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
-SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO = 0x7FFF0000, 0x00050000
-BPF_LD_ABS, BPF_JEQ, BPF_AND, BPF_RET = 0x20, 0x15, 0x54, 0x06
-X32_SYSCALL_BIT = 0x40000000
-#: machine: (AUDIT_ARCH_* value, mq_open's system call number)
-MQ_OPEN_SYSCALLS = {"x86_64": (0xC000003E, 240), "aarch64": (0xC00000B7, 180)}
 #: machine: (ioprio_get, ioprio_set) system call numbers (Python wraps neither).
 IOPRIO_SYSCALLS = {"x86_64": (252, 251), "aarch64": (31, 30)}
 IOPRIO_WHO_PROCESS = 1
@@ -537,8 +532,10 @@ class RunnerError(Exception):
 
 
 class Runner:
-    def __init__(self, protocol: Protocol) -> None:
+    def __init__(self, protocol: Protocol, denied_calls: list[str]) -> None:
         self.protocol = protocol
+        #: What the seccomp filter every process here inherits denies (see main).
+        self.denied_calls = denied_calls
         self.statuses: dict[int, int] = {}
         self.kernel_pid: int | None = None
         self.kernel_fds: dict[str, int] = {}
@@ -546,8 +543,6 @@ class Runner:
         self.tcp = TcpLeftovers()
         # Before any user code runs: what every reset puts back (see process_settings).
         self.settings = process_settings()
-        # Before any child exists, so that every process of the sandbox inherits it.
-        self.posix_queue_problem = refuse_posix_queues()
         wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self.wake_fd = wake_r
         signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
@@ -979,7 +974,7 @@ class Runner:
                     raise RunnerError(
                         "too_large",
                         f"{request['path']!r} is {info.st_size} bytes, over the read limit of "
-                        f"{limit} bytes; raise SandboxConfig.max_file_bytes to read it",
+                        f"{limit} bytes; raise SandboxConfig.max_read_bytes to read it",
                     )
                 chunks, total = [], 0
                 while True:
@@ -1028,8 +1023,6 @@ class Runner:
                 problems.append(f"{directory}: {exc}")
         problems.extend(settle_directory_times((WORKSPACE, *SCRATCH_DIRS)))
         ipc_problems = self.sysv_ipc.wipe()
-        if self.posix_queue_problem:
-            ipc_problems.append(self.posix_queue_problem)
         leftovers = [d for d in (WORKSPACE, *SCRATCH_DIRS) if os.path.isdir(d) and os.listdir(d)]
         processes = other_pids({os.getpid()})
         self.statuses.clear()
@@ -1050,6 +1043,7 @@ class Runner:
             "uid": os.getuid(),
             "python": sys.version.split()[0],
             "oom_counter": oom_kills() is not None,
+            "seccomp": self.denied_calls,
         }
 
     # -- main loop
@@ -1585,30 +1579,6 @@ class SysvIpc:
         return [*range(mark + 1, IPC_ID_LIMIT), *range(probe)]  # the ids wrapped around
 
 
-class _SockFprog(ctypes.Structure):
-    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
-
-
-def posix_queue_filter() -> bytes | None:
-    """A seccomp program that makes mq_open fail with ENOSYS, for this machine's
-    architecture; None when it is not one the program knows."""
-    arch, number = MQ_OPEN_SYSCALLS.get(os.uname().machine, (None, None))
-    if arch is None:
-        return None
-    refuse = SECCOMP_RET_ERRNO | errno.ENOSYS
-    program = [
-        (BPF_LD_ABS, 0, 0, 4),  # the system call's architecture
-        (BPF_JEQ, 1, 0, arch),
-        (BPF_RET, 0, 0, refuse),  # another ABI (32-bit calls): refuse all of it
-        (BPF_LD_ABS, 0, 0, 0),  # the system call's number
-        (BPF_AND, 0, 0, ~X32_SYSCALL_BIT & 0xFFFFFFFF),
-        (BPF_JEQ, 0, 1, number),
-        (BPF_RET, 0, 0, refuse),
-        (BPF_RET, 0, 0, SECCOMP_RET_ALLOW),
-    ]
-    return b"".join(struct.pack("=HBBI", *instruction) for instruction in program)
-
-
 def has_mqueue_fs() -> bool:
     """True when /dev/mqueue is an mqueue filesystem, where the wipe finds POSIX queues."""
     try:
@@ -1620,24 +1590,6 @@ def has_mqueue_fs() -> bool:
     except OSError:
         pass
     return False
-
-
-def refuse_posix_queues() -> str | None:
-    """Keep every process of the sandbox from making POSIX message queues where the
-    wipe could not find them again (gVisor mounts no /dev/mqueue, so queues would
-    outlive it). Returns why a reset cannot be proven clean, or None."""
-    if has_mqueue_fs():
-        return None
-    program = posix_queue_filter()
-    if program is None:
-        return f"POSIX message queues cannot be listed nor refused on {os.uname().machine}"
-    filters = ctypes.create_string_buffer(program, len(program))
-    fprog = _SockFprog(len(program) // 8, ctypes.addressof(filters))
-    _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-    if _libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
-        reason = os.strerror(ctypes.get_errno())
-        return f"POSIX message queues cannot be listed nor refused: seccomp failed ({reason})"
-    return None
 
 
 def main() -> None:
@@ -1653,6 +1605,15 @@ def main() -> None:
         except (OSError, ValueError):
             pass
     set_dumpable(False)
+    # Before any other process exists, so that every process of the sandbox inherits
+    # it. gVisor mounts no /dev/mqueue, where a reset would find POSIX queues again,
+    # so there queues are refused too. Without the filter the runner does not start:
+    # the host then reports why, and no sandbox runs without the policy.
+    try:
+        denied_calls = seccomp_filter.install(refuse_mq_open=not has_mqueue_fs())
+    except OSError as exc:
+        sys.stderr.write(f"vfgym runner: the sandbox's seccomp policy is not in force: {exc}\n")
+        sys.exit(3)
     in_fd = os.dup(0)
     out_fd = os.dup(1)
     null = os.open(os.devnull, os.O_RDWR)
@@ -1661,7 +1622,7 @@ def main() -> None:
     os.close(null)
     os.makedirs(WORKSPACE, exist_ok=True)
     os.chdir(WORKSPACE)
-    runner = Runner(Protocol(in_fd, out_fd))
+    runner = Runner(Protocol(in_fd, out_fd), denied_calls)
     runner.serve()
 
 
