@@ -429,6 +429,11 @@ def kernel_main(ctl_in: int, ctl_out: int) -> None:
     runner_dir = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [WORKSPACE, *(entry for entry in sys.path if entry != runner_dir)]
     set_dumpable(True)
+    # When a call leaves children behind, the runner stops every process (the session
+    # too) and kills the strays. gVisor then sends SIGHUP to the session's process
+    # group, orphaned with a stopped member; Linux does not. A handler, rather than
+    # SIG_IGN which exec would pass on to the session's subprocesses, keeps it alive.
+    signal.signal(signal.SIGHUP, lambda signum, frame: None)
     for stream in (sys.stdout, sys.stderr):
         stream.reconfigure(line_buffering=True)
     counter = 0
