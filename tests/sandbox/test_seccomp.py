@@ -21,6 +21,7 @@ import pytest
 
 from vfgym.errors import SandboxImageError
 from vfgym.sandbox import SandboxPool
+from vfgym.sandbox.doctor import POLICY_PROBE, assess_policy_probe, run_checks, seccomp_checks
 from vfgym.sandbox.image import default_image
 from vfgym.sandbox.seccomp import (
     DENIED_CALLS,
@@ -233,3 +234,53 @@ def test_the_probe_tells_the_policy_from_a_missing_privilege(
     # A new user namespace, io_uring and the keyring reach the kernel without the policy.
     assert {"unshare", "io_uring_setup", "keyctl"} <= unlike, answers
     assert len(unlike) >= 8, answers
+
+
+# ------------------------------------------------------------------------- doctor
+
+
+def test_doctor_reports_the_policy_on_each_runtime(docker_client: docker.DockerClient) -> None:
+    info = docker_client.info()
+    checks = {check.name: check for check in seccomp_checks(info)}
+    assert checks["seccomp policy"].status == "ok"
+    assert f"denies {len(DENIED_CALLS)} calls" in checks["seccomp policy"].detail
+    assert checks["seccomp on runc"].status == "ok"
+    assert "vfgym's JSON profile" in checks["seccomp on runc"].detail
+    if "runsc" in (info.get("Runtimes") or {}):
+        assert checks["seccomp on runsc"].status == "ok"
+        assert "runner's filter" in checks["seccomp on runsc"].detail
+
+
+def test_doctor_fails_where_a_sandbox_could_start_without_the_policy(
+    docker_client: docker.DockerClient,
+) -> None:
+    info = docker_client.info()
+    loose = copy.deepcopy(load_profile())
+    loose["syscalls"][0]["names"].append("io_uring_setup")
+    by_name = {check.name: check for check in seccomp_checks(info, loose)}
+    assert by_name["seccomp policy"].status == "fail"
+    assert "io_uring_setup" in by_name["seccomp policy"].detail
+    no_seccomp = {**info, "SecurityOptions": ["name=apparmor"]}
+    by_name = {check.name: check for check in seccomp_checks(no_seccomp)}
+    assert by_name["seccomp on runc"].status == "fail" and by_name["seccomp on runc"].fix
+
+
+def test_doctor_deep_probe_passes_in_a_sandbox_and_fails_without_the_policy(
+    runtime: str, docker_client: docker.DockerClient, session_labels: dict[str, str]
+) -> None:
+    unconfined = docker_client.containers.run(
+        default_image(),
+        entrypoint=["python3", "-c", POLICY_PROBE],
+        runtime=runtime,
+        user="10001:10001",
+        cap_drop=["ALL"],
+        security_opt=["no-new-privileges", "seccomp=unconfined"],
+        network_mode="none",
+        remove=True,
+        labels={**session_labels, "vfgym.sandbox": "1"},
+    )
+    bare = assess_policy_probe(runtime, unconfined.decode())
+    assert bare.status == "fail" and "unshare" in bare.detail, bare
+    checks = {c.name: c for c in run_checks(image=default_image(), deep=True)}
+    assert checks[f"sandbox on {runtime}"].status == "ok", checks
+    assert checks[f"seccomp in a sandbox on {runtime}"].status == "ok", checks
