@@ -147,7 +147,7 @@ class DockerSandbox:
         config = self.config
         if self._client is None:
             self._client = await asyncio.to_thread(make_client, config.docker_host)
-        client = self._client
+        client: docker.DockerClient = self._client
         image = config.image or default_image()
         kwargs = create_kwargs(client, config, image, sandbox_labels(self._pool_id, config.labels))
         try:
