@@ -13,6 +13,7 @@ import copy
 import importlib.util
 import json
 from importlib import resources
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -284,3 +285,9 @@ def test_doctor_deep_probe_passes_in_a_sandbox_and_fails_without_the_policy(
     checks = {c.name: c for c in run_checks(image=default_image(), deep=True)}
     assert checks[f"sandbox on {runtime}"].status == "ok", checks
     assert checks[f"seccomp in a sandbox on {runtime}"].status == "ok", checks
+
+
+def test_the_security_page_lists_every_denied_call() -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "security.md").read_text()
+    missing = [call.name for call in DENIED_CALLS if f"`{call.name}`" not in page]
+    assert missing == [], f"docs/security.md does not list {missing}"
