@@ -34,8 +34,6 @@ import base64
 import builtins
 import ctypes
 import errno
-import hashlib
-import hmac
 import json
 import linecache
 import os
@@ -44,14 +42,16 @@ import selectors
 import signal
 import socket
 import stat
-import struct
 import sys
 import time
 import traceback
 import types
-from collections.abc import Callable
 
-import seccomp_filter  # copied beside this file into the image
+# Copied beside this file into the image; the session drops them (see kernel_main).
+from vfgym_runner import seccomp_filter
+from vfgym_runner.capture import Capture
+from vfgym_runner.protocol import HEADER, Protocol, ProtocolError
+from vfgym_runner.sysv_ipc import SysvIpc
 
 PROTOCOL_VERSION = 2
 WORKSPACE = os.environ.get("VFGYM_WORKSPACE", "/workspace")
@@ -69,11 +69,6 @@ TCP_TABLES = ("/proc/net/tcp", "/proc/net/tcp6")
 #: Present where the kernel is Linux's (runc), which lists TIME_WAIT connections in
 #: TCP_TABLES; gVisor has neither this file nor such a listing.
 TIME_WAIT_SYSCTL = "/proc/sys/net/ipv4/tcp_max_tw_buckets"
-HEADER = struct.Struct(">I")
-TAG_SIZE = 32  # HMAC-SHA256
-REQUEST_LABEL, REPLY_LABEL = b"vfgym request\0", b"vfgym reply\0"
-MIN_KEY_BYTES = 16
-MAX_REQUEST_BYTES = 512 * 1024 * 1024
 SHELLS = ("/bin/bash", "/bin/sh")
 PR_SET_DUMPABLE = 4
 KILL_PASSES = 200
@@ -86,160 +81,11 @@ SIGKILL_BIT = 1 << (signal.SIGKILL - 1)
 #: Where /proc/<pid>/stat has the process's thread count, counted after the ")".
 STAT_NUM_THREADS = 17
 
-# System V IPC (see SysvIpc).
-IPC_PRIVATE, IPC_CREAT, IPC_RMID = 0, 0o1000, 0
-SHM_INFO, MSG_INFO, SEM_INFO = 14, 12, 19
-IPC_ID_LIMIT = 1 << 31
-#: Where ids must be probed (gVisor), a use that went through more ids than this makes
-#: the reset report the sandbox dirty (its pool replaces it) rather than probe them all.
-IPC_PROBE_LIMIT = 1 << 16
-
 #: machine: (ioprio_get, ioprio_set) system call numbers (Python wraps neither).
 IOPRIO_SYSCALLS = {"x86_64": (252, 251), "aarch64": (31, 30)}
 IOPRIO_WHO_PROCESS = 1
 
 _libc = ctypes.CDLL(None, use_errno=True)
-
-
-# --------------------------------------------------------------------------- protocol
-
-
-class ProtocolError(Exception):
-    """A request the runner must not act on: unsigned, replayed, or without the key."""
-
-
-def sign(key: bytes, label: bytes, body: bytes) -> bytes:
-    """The tag of one frame; the label keeps a request from passing as a reply."""
-    mac = hmac.new(key, label, hashlib.sha256)
-    mac.update(body)
-    return mac.digest()
-
-
-class Protocol:
-    """Signed, length-prefixed JSON over two file descriptors user code never inherits.
-
-    The first request carries the key (see the module docstring); after it, a request
-    counts only with a valid tag and an id above every earlier one, so a request read
-    off the stream by someone else cannot be replayed.
-    """
-
-    def __init__(self, in_fd: int, out_fd: int) -> None:
-        self.in_fd = in_fd
-        self.out_fd = out_fd
-        self.key: bytes | None = None
-        self.last_id = 0
-
-    def _read_exact(self, size: int) -> bytes | None:
-        chunks = []
-        while size:
-            chunk = os.read(self.in_fd, min(size, 1 << 20))
-            if not chunk:
-                return None
-            chunks.append(chunk)
-            size -= len(chunk)
-        return b"".join(chunks)
-
-    def read(self) -> dict | None:
-        header = self._read_exact(HEADER.size)
-        if header is None:
-            return None
-        (size,) = HEADER.unpack(header)
-        if size > MAX_REQUEST_BYTES or size < TAG_SIZE:
-            raise ValueError(f"request of {size} bytes is outside the runner's limits")
-        payload = self._read_exact(size)
-        if payload is None:
-            return None
-        tag, body = payload[:TAG_SIZE], payload[TAG_SIZE:]
-        if self.key is None:
-            self.key = self._first_key(body)
-        if not hmac.compare_digest(tag, sign(self.key, REQUEST_LABEL, body)):
-            raise ProtocolError("a request not signed with the host's key")
-        message = json.loads(body)
-        request_id = message.get("id") if isinstance(message, dict) else None
-        if not isinstance(request_id, int) or request_id <= self.last_id:
-            raise ProtocolError(f"request id {request_id!r} does not follow {self.last_id}")
-        self.last_id = request_id
-        return message
-
-    @staticmethod
-    def _first_key(body: bytes) -> bytes:
-        """The key from the host's first request; without one nothing can be trusted."""
-        try:
-            key = base64.b64decode(json.loads(body)["key"], validate=True)
-        except (ValueError, KeyError, TypeError) as exc:
-            raise ProtocolError("the first request carries no key") from exc
-        if len(key) < MIN_KEY_BYTES:
-            raise ProtocolError("the first request's key is too short")
-        return key
-
-    def write(self, message: dict) -> None:
-        body = json.dumps(message, ensure_ascii=False).encode("utf-8", "replace")
-        # Before a key arrived nothing the host could check can be sent: it will refuse
-        # this frame, which is right, since the request that caused it was not its.
-        tag = sign(self.key or b"", REPLY_LABEL, body)
-        data = memoryview(HEADER.pack(len(tag) + len(body)) + tag + body)
-        while data:
-            written = os.write(self.out_fd, data)
-            data = data[written:]
-
-
-# --------------------------------------------------------------------------- output
-
-
-class Capture:
-    """Keeps the head and tail of a stream and counts what falls in between."""
-
-    def __init__(self, limit: int) -> None:
-        self.head_limit = limit // 2
-        self.tail_limit = limit - self.head_limit
-        self.head = bytearray()
-        self.tail = bytearray()
-        self.total = 0
-
-    def feed(self, data: bytes) -> None:
-        self.total += len(data)
-        room = self.head_limit - len(self.head)
-        if room > 0:
-            self.head += data[:room]
-            data = data[room:]
-        if data:
-            self.tail += data
-            if len(self.tail) > self.tail_limit:
-                del self.tail[: len(self.tail) - self.tail_limit]
-
-    @property
-    def truncated(self) -> bool:
-        return self.total > len(self.head) + len(self.tail)
-
-    def text(self) -> str:
-        if not self.truncated:  # head and tail meet: one stream, decoded as one
-            return bytes(self.head + self.tail).decode("utf-8", "replace")
-        # Cut at character boundaries, so the cuts add no replacement characters.
-        head = bytes(self.head[: complete_utf8_prefix(self.head)])
-        tail = bytes(self.tail[utf8_continuation_prefix(self.tail) :])
-        omitted = self.total - len(head) - len(tail)
-        head_text, tail_text = head.decode("utf-8", "replace"), tail.decode("utf-8", "replace")
-        return f"{head_text}\n[... {omitted} bytes omitted ...]\n{tail_text}"
-
-
-def complete_utf8_prefix(data: bytearray) -> int:
-    """Length of `data` without a multibyte UTF-8 character cut off at its end."""
-    for back in range(1, min(4, len(data)) + 1):
-        byte = data[-back]
-        if byte < 0x80:
-            return len(data)
-        if byte >= 0xC0:  # the lead byte of the last character
-            needed = 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
-            return len(data) - back if back < needed else len(data)
-    return len(data)
-
-
-def utf8_continuation_prefix(data: bytearray) -> int:
-    """How many bytes at the start of `data` finish a character cut off before it."""
-    count = 0
-    while count < min(3, len(data)) and 0x80 <= data[count] < 0xC0:
-        count += 1
-    return count
 
 
 # --------------------------------------------------------------------------- processes
@@ -428,6 +274,8 @@ def kernel_main(ctl_in: int, ctl_out: int) -> None:
     sys.argv = [""]
     runner_dir = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [WORKSPACE, *(entry for entry in sys.path if entry != runner_dir)]
+    for name in [name for name in sys.modules if name.partition(".")[0] == "vfgym_runner"]:
+        del sys.modules[name]  # the runner's own modules never shadow the user's
     set_dumpable(True)
     # When a call leaves children behind, the runner stops every process (the session
     # too) and kills the strays. gVisor then sends SIGHUP to the session's process
@@ -1424,164 +1272,6 @@ def wipe_directory(directory: str) -> int:
                 return removed
     finally:
         os.close(fd)
-
-
-class _ShmInfo(ctypes.Structure):
-    _fields_ = [("used_ids", ctypes.c_int)] + [
-        (name, ctypes.c_ulong)
-        for name in ("shm_tot", "shm_rss", "shm_swp", "swap_attempts", "swap_successes")
-    ]
-
-
-class _MsgInfo(ctypes.Structure):
-    _fields_ = [
-        (name, ctypes.c_int)
-        for name in ("msgpool", "msgmap", "msgmax", "msgmnb", "msgmni", "msgssz", "msgtql")
-    ] + [("msgseg", ctypes.c_ushort)]
-
-
-class _SemInfo(ctypes.Structure):
-    _fields_ = [
-        (name, ctypes.c_int)
-        for name in (
-            "semmap",
-            "semmni",
-            "semmns",
-            "semmnu",
-            "semmsl",
-            "semopm",
-            "semume",
-            "semusz",
-            "semvmx",
-            "semaem",
-        )
-    ]
-
-
-def _shm_in_use() -> int:
-    """Pages of shared memory in the IPC namespace (every segment holds at least one)."""
-    info = _ShmInfo()
-    if _libc.shmctl(0, SHM_INFO, ctypes.byref(info)) < 0:
-        return -1
-    return int(info.shm_tot)
-
-
-def _msg_in_use() -> int:
-    info = _MsgInfo()
-    if _libc.msgctl(0, MSG_INFO, ctypes.byref(info)) < 0:
-        return -1
-    return int(info.msgpool)
-
-
-def _sem_in_use() -> int:
-    info = _SemInfo()
-    if _libc.semctl(0, 0, SEM_INFO, ctypes.byref(info)) < 0:
-        return -1
-    return int(info.semusz)
-
-
-class SysvKind:
-    """How to make, remove and count one kind of System V IPC object."""
-
-    def __init__(
-        self,
-        name: str,
-        label: str,
-        make: Callable[[], int],
-        remove: Callable[[int], int],
-        in_use: Callable[[], int],
-    ) -> None:
-        self.name = name  # as in /proc/sysvipc
-        self.label = label
-        self.make = make
-        self.remove = remove
-        self.in_use = in_use
-
-
-SYSV_KINDS = (
-    SysvKind(
-        "shm",
-        "pages of shared memory",
-        lambda: _libc.shmget(IPC_PRIVATE, 1, IPC_CREAT | 0o600),
-        lambda ipc_id: _libc.shmctl(ipc_id, IPC_RMID, None),
-        _shm_in_use,
-    ),
-    SysvKind(
-        "sem",
-        "semaphore sets",
-        lambda: _libc.semget(IPC_PRIVATE, 1, IPC_CREAT | 0o600),
-        lambda ipc_id: _libc.semctl(ipc_id, 0, IPC_RMID),
-        _sem_in_use,
-    ),
-    SysvKind(
-        "msg",
-        "message queues",
-        lambda: _libc.msgget(IPC_PRIVATE, IPC_CREAT | 0o600),
-        lambda ipc_id: _libc.msgctl(ipc_id, IPC_RMID, None),
-        _msg_in_use,
-    ),
-)
-
-
-def listed_sysv_ids(kind: str) -> list[int] | None:
-    """Ids of every object of `kind` from /proc/sysvipc; None where it does not exist
-    (gVisor has none, and lists shared memory and message queues no other way)."""
-    try:
-        with open(f"/proc/sysvipc/{kind}") as handle:
-            lines = handle.read().splitlines()[1:]
-    except OSError:
-        return None
-    return [int(fields[1]) for fields in (line.split() for line in lines) if len(fields) > 1]
-
-
-class SysvIpc:
-    """Removes the System V IPC objects (shared memory, semaphore sets, message queues)
-    that user code left: they outlive their processes and would carry data over.
-
-    Linux lists them in /proc/sysvipc. gVisor does not, but it hands out ids one after
-    another (never reusing one until they wrap), so every object alive now has an id
-    between the last one handed out at the previous wipe (`marks`) and the id a new
-    object gets now; those ids are removed one by one. The kernel's own counts then
-    show whether any object is left, whatever way they were found.
-    """
-
-    def __init__(self) -> None:
-        self.marks = {kind.name: -1 for kind in SYSV_KINDS}
-
-    def wipe(self) -> list[str]:
-        """Remove every object; returns problems (left over, or not checkable)."""
-        problems = []
-        for kind in SYSV_KINDS:
-            ids = listed_sysv_ids(kind.name)
-            if ids is None:
-                ids = self._ids_since_mark(kind, problems)
-            for ipc_id in ids:
-                kind.remove(ipc_id)
-            left = kind.in_use()
-            if left < 0:
-                problems.append(
-                    f"cannot count System V {kind.label}: {os.strerror(ctypes.get_errno())}"
-                )
-            elif left:
-                problems.append(f"{left} System V {kind.label} left after the wipe")
-        return problems
-
-    def _ids_since_mark(self, kind: SysvKind, problems: list[str]) -> range | list[int]:
-        probe = kind.make()
-        if probe < 0:
-            problems.append(
-                f"cannot probe System V {kind.label}: {os.strerror(ctypes.get_errno())}"
-            )
-            return []
-        kind.remove(probe)
-        mark, self.marks[kind.name] = self.marks[kind.name], probe
-        used = (probe - mark - 1) % IPC_ID_LIMIT
-        if used > IPC_PROBE_LIMIT:
-            problems.append(f"{used} System V {kind.label} ids used since the last wipe")
-            return []
-        if probe > mark:
-            return range(mark + 1, probe)
-        return [*range(mark + 1, IPC_ID_LIMIT), *range(probe)]  # the ids wrapped around
 
 
 def has_mqueue_fs() -> bool:

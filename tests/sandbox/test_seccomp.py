@@ -82,7 +82,7 @@ EXPECTED = {call.name: "ENOSYS" if call.when == "ENOSYS" else "EPERM" for call i
 
 def _runner_filter_module() -> ModuleType:
     """The runner's filter module as the image has it (it is not an importable package)."""
-    path = resources.files("vfgym.sandboxes") / "python" / "seccomp_filter.py"
+    path = resources.files("vfgym.sandboxes") / "python" / "vfgym_runner" / "seccomp_filter.py"
     spec = importlib.util.spec_from_file_location("vfgym_runner_seccomp_filter", str(path))
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -212,6 +212,19 @@ CLONE_FILES = 0x400
     async with hostile_pool.acquire() as sandbox:
         result = await sandbox.run_python(code)
     assert result.value == "(7, 3, [1], 0)", result.summary()
+
+
+@session_loop
+async def test_the_runners_own_modules_stay_out_of_the_session(hostile_pool: SandboxPool) -> None:
+    """The filter and the runner's other modules are imported before user code runs;
+    they must not shadow a user's module of the same name."""
+    async with hostile_pool.acquire() as sandbox:
+        await sandbox.write_file("seccomp_filter.py", "MINE = True\n")
+        result = await sandbox.run_python(
+            "import sys, seccomp_filter\n"
+            "(seccomp_filter.MINE, [n for n in sys.modules if n.startswith('vfgym_runner')])"
+        )
+    assert result.value == "(True, [])", result.summary()
 
 
 def test_the_probe_tells_the_policy_from_a_missing_privilege(

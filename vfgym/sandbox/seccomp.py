@@ -4,7 +4,7 @@ The policy is enforced twice, so that neither runtime depends on a daemon's
 defaults. The JSON profile shipped beside this module (Docker's format, built on
 Docker's default allow-list) goes to every container as `seccomp=<json>`; runc
 applies it, gVisor ignores it unless runsc runs with `--oci-seccomp`. The runner
-(the sandbox's PID 1, `vfgym.sandboxes/python/seccomp_filter.py`) also installs a
+(the sandbox's PID 1, `sandboxes/python/vfgym_runner/seccomp_filter.py`) also installs a
 filter denying the same calls before any other process exists, on both runtimes,
 and reports the calls it denies; `DockerSandbox` refuses a sandbox whose runner
 reports fewer than `DENIED_CALLS`.
