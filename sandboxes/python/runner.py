@@ -34,8 +34,6 @@ import base64
 import builtins
 import ctypes
 import errno
-import hashlib
-import hmac
 import json
 import linecache
 import os
@@ -44,12 +42,16 @@ import selectors
 import signal
 import socket
 import stat
-import struct
 import sys
 import time
 import traceback
 import types
-from collections.abc import Callable
+
+# Copied beside this file into the image; the session drops them (see kernel_main).
+from vfgym_runner import seccomp_filter
+from vfgym_runner.capture import Capture
+from vfgym_runner.protocol import HEADER, Protocol, ProtocolError
+from vfgym_runner.sysv_ipc import SysvIpc
 
 PROTOCOL_VERSION = 2
 WORKSPACE = os.environ.get("VFGYM_WORKSPACE", "/workspace")
@@ -58,7 +60,7 @@ RUNNER_PATH = os.path.abspath(__file__)
 KERNEL_FLAG = "--kernel"
 #: Directories every user can write to, emptied between users. /dev/mqueue holds
 #: POSIX message queues, which outlive the processes that made them (where it is
-#: missing, as under gVisor, `refuse_posix_queues` keeps any from being made).
+#: missing, as under gVisor, the seccomp filter keeps any from being made).
 SCRATCH_DIRS = ("/tmp", "/dev/shm", "/dev/mqueue")
 #: How long a reset waits for state that dies a moment after its processes (Unix
 #: sockets the kernel's collector frees, TCP connections closing on loopback).
@@ -67,11 +69,6 @@ TCP_TABLES = ("/proc/net/tcp", "/proc/net/tcp6")
 #: Present where the kernel is Linux's (runc), which lists TIME_WAIT connections in
 #: TCP_TABLES; gVisor has neither this file nor such a listing.
 TIME_WAIT_SYSCTL = "/proc/sys/net/ipv4/tcp_max_tw_buckets"
-HEADER = struct.Struct(">I")
-TAG_SIZE = 32  # HMAC-SHA256
-REQUEST_LABEL, REPLY_LABEL = b"vfgym request\0", b"vfgym reply\0"
-MIN_KEY_BYTES = 16
-MAX_REQUEST_BYTES = 512 * 1024 * 1024
 SHELLS = ("/bin/bash", "/bin/sh")
 PR_SET_DUMPABLE = 4
 KILL_PASSES = 200
@@ -84,167 +81,11 @@ SIGKILL_BIT = 1 << (signal.SIGKILL - 1)
 #: Where /proc/<pid>/stat has the process's thread count, counted after the ")".
 STAT_NUM_THREADS = 17
 
-# System V IPC (see SysvIpc).
-IPC_PRIVATE, IPC_CREAT, IPC_RMID = 0, 0o1000, 0
-SHM_INFO, MSG_INFO, SEM_INFO = 14, 12, 19
-IPC_ID_LIMIT = 1 << 31
-#: Where ids must be probed (gVisor), a use that went through more ids than this makes
-#: the reset report the sandbox dirty (its pool replaces it) rather than probe them all.
-IPC_PROBE_LIMIT = 1 << 16
-
-# A seccomp filter refusing mq_open (see refuse_posix_queues).
-PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
-SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO = 0x7FFF0000, 0x00050000
-BPF_LD_ABS, BPF_JEQ, BPF_AND, BPF_RET = 0x20, 0x15, 0x54, 0x06
-X32_SYSCALL_BIT = 0x40000000
-#: machine: (AUDIT_ARCH_* value, mq_open's system call number)
-MQ_OPEN_SYSCALLS = {"x86_64": (0xC000003E, 240), "aarch64": (0xC00000B7, 180)}
 #: machine: (ioprio_get, ioprio_set) system call numbers (Python wraps neither).
 IOPRIO_SYSCALLS = {"x86_64": (252, 251), "aarch64": (31, 30)}
 IOPRIO_WHO_PROCESS = 1
 
 _libc = ctypes.CDLL(None, use_errno=True)
-
-
-# --------------------------------------------------------------------------- protocol
-
-
-class ProtocolError(Exception):
-    """A request the runner must not act on: unsigned, replayed, or without the key."""
-
-
-def sign(key: bytes, label: bytes, body: bytes) -> bytes:
-    """The tag of one frame; the label keeps a request from passing as a reply."""
-    mac = hmac.new(key, label, hashlib.sha256)
-    mac.update(body)
-    return mac.digest()
-
-
-class Protocol:
-    """Signed, length-prefixed JSON over two file descriptors user code never inherits.
-
-    The first request carries the key (see the module docstring); after it, a request
-    counts only with a valid tag and an id above every earlier one, so a request read
-    off the stream by someone else cannot be replayed.
-    """
-
-    def __init__(self, in_fd: int, out_fd: int) -> None:
-        self.in_fd = in_fd
-        self.out_fd = out_fd
-        self.key: bytes | None = None
-        self.last_id = 0
-
-    def _read_exact(self, size: int) -> bytes | None:
-        chunks = []
-        while size:
-            chunk = os.read(self.in_fd, min(size, 1 << 20))
-            if not chunk:
-                return None
-            chunks.append(chunk)
-            size -= len(chunk)
-        return b"".join(chunks)
-
-    def read(self) -> dict | None:
-        header = self._read_exact(HEADER.size)
-        if header is None:
-            return None
-        (size,) = HEADER.unpack(header)
-        if size > MAX_REQUEST_BYTES or size < TAG_SIZE:
-            raise ValueError(f"request of {size} bytes is outside the runner's limits")
-        payload = self._read_exact(size)
-        if payload is None:
-            return None
-        tag, body = payload[:TAG_SIZE], payload[TAG_SIZE:]
-        if self.key is None:
-            self.key = self._first_key(body)
-        if not hmac.compare_digest(tag, sign(self.key, REQUEST_LABEL, body)):
-            raise ProtocolError("a request not signed with the host's key")
-        message = json.loads(body)
-        request_id = message.get("id") if isinstance(message, dict) else None
-        if not isinstance(request_id, int) or request_id <= self.last_id:
-            raise ProtocolError(f"request id {request_id!r} does not follow {self.last_id}")
-        self.last_id = request_id
-        return message
-
-    @staticmethod
-    def _first_key(body: bytes) -> bytes:
-        """The key from the host's first request; without one nothing can be trusted."""
-        try:
-            key = base64.b64decode(json.loads(body)["key"], validate=True)
-        except (ValueError, KeyError, TypeError) as exc:
-            raise ProtocolError("the first request carries no key") from exc
-        if len(key) < MIN_KEY_BYTES:
-            raise ProtocolError("the first request's key is too short")
-        return key
-
-    def write(self, message: dict) -> None:
-        body = json.dumps(message, ensure_ascii=False).encode("utf-8", "replace")
-        # Before a key arrived nothing the host could check can be sent: it will refuse
-        # this frame, which is right, since the request that caused it was not its.
-        tag = sign(self.key or b"", REPLY_LABEL, body)
-        data = memoryview(HEADER.pack(len(tag) + len(body)) + tag + body)
-        while data:
-            written = os.write(self.out_fd, data)
-            data = data[written:]
-
-
-# --------------------------------------------------------------------------- output
-
-
-class Capture:
-    """Keeps the head and tail of a stream and counts what falls in between."""
-
-    def __init__(self, limit: int) -> None:
-        self.head_limit = limit // 2
-        self.tail_limit = limit - self.head_limit
-        self.head = bytearray()
-        self.tail = bytearray()
-        self.total = 0
-
-    def feed(self, data: bytes) -> None:
-        self.total += len(data)
-        room = self.head_limit - len(self.head)
-        if room > 0:
-            self.head += data[:room]
-            data = data[room:]
-        if data:
-            self.tail += data
-            if len(self.tail) > self.tail_limit:
-                del self.tail[: len(self.tail) - self.tail_limit]
-
-    @property
-    def truncated(self) -> bool:
-        return self.total > len(self.head) + len(self.tail)
-
-    def text(self) -> str:
-        if not self.truncated:  # head and tail meet: one stream, decoded as one
-            return bytes(self.head + self.tail).decode("utf-8", "replace")
-        # Cut at character boundaries, so the cuts add no replacement characters.
-        head = bytes(self.head[: complete_utf8_prefix(self.head)])
-        tail = bytes(self.tail[utf8_continuation_prefix(self.tail) :])
-        omitted = self.total - len(head) - len(tail)
-        head_text, tail_text = head.decode("utf-8", "replace"), tail.decode("utf-8", "replace")
-        return f"{head_text}\n[... {omitted} bytes omitted ...]\n{tail_text}"
-
-
-def complete_utf8_prefix(data: bytearray) -> int:
-    """Length of `data` without a multibyte UTF-8 character cut off at its end."""
-    for back in range(1, min(4, len(data)) + 1):
-        byte = data[-back]
-        if byte < 0x80:
-            return len(data)
-        if byte >= 0xC0:  # the lead byte of the last character
-            needed = 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
-            return len(data) - back if back < needed else len(data)
-    return len(data)
-
-
-def utf8_continuation_prefix(data: bytearray) -> int:
-    """How many bytes at the start of `data` finish a character cut off before it."""
-    count = 0
-    while count < min(3, len(data)) and 0x80 <= data[count] < 0xC0:
-        count += 1
-    return count
 
 
 # --------------------------------------------------------------------------- processes
@@ -433,7 +274,14 @@ def kernel_main(ctl_in: int, ctl_out: int) -> None:
     sys.argv = [""]
     runner_dir = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [WORKSPACE, *(entry for entry in sys.path if entry != runner_dir)]
+    for name in [name for name in sys.modules if name.partition(".")[0] == "vfgym_runner"]:
+        del sys.modules[name]  # the runner's own modules never shadow the user's
     set_dumpable(True)
+    # When a call leaves children behind, the runner stops every process (the session
+    # too) and kills the strays. gVisor then sends SIGHUP to the session's process
+    # group, orphaned with a stopped member; Linux does not. A handler, rather than
+    # SIG_IGN which exec would pass on to the session's subprocesses, keeps it alive.
+    signal.signal(signal.SIGHUP, lambda signum, frame: None)
     for stream in (sys.stdout, sys.stderr):
         stream.reconfigure(line_buffering=True)
     counter = 0
@@ -537,8 +385,10 @@ class RunnerError(Exception):
 
 
 class Runner:
-    def __init__(self, protocol: Protocol) -> None:
+    def __init__(self, protocol: Protocol, denied_calls: list[str]) -> None:
         self.protocol = protocol
+        #: What the seccomp filter every process here inherits denies (see main).
+        self.denied_calls = denied_calls
         self.statuses: dict[int, int] = {}
         self.kernel_pid: int | None = None
         self.kernel_fds: dict[str, int] = {}
@@ -546,8 +396,6 @@ class Runner:
         self.tcp = TcpLeftovers()
         # Before any user code runs: what every reset puts back (see process_settings).
         self.settings = process_settings()
-        # Before any child exists, so that every process of the sandbox inherits it.
-        self.posix_queue_problem = refuse_posix_queues()
         wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self.wake_fd = wake_r
         signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
@@ -979,7 +827,7 @@ class Runner:
                     raise RunnerError(
                         "too_large",
                         f"{request['path']!r} is {info.st_size} bytes, over the read limit of "
-                        f"{limit} bytes; raise SandboxConfig.max_file_bytes to read it",
+                        f"{limit} bytes; raise SandboxConfig.max_read_bytes to read it",
                     )
                 chunks, total = [], 0
                 while True:
@@ -1028,8 +876,6 @@ class Runner:
                 problems.append(f"{directory}: {exc}")
         problems.extend(settle_directory_times((WORKSPACE, *SCRATCH_DIRS)))
         ipc_problems = self.sysv_ipc.wipe()
-        if self.posix_queue_problem:
-            ipc_problems.append(self.posix_queue_problem)
         leftovers = [d for d in (WORKSPACE, *SCRATCH_DIRS) if os.path.isdir(d) and os.listdir(d)]
         processes = other_pids({os.getpid()})
         self.statuses.clear()
@@ -1050,6 +896,7 @@ class Runner:
             "uid": os.getuid(),
             "python": sys.version.split()[0],
             "oom_counter": oom_kills() is not None,
+            "seccomp": self.denied_calls,
         }
 
     # -- main loop
@@ -1427,188 +1274,6 @@ def wipe_directory(directory: str) -> int:
         os.close(fd)
 
 
-class _ShmInfo(ctypes.Structure):
-    _fields_ = [("used_ids", ctypes.c_int)] + [
-        (name, ctypes.c_ulong)
-        for name in ("shm_tot", "shm_rss", "shm_swp", "swap_attempts", "swap_successes")
-    ]
-
-
-class _MsgInfo(ctypes.Structure):
-    _fields_ = [
-        (name, ctypes.c_int)
-        for name in ("msgpool", "msgmap", "msgmax", "msgmnb", "msgmni", "msgssz", "msgtql")
-    ] + [("msgseg", ctypes.c_ushort)]
-
-
-class _SemInfo(ctypes.Structure):
-    _fields_ = [
-        (name, ctypes.c_int)
-        for name in (
-            "semmap",
-            "semmni",
-            "semmns",
-            "semmnu",
-            "semmsl",
-            "semopm",
-            "semume",
-            "semusz",
-            "semvmx",
-            "semaem",
-        )
-    ]
-
-
-def _shm_in_use() -> int:
-    """Pages of shared memory in the IPC namespace (every segment holds at least one)."""
-    info = _ShmInfo()
-    if _libc.shmctl(0, SHM_INFO, ctypes.byref(info)) < 0:
-        return -1
-    return int(info.shm_tot)
-
-
-def _msg_in_use() -> int:
-    info = _MsgInfo()
-    if _libc.msgctl(0, MSG_INFO, ctypes.byref(info)) < 0:
-        return -1
-    return int(info.msgpool)
-
-
-def _sem_in_use() -> int:
-    info = _SemInfo()
-    if _libc.semctl(0, 0, SEM_INFO, ctypes.byref(info)) < 0:
-        return -1
-    return int(info.semusz)
-
-
-class SysvKind:
-    """How to make, remove and count one kind of System V IPC object."""
-
-    def __init__(
-        self,
-        name: str,
-        label: str,
-        make: Callable[[], int],
-        remove: Callable[[int], int],
-        in_use: Callable[[], int],
-    ) -> None:
-        self.name = name  # as in /proc/sysvipc
-        self.label = label
-        self.make = make
-        self.remove = remove
-        self.in_use = in_use
-
-
-SYSV_KINDS = (
-    SysvKind(
-        "shm",
-        "pages of shared memory",
-        lambda: _libc.shmget(IPC_PRIVATE, 1, IPC_CREAT | 0o600),
-        lambda ipc_id: _libc.shmctl(ipc_id, IPC_RMID, None),
-        _shm_in_use,
-    ),
-    SysvKind(
-        "sem",
-        "semaphore sets",
-        lambda: _libc.semget(IPC_PRIVATE, 1, IPC_CREAT | 0o600),
-        lambda ipc_id: _libc.semctl(ipc_id, 0, IPC_RMID),
-        _sem_in_use,
-    ),
-    SysvKind(
-        "msg",
-        "message queues",
-        lambda: _libc.msgget(IPC_PRIVATE, IPC_CREAT | 0o600),
-        lambda ipc_id: _libc.msgctl(ipc_id, IPC_RMID, None),
-        _msg_in_use,
-    ),
-)
-
-
-def listed_sysv_ids(kind: str) -> list[int] | None:
-    """Ids of every object of `kind` from /proc/sysvipc; None where it does not exist
-    (gVisor has none, and lists shared memory and message queues no other way)."""
-    try:
-        with open(f"/proc/sysvipc/{kind}") as handle:
-            lines = handle.read().splitlines()[1:]
-    except OSError:
-        return None
-    return [int(fields[1]) for fields in (line.split() for line in lines) if len(fields) > 1]
-
-
-class SysvIpc:
-    """Removes the System V IPC objects (shared memory, semaphore sets, message queues)
-    that user code left: they outlive their processes and would carry data over.
-
-    Linux lists them in /proc/sysvipc. gVisor does not, but it hands out ids one after
-    another (never reusing one until they wrap), so every object alive now has an id
-    between the last one handed out at the previous wipe (`marks`) and the id a new
-    object gets now; those ids are removed one by one. The kernel's own counts then
-    show whether any object is left, whatever way they were found.
-    """
-
-    def __init__(self) -> None:
-        self.marks = {kind.name: -1 for kind in SYSV_KINDS}
-
-    def wipe(self) -> list[str]:
-        """Remove every object; returns problems (left over, or not checkable)."""
-        problems = []
-        for kind in SYSV_KINDS:
-            ids = listed_sysv_ids(kind.name)
-            if ids is None:
-                ids = self._ids_since_mark(kind, problems)
-            for ipc_id in ids:
-                kind.remove(ipc_id)
-            left = kind.in_use()
-            if left < 0:
-                problems.append(
-                    f"cannot count System V {kind.label}: {os.strerror(ctypes.get_errno())}"
-                )
-            elif left:
-                problems.append(f"{left} System V {kind.label} left after the wipe")
-        return problems
-
-    def _ids_since_mark(self, kind: SysvKind, problems: list[str]) -> range | list[int]:
-        probe = kind.make()
-        if probe < 0:
-            problems.append(
-                f"cannot probe System V {kind.label}: {os.strerror(ctypes.get_errno())}"
-            )
-            return []
-        kind.remove(probe)
-        mark, self.marks[kind.name] = self.marks[kind.name], probe
-        used = (probe - mark - 1) % IPC_ID_LIMIT
-        if used > IPC_PROBE_LIMIT:
-            problems.append(f"{used} System V {kind.label} ids used since the last wipe")
-            return []
-        if probe > mark:
-            return range(mark + 1, probe)
-        return [*range(mark + 1, IPC_ID_LIMIT), *range(probe)]  # the ids wrapped around
-
-
-class _SockFprog(ctypes.Structure):
-    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
-
-
-def posix_queue_filter() -> bytes | None:
-    """A seccomp program that makes mq_open fail with ENOSYS, for this machine's
-    architecture; None when it is not one the program knows."""
-    arch, number = MQ_OPEN_SYSCALLS.get(os.uname().machine, (None, None))
-    if arch is None:
-        return None
-    refuse = SECCOMP_RET_ERRNO | errno.ENOSYS
-    program = [
-        (BPF_LD_ABS, 0, 0, 4),  # the system call's architecture
-        (BPF_JEQ, 1, 0, arch),
-        (BPF_RET, 0, 0, refuse),  # another ABI (32-bit calls): refuse all of it
-        (BPF_LD_ABS, 0, 0, 0),  # the system call's number
-        (BPF_AND, 0, 0, ~X32_SYSCALL_BIT & 0xFFFFFFFF),
-        (BPF_JEQ, 0, 1, number),
-        (BPF_RET, 0, 0, refuse),
-        (BPF_RET, 0, 0, SECCOMP_RET_ALLOW),
-    ]
-    return b"".join(struct.pack("=HBBI", *instruction) for instruction in program)
-
-
 def has_mqueue_fs() -> bool:
     """True when /dev/mqueue is an mqueue filesystem, where the wipe finds POSIX queues."""
     try:
@@ -1620,24 +1285,6 @@ def has_mqueue_fs() -> bool:
     except OSError:
         pass
     return False
-
-
-def refuse_posix_queues() -> str | None:
-    """Keep every process of the sandbox from making POSIX message queues where the
-    wipe could not find them again (gVisor mounts no /dev/mqueue, so queues would
-    outlive it). Returns why a reset cannot be proven clean, or None."""
-    if has_mqueue_fs():
-        return None
-    program = posix_queue_filter()
-    if program is None:
-        return f"POSIX message queues cannot be listed nor refused on {os.uname().machine}"
-    filters = ctypes.create_string_buffer(program, len(program))
-    fprog = _SockFprog(len(program) // 8, ctypes.addressof(filters))
-    _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-    if _libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
-        reason = os.strerror(ctypes.get_errno())
-        return f"POSIX message queues cannot be listed nor refused: seccomp failed ({reason})"
-    return None
 
 
 def main() -> None:
@@ -1653,6 +1300,15 @@ def main() -> None:
         except (OSError, ValueError):
             pass
     set_dumpable(False)
+    # Before any other process exists, so that every process of the sandbox inherits
+    # it. gVisor mounts no /dev/mqueue, where a reset would find POSIX queues again,
+    # so there queues are refused too. Without the filter the runner does not start:
+    # the host then reports why, and no sandbox runs without the policy.
+    try:
+        denied_calls = seccomp_filter.install(refuse_mq_open=not has_mqueue_fs())
+    except OSError as exc:
+        sys.stderr.write(f"vfgym runner: the sandbox's seccomp policy is not in force: {exc}\n")
+        sys.exit(3)
     in_fd = os.dup(0)
     out_fd = os.dup(1)
     null = os.open(os.devnull, os.O_RDWR)
@@ -1661,7 +1317,7 @@ def main() -> None:
     os.close(null)
     os.makedirs(WORKSPACE, exist_ok=True)
     os.chdir(WORKSPACE)
-    runner = Runner(Protocol(in_fd, out_fd))
+    runner = Runner(Protocol(in_fd, out_fd), denied_calls)
     runner.serve()
 
 

@@ -74,7 +74,8 @@ def test_container_spec_turns_every_limit_on() -> None:
     assert host["network_mode"] == "none" and spec["network_disabled"]
     assert host["mem_limit"] == host["memswap_limit"]
     assert host["read_only"] and host["cap_drop"] == ["ALL"]
-    assert host["security_opt"] == ["no-new-privileges"]
+    assert host["security_opt"][0] == "no-new-privileges"
+    assert host["security_opt"][1].startswith("seccomp={")  # vfgym's profile, not the default
     assert host["pids_limit"] == 128 and host["log_config"].type == "none"
     assert {u.name for u in host["ulimits"]} >= {"nofile", "fsize"}
     assert "size=" in host["tmpfs"]["/workspace"] and "size=" in host["tmpfs"]["/tmp"]

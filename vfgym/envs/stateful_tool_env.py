@@ -45,7 +45,7 @@ class StatefulToolEnv(ToolEnv):
         messages: Messages,
         state: State,
         **kwargs: Any,
-    ) -> dict[str, Any]:
+    ) -> dict[str, Any] | Awaitable[dict[str, Any]]:
         """Return the arguments with the hidden ones filled in from `state`.
 
         Sync as in verifiers, or `async def` when filling them in must wait

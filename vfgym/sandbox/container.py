@@ -8,6 +8,7 @@ import docker
 from docker.types import LogConfig, Ulimit
 
 from vfgym.sandbox.config import SandboxConfig
+from vfgym.sandbox.seccomp import security_option
 
 # gVisor's kernel (the Sentry) runs inside the container's pids cgroup, and on its
 # ptrace platform every sandboxed task costs it many host threads and stub
@@ -72,7 +73,9 @@ def create_kwargs(
         ipc_mode="private",
         sysctls=sysctls or None,
         cap_drop=["ALL"],
-        security_opt=["no-new-privileges"],
+        # vfgym's own seccomp policy, not the daemon's default (see seccomp.py); gVisor
+        # gets the same denials from the runner's filter.
+        security_opt=["no-new-privileges", security_option()],
         init=False,  # the runner is PID 1: it reaps zombies and cannot be killed from inside
         ulimits=ulimits,
         log_config=LogConfig(type="none"),

@@ -11,7 +11,6 @@ from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import Any
 
-from vfgym.engine._async import maybe_await
 from vfgym.envs.stateful_tool_env import StatefulToolEnv
 from vfgym.envs.tool_env import checked_tools
 from vfgym.errors import INFRASTRUCTURE_ERRORS, SandboxLostError, SandboxStartError
@@ -282,7 +281,9 @@ class SandboxEnv(StatefulToolEnv):
         lease = pool.acquire()
         sandbox = await lease.__aenter__()
         self._leases[id(state)] = (lease, sandbox, pool)
-        await maybe_await(self.prepare_sandbox, sandbox, state)  # (a plain `def` hook too)
+        prepared = self.prepare_sandbox(sandbox, state)
+        if inspect.isawaitable(prepared):  # a subclass may override it with a plain `def`
+            await prepared
         return sandbox
 
     async def _release(self, state: State) -> None:

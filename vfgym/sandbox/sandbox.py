@@ -36,6 +36,7 @@ from vfgym.sandbox.labels import sandbox_labels
 from vfgym.sandbox.paths import workspace_relative
 from vfgym.sandbox.result import ExecResult
 from vfgym.sandbox.rlimits import rlimit_error
+from vfgym.sandbox.seccomp import check_runner_report
 
 logger = logging.getLogger(__name__)
 
@@ -146,7 +147,7 @@ class DockerSandbox:
         config = self.config
         if self._client is None:
             self._client = await asyncio.to_thread(make_client, config.docker_host)
-        client = self._client
+        client: docker.DockerClient = self._client
         image = config.image or default_image()
         kwargs = create_kwargs(client, config, image, sandbox_labels(self._pool_id, config.labels))
         try:
@@ -188,6 +189,7 @@ class DockerSandbox:
                 f"image {image!r} has runner protocol {info.get('protocol')!r}, this vfgym speaks "
                 f"{PROTOCOL_VERSION}; rebuild it with `python -m vfgym.sandbox build`"
             )
+        check_runner_report(info.get("seccomp"), config.runtime)
         self.runner_info = info
 
     async def _create_container(self, client: docker.DockerClient, kwargs: dict[str, Any]) -> str:
