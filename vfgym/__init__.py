@@ -130,9 +130,6 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:  # what type checkers and editors see: the same names, eagerly
     from vfgym.compat import install_verifiers_alias
     from vfgym.engine.data import build_prompt
-    from vfgym.envs.python_env import PythonEnv
-    from vfgym.envs.reasoninggym_env import ReasoningGymEnv
-    from vfgym.envs.textarena_env import TextArenaEnv
     from vfgym.envs import (
         EnvGroup,
         Environment,
@@ -141,7 +138,10 @@ if TYPE_CHECKING:  # what type checkers and editors see: the same names, eagerly
         StatefulToolEnv,
         ToolEnv,
     )
+    from vfgym.envs.python_env import PythonEnv
+    from vfgym.envs.reasoninggym_env import ReasoningGymEnv
     from vfgym.envs.registry import UnexpectedArgumentError, list_environments, load_environment
+    from vfgym.envs.textarena_env import TextArenaEnv
     from vfgym.errors import (
         ContextLengthExceeded,
         ModelCallError,

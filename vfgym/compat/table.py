@@ -47,9 +47,7 @@ _MESSAGES = (
     "messages are plain dicts in vfgym (`vfgym.types.ChatMessage`); "
     "vfgym.inference.messages converts them for the model client"
 )
-_PROCESSING = (
-    "token-level outputs come from `vfgym.training.processing.process_env_results`"
-)
+_PROCESSING = "token-level outputs come from `vfgym.training.processing.process_env_results`"
 
 _RL = AliasedModule(refuse_all=_TRAINING)
 _RL_PACKAGE = AliasedModule(refuse_all=_TRAINING, package=True)
@@ -71,32 +69,43 @@ _LOGGING = {
     for name in ("setup_logging", "print_prompt_completions_sample")
 }
 
+_RUN_CONFIG = {
+    name: "run settings are the options of `vfgym eval` (--base-url, --model, ...) and "
+    "the arguments of `env.evaluate(...)`; results are written by `vfgym.results`"
+    for name in ("ClientConfig", "Endpoint", "Endpoints", "EvalConfig", "GenerateMetadata")
+}
+
 MODULES: dict[str, AliasedModule] = {
     "verifiers": AliasedModule(
         target="vfgym",
-        extra={**_CLASSES, **_DATA_UTILS, **_LOGGING},
+        extra={
+            **_CLASSES,
+            **_DATA_UTILS,
+            **_LOGGING,
+            "JsonPrimitive": "vfgym.compat.types:JsonPrimitive",
+        },
         refused={
-            name: _TRAINING
-            for name in (
-                "RLTrainer",
-                "RLConfig",
-                "GRPOTrainer",
-                "GRPOConfig",
-                "grpo_defaults",
-                "lora_defaults",
-                "get_model",
-                "get_model_and_tokenizer",
-            )
+            **_RUN_CONFIG,
+            **{
+                name: _TRAINING
+                for name in (
+                    "RLTrainer",
+                    "RLConfig",
+                    "GRPOTrainer",
+                    "GRPOConfig",
+                    "grpo_defaults",
+                    "lora_defaults",
+                    "get_model",
+                    "get_model_and_tokenizer",
+                )
+            },
         },
         package=True,
     ),
     "verifiers.types": AliasedModule(
         target="vfgym.types",
         extra={"JsonPrimitive": "vfgym.compat.types:JsonPrimitive"},
-        refused={
-            name: _EVAL_UTILS + "; model endpoints are the `--base-url`/`--model` of `vfgym eval`"
-            for name in ("ClientConfig", "Endpoint", "Endpoints", "EvalConfig", "GenerateMetadata")
-        },
+        refused=_RUN_CONFIG,
     ),
     "verifiers.envs": AliasedModule(target="vfgym.envs", extra=dict(_CLASSES), package=True),
     "verifiers.envs.env_group": AliasedModule(target="vfgym.envs.env_group"),

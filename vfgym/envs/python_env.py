@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypedDict
 
 from vfgym.sandbox.config import SandboxConfig
 from vfgym.sandbox.env import SandboxEnv
@@ -39,6 +39,14 @@ REMOTE_SANDBOX_KWARGS = frozenset(
         "advanced_configs",
     }
 )
+
+
+class PythonWorkerState(TypedDict):
+    """What `state["python_env"]` holds: whether the session is up, and how many
+    executions it has run (the `n` of `Out[n]`)."""
+
+    ready: bool
+    execution_count: int
 
 
 class PythonEnv(SandboxEnv):
@@ -115,9 +123,7 @@ class PythonEnv(SandboxEnv):
             parts.append(result.stdout.rstrip())
         failed = result.exit_code not in (0, None)
         if result.stderr.rstrip():
-            parts.append(
-                result.stderr.rstrip() if failed else f"stderr:\n{result.stderr.rstrip()}"
-            )
+            parts.append(result.stderr.rstrip() if failed else f"stderr:\n{result.stderr.rstrip()}")
         if not failed and result.value is not None:
             parts.append(f"Out[{counts}]: {result.value}")
         return "\n".join(parts) or "(no output)"

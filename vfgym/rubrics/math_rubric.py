@@ -62,7 +62,9 @@ class MathRubric(Rubric):
         # math-verify's timeouts use SIGALRM, which exists only on the main thread; a
         # reward offloaded to a worker thread runs without them (and never hangs the
         # loop: the offloader's own call timeout still applies).
-        timeout = MATH_VERIFY_TIMEOUT if threading.current_thread() is threading.main_thread() else None
+        timeout = (
+            MATH_VERIFY_TIMEOUT if threading.current_thread() is threading.main_thread() else None
+        )
         math_verify = self._math_verify
         try:
             response = parser.parse_answer(completion) or ""
