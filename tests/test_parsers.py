@@ -204,30 +204,32 @@ def test_xml_parser_rejects_bad_fields(fields: object, error: type, match: str) 
 
 
 def test_xml_format_reward_scores_each_criterion() -> None:
+    # verifiers 0.1.x's formula (tests/compat/test_verifiers_behaviour.py has more)
     parser = XMLParser(["think", "answer"])
     score = parser.score_format
     assert score("<think>t</think>\n<answer>a</answer>") == 1.0
-    assert score("no tags at all") == 0.0
-    # only half the fields: 0.2 presence + well formed + order + clean
-    assert score("<answer>a</answer>") == pytest.approx(0.8)
-    # wrong order: loses the order point only
-    assert score("<answer>a</answer><think>t</think>") == pytest.approx(0.8)
-    # text outside the fields loses the clean point
+    assert score("no tags at all") == pytest.approx(0.2)
+    # only half the fields: 0.2 presence + 0.2 always + ends with the last field
+    assert score("<answer>a</answer>") == pytest.approx(0.6)
+    # wrong order: neither starts with the first field nor ends with the last
+    assert score("<answer>a</answer><think>t</think>") == pytest.approx(0.6)
+    # text before the fields loses the start point
     assert score("Sure! <think>t</think><answer>a</answer>") == pytest.approx(0.8)
-    # unclosed tag loses the well-formed point
+    # an unclosed tag still counts its field as present, but loses the end point
     assert score("<think>t</think><answer>a") == pytest.approx(0.8)
-    # a stray closing tag too
-    assert score("<think>t</think></think><answer>a</answer>") == pytest.approx(0.6)
+    # a stray closing tag costs nothing
+    assert score("<think>t</think></think><answer>a</answer>") == pytest.approx(1.0)
 
 
-def test_xml_format_reward_skips_tool_call_only_turns() -> None:
+def test_xml_format_reward_scores_tool_call_only_turns_as_empty_text() -> None:
     parser = XMLParser(["think", "answer"])
     reward = parser.get_format_reward_func()
     good = "<think>t</think><answer>a</answer>"
     completion = [tool_turn(), *chat(("tool", "r"), ("assistant", good))]
-    assert reward(completion=completion) == 1.0
-    assert reward(completion=[tool_turn()]) == 0.0
-    assert reward(completion=chat(("assistant", good), ("assistant", "plain"))) == 0.5
+    assert reward(completion=completion) == pytest.approx(0.6)
+    assert reward(completion=[tool_turn()]) == pytest.approx(0.2)
+    two_turns = chat(("assistant", good), ("assistant", "plain"))
+    assert reward(completion=two_turns) == pytest.approx(0.6)
     assert reward(completion=good) == 1.0
 
 
@@ -337,13 +339,13 @@ def test_xml_parse_a_field_opened_again_before_it_closed_is_two_values() -> None
     text = "<answer>\nThe answer is <answer>42</answer>"
     assert parser.parse(text).answer == "The answer is"
     assert parser.parse_answer(text) == "42"
-    # the first one was left open: not well formed, and the field appears twice
-    assert parser.score_format("<answer>1<answer>2</answer>") == pytest.approx(0.4)
+    # one of the two fields, ending with it (verifiers 0.1.x's formula)
+    assert parser.score_format("<answer>1<answer>2</answer>") == pytest.approx(0.6)
 
 
 def test_xml_parse_an_unclosed_field_stops_at_a_closing_tag_of_another() -> None:
     parser = XMLParser(["think", "answer"])
     assert parser.parse_answer("<answer>42</think>") == "42"
     assert parser.parse("<think>plan</answer> <answer>7</answer>").think == "plan"
-    # the wrong closing tag is stray text: neither well formed nor clean
-    assert parser.score_format("<think>t</think><answer>42</think>") == pytest.approx(0.6)
+    # both fields' tags appear; the text does not end with </answer>
+    assert parser.score_format("<think>t</think><answer>42</think>") == pytest.approx(0.8)
