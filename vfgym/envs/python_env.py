@@ -118,9 +118,14 @@ class PythonEnv(SandboxEnv):
         counter = python_state if python_state is not None else {}
         counts = counter.get("execution_count", 0) + 1
         counter["execution_count"] = counts
+        stdout = result.stdout.rstrip()
+        if result.value is not None and stdout.endswith(result.value):
+            # the sandbox's session echoes a final value like a REPL; 0.1.x showed it
+            # once, as `Out[n]`
+            stdout = stdout[: -len(result.value)].rstrip()
         parts = []
-        if result.stdout.rstrip():
-            parts.append(result.stdout.rstrip())
+        if stdout:
+            parts.append(stdout)
         failed = result.exit_code not in (0, None)
         if result.stderr.rstrip():
             parts.append(result.stderr.rstrip() if failed else f"stderr:\n{result.stderr.rstrip()}")
