@@ -6,10 +6,10 @@ import pytest
 
 pytest.importorskip("textarena", reason="needs the extra: pip install 'vfgym[textarena]'")
 
-import nltk  # noqa: E402
+import nltk
 
-import vfgym as vf  # noqa: E402
-from vfgym.envs.textarena_env import NLTK_RESOURCES, TextArenaEnv  # noqa: E402
+import vfgym as vf
+from vfgym.envs.textarena_env import NLTK_RESOURCES, TextArenaEnv
 
 
 def _nltk_data_present() -> bool:
@@ -23,7 +23,7 @@ def _nltk_data_present() -> bool:
 
 @pytest.mark.skipif(_nltk_data_present(), reason="the NLTK data is installed here")
 def test_missing_nltk_data_is_named_with_how_to_install_it() -> None:
-    with pytest.raises(RuntimeError, match="nltk.downloader") as caught:
+    with pytest.raises(RuntimeError, match=r"nltk\.downloader") as caught:
         TextArenaEnv(game="Wordle-v0", num_train_examples=2)
     assert "words" in str(caught.value) and "NLTK_DATA" in str(caught.value)
     assert vf.TextArenaEnv is TextArenaEnv

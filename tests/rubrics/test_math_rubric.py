@@ -8,8 +8,8 @@ pytest.importorskip(
     "math_verify", reason="MathRubric needs the math extra: pip install 'vfgym[math]'"
 )
 
-import vfgym as vf  # noqa: E402
-from vfgym.rubrics.math_rubric import MathRubric  # noqa: E402
+import vfgym as vf
+from vfgym.rubrics.math_rubric import MathRubric
 
 
 def turn(text: str) -> list[dict[str, str]]:
