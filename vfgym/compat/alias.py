@@ -105,7 +105,7 @@ class _AliasLoader(importlib.abc.Loader):
         def __dir__() -> list[str]:
             return sorted({*module.__dict__, *(_public_names(spec))})
 
-        module.__getattr__ = __getattr__  # type: ignore[attr-defined]
+        module.__getattr__ = __getattr__  # type: ignore[attr-defined,method-assign]
         module.__dir__ = __dir__  # type: ignore[method-assign]
         if spec.refuse_all is None:
             module.__all__ = _public_names(spec)  # type: ignore[attr-defined]

@@ -27,9 +27,7 @@ def _known_parameters(cls: type) -> list[str]:
             parameters = inspect.signature(init).parameters.values()
         except (TypeError, ValueError):
             continue
-        names.update(
-            p.name for p in parameters if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
-        )
+        names.update(p.name for p in parameters if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL))
     names.discard("self")
     return sorted(names)
 

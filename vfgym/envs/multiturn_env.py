@@ -7,7 +7,7 @@ import contextlib
 import time
 from abc import abstractmethod
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from openai import AsyncOpenAI, OpenAI
 
@@ -40,6 +40,11 @@ class MultiTurnEnv(Environment):
     fresh State (deal the cards, acquire a sandbox) and `cleanup_state` always runs
     when the episode ends: normally, on error and on cancellation.
     """
+
+    #: Whether the environment answers the model's turn that used up `max_turns`. False
+    #: as in verifiers 0.1.x (the rollout ends on the model's turn); a game whose last
+    #: move must still be played sets it True.
+    answers_last_turn: ClassVar[bool] = False
 
     def __init__(self, max_turns: int | None = -1, **kwargs: Any):
         super().__init__(**kwargs)
@@ -303,9 +308,9 @@ class MultiTurnEnv(Environment):
         """After a model turn: end the episode, or let the environment answer.
 
         Returns the environment's new messages and the stop reason (None to go
-        on). The environment answers the model's last turn even when that turn
-        used up `max_turns` or the token budget (a game's final move still
-        counts); only its natural end, checked first, skips the answer.
+        on). A turn that used up `max_turns` ends the episode unanswered, as in
+        verifiers 0.1.x, unless `answers_last_turn` (a game's final move still
+        counts); its natural end, checked first, always skips the answer.
         `is_completed` and `env_response` see the same context list.
         """
         if self._default_context:
@@ -318,6 +323,8 @@ class MultiTurnEnv(Environment):
             completed = await self._completed(context, state, kwargs)
         if completed:
             return self._no_messages(), self._natural_stop(state, completed)
+        if not self.answers_last_turn and await maybe_await(self.max_turns_reached, state):
+            return self._no_messages(), "max_turns"  # as verifiers 0.1.x: no env_response
         if self._async_env_response:  # `call_hook`'s async case, without its call
             reply = (
                 self.env_response(context, state, **kwargs)
@@ -352,6 +359,8 @@ class MultiTurnEnv(Environment):
             completed = settle_inline(completed)
         if completed:
             return self._no_messages(), self._natural_stop(state, completed)
+        if not self.answers_last_turn and call_inline(self.max_turns_reached, state):
+            return self._no_messages(), "max_turns"
         if kwargs:
             reply = self.env_response(context, state, **kwargs)
         else:

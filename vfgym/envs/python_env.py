@@ -89,7 +89,7 @@ class PythonEnv(SandboxEnv):
         state["python_env"] = {"ready": True, "execution_count": 0}
         return state
 
-    async def update_tool_args(
+    async def update_tool_args(  # type: ignore[override]  # async, as SandboxEnv's
         self,
         tool_name: str,
         tool_args: dict[str, Any],
