@@ -75,11 +75,9 @@ def test_info_stored_as_json_text_in_a_dataset_is_read_back_as_a_dict() -> None:
     assert env.get_dataset()[0]["info"] == {"level": 2}
 
 
-def test_unknown_keyword_is_kept_and_named_in_a_warning(caplog: pytest.LogCaptureFixture) -> None:
-    # verifiers 0.1.x kept unknown keywords as attributes (tests/compat has the rest)
-    env = SingleTurnEnv(dataset=ROWS, max_turn=3)
-    assert env.max_turn == 3
-    assert "max_turn (did you mean max_turns?)" in caplog.text
+def test_unknown_keyword_is_refused_with_its_name() -> None:
+    with pytest.raises(TypeError, match=r"unexpected keyword argument\(s\) \['max_turn'\]"):
+        SingleTurnEnv(dataset=ROWS, max_turn=3)
 
 
 def test_verifiers_tuning_knobs_are_accepted() -> None:

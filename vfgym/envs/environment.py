@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from openai import AsyncOpenAI, OpenAI
 
-from vfgym.compat.kwargs import keep_unknown_kwargs
+from vfgym.compat.kwargs import keep_unknown_kwargs, written_for_verifiers
 from vfgym.engine._async import run_sync
 from vfgym.engine.data import DatasetLike, build_prompt, format_rows, row_count, to_rows
 from vfgym.engine.state import errored_state, fill_state_defaults, new_state
@@ -65,6 +65,12 @@ class Environment(ABC):
         rollout_token_budget: int | None = None,
         **kwargs: Any,
     ):
+        unknown = set(kwargs) - _IGNORED_COMPAT_KWARGS
+        if unknown and not written_for_verifiers():
+            raise TypeError(
+                f"{type(self).__name__} got unexpected keyword argument(s) {sorted(unknown)}; "
+                "a subclass that needs its own settings should take them in its __init__"
+            )
         if message_type not in ("chat", "completion"):
             raise ValueError(f"message_type must be 'chat' or 'completion', not {message_type!r}")
         if message_type == "completion" and (system_prompt or few_shot):
@@ -97,7 +103,7 @@ class Environment(ABC):
         self.rollout_token_budget = rollout_token_budget
         self.dataset = self.format_dataset(dataset) if dataset is not None else None
         self.eval_dataset = self.format_dataset(eval_dataset) if eval_dataset is not None else None
-        # verifiers 0.1.x kept unknown keywords as attributes; so do we, with one warning
+        # (code written for verifiers 0.1.x: its unknown keywords kept, as 0.1.x kept them)
         keep_unknown_kwargs(
             self, {k: v for k, v in kwargs.items() if k not in _IGNORED_COMPAT_KWARGS}
         )
