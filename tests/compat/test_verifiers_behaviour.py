@@ -2,6 +2,10 @@
 unknown constructor keywords kept as attributes, the turn loop stopping at
 `max_turns` before `env_response`, and XMLParser's format reward.
 
+This file is written for verifiers 0.1.x: it imports `verifiers` (the alias), so the
+environments it builds are treated as such (an environment written for vfgym keeps
+vfgym's own rules: tests/test_envs.py).
+
 The expected format scores are 0.1.7's formula worked by hand: 0.4 x the share of
 field sets present (when any field parsed), + 0.2 for spacing (always met by its
 parser), + 0.2 when the text starts with a first-field tag, + 0.2 when it ends with
@@ -11,14 +15,29 @@ a last-field closing tag; averaged over every assistant message.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from openai import AsyncOpenAI
 
 import vfgym as vf
+from vfgym.compat import install_verifiers_alias, uninstall_verifiers_alias
 from vfgym.gym import GymEnv
 from vfgym.inference.server import ModelServer
+
+
+@pytest.fixture(autouse=True)
+def verifiers_alias() -> Iterator[None]:
+    install_verifiers_alias(force=True)
+    try:
+        import verifiers  # this file is written for verifiers 0.1.x
+
+        assert verifiers.MultiTurnEnv is vf.MultiTurnEnv
+        yield
+    finally:
+        uninstall_verifiers_alias()
+
 
 ROWS = [{"question": f"q{i}", "answer": "a"} for i in range(2)]
 
@@ -86,6 +105,13 @@ async def test_the_loop_stops_at_max_turns_before_env_response() -> None:
     assert completion[-1] == {"role": "assistant", "content": "more"}
     assert [m["role"] for m in completion].count("assistant") == 3
     assert state["stop_reason"] == "max_turns" and state["is_truncated"]
+
+
+def test_an_environment_written_for_vfgym_still_answers_the_last_turn() -> None:
+    env = _CountingEnv(max_turns=2)
+    assert env.answers_last_turn is False  # built here, in code written for verifiers
+    native = _CountingEnv.__new__(_CountingEnv)
+    assert type(native).answers_last_turn is None  # decided per construction
 
 
 def test_a_gym_step_that_reaches_max_turns_reports_truncation() -> None:

@@ -7,10 +7,11 @@ import contextlib
 import time
 from abc import abstractmethod
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any
 
 from openai import AsyncOpenAI, OpenAI
 
+from vfgym.compat.kwargs import written_for_verifiers
 from vfgym.engine._async import call_inline, is_async_callable, maybe_await, settle_inline
 from vfgym.engine.data import build_prompt, fresh_copy
 from vfgym.engine.offload import Offloader
@@ -41,14 +42,17 @@ class MultiTurnEnv(Environment):
     when the episode ends: normally, on error and on cancellation.
     """
 
-    #: Whether the environment answers the model's turn that used up `max_turns`. False
-    #: as in verifiers 0.1.x (the rollout ends on the model's turn); a game whose last
-    #: move must still be played sets it True.
-    answers_last_turn: ClassVar[bool] = False
+    #: Whether the environment answers the model's turn that used up `max_turns` (so a
+    #: game's final move still counts). None: decided at construction, False for an
+    #: environment written for verifiers 0.1.x (which ended the rollout on that turn,
+    #: before `env_response`), True otherwise.
+    answers_last_turn: bool | None = None
 
     def __init__(self, max_turns: int | None = -1, **kwargs: Any):
         super().__init__(**kwargs)
         self.max_turns = turn_limit(max_turns)
+        if self.answers_last_turn is None:
+            self.answers_last_turn = not written_for_verifiers()
         # Which hooks keep their defaults, so the loop can skip them. Plain attributes,
         # read on every turn: the interpreter reads those fastest.
         cls = type(self)
@@ -308,9 +312,10 @@ class MultiTurnEnv(Environment):
         """After a model turn: end the episode, or let the environment answer.
 
         Returns the environment's new messages and the stop reason (None to go
-        on). A turn that used up `max_turns` ends the episode unanswered, as in
-        verifiers 0.1.x, unless `answers_last_turn` (a game's final move still
-        counts); its natural end, checked first, always skips the answer.
+        on). The environment answers the model's last turn even when that turn
+        used up `max_turns` or the token budget (a game's final move still
+        counts) unless `answers_last_turn` is False, as for an environment written
+        for verifiers 0.1.x; its natural end, checked first, skips the answer.
         `is_completed` and `env_response` see the same context list.
         """
         if self._default_context:
