@@ -26,7 +26,7 @@ from vfgym.compat import real_verifiers_available, verifiers_alias_active
 from vfgym.inference.server import ModelServer
 
 sys.path.insert(0, str(SOURCES))  # the scripted model beside the environments
-from policy import respond  # noqa: E402
+from policy import respond
 
 sys.path.remove(str(SOURCES))
 
