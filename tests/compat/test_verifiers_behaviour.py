@@ -160,3 +160,8 @@ def test_xml_format_reward_averages_every_assistant_message() -> None:
     ]
     assert reward(completion) == pytest.approx((1.0 + 0.2) / 2)
     assert reward([{"role": "user", "content": "only the user"}]) == 0.0
+
+
+def test_a_catalogue_game_loaded_from_verifiers_style_code_still_plays_its_last_move() -> None:
+    game = vf.load_environment("guess-the-number", difficulty="easy")
+    assert game.answers_last_turn is True

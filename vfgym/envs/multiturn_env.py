@@ -51,8 +51,9 @@ class MultiTurnEnv(Environment):
     def __init__(self, max_turns: int | None = -1, **kwargs: Any):
         super().__init__(**kwargs)
         self.max_turns = turn_limit(max_turns)
-        if self.answers_last_turn is None:
-            self.answers_last_turn = not written_for_verifiers()
+        if self.answers_last_turn is None:  # (the catalogue's games are vfgym's own)
+            native = type(self).__module__.startswith("vfgym.games.")
+            self.answers_last_turn = native or not written_for_verifiers()
         # Which hooks keep their defaults, so the loop can skip them. Plain attributes,
         # read on every turn: the interpreter reads those fastest.
         cls = type(self)
