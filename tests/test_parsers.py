@@ -221,13 +221,13 @@ def test_xml_format_reward_scores_each_criterion() -> None:
     assert score("<think>t</think></think><answer>a</answer>") == pytest.approx(1.0)
 
 
-def test_xml_format_reward_scores_tool_call_only_turns_as_empty_text() -> None:
+def test_xml_format_reward_skips_tool_call_only_turns() -> None:
     parser = XMLParser(["think", "answer"])
     reward = parser.get_format_reward_func()
     good = "<think>t</think><answer>a</answer>"
     completion = [tool_turn(), *chat(("tool", "r"), ("assistant", good))]
-    assert reward(completion=completion) == pytest.approx(0.6)
-    assert reward(completion=[tool_turn()]) == pytest.approx(0.2)
+    assert reward(completion=completion) == 1.0
+    assert reward(completion=[tool_turn()]) == 0.0
     two_turns = chat(("assistant", good), ("assistant", "plain"))
     assert reward(completion=two_turns) == pytest.approx(0.6)
     assert reward(completion=good) == 1.0

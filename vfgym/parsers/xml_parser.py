@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from types import SimpleNamespace
 from typing import Any
 
-from vfgym.parsers._chat import content_text, message_text
+from vfgym.parsers._chat import content_text, is_tool_call_only, message_text
 from vfgym.parsers._xml_scan import Scan, TagScanner
 from vfgym.parsers.parser import Parser, identity
 from vfgym.types import Messages
@@ -234,13 +234,17 @@ class XMLParser(Parser):
         return score
 
     def format_reward_func(self, completion: Messages, **kwargs: Any) -> float:
-        """The mean format score of every assistant turn, as in verifiers 0.1.x (a turn
-        that only calls tools has no text, and scores as empty text). A rollout with
+        """The mean format score of the assistant turns that wrote text.
+
+        A turn that only calls tools is skipped, not scored: it has no text to
+        format (verifiers 0.1.x scored its empty content 0.2). A rollout with
         nothing to score gets 0.
         """
         if isinstance(completion, str):
             return self.score_format(completion)
         scores = [
-            self.score_format(message_text(m)) for m in self.get_assistant_messages(completion)
+            self.score_format(message_text(m))
+            for m in self.get_assistant_messages(completion)
+            if not is_tool_call_only(m)
         ]
         return sum(scores) / len(scores) if scores else 0.0
