@@ -101,6 +101,12 @@ _EXPORTS: dict[str, str] = {
         "vfgym.sandbox",
     ),
     "SandboxEnv": "vfgym.sandbox.env",
+    # the classes verifiers 0.1.x offered on heavy packages (each needs its extra)
+    "MathRubric": "vfgym.rubrics.math_rubric",
+    "PythonEnv": "vfgym.envs.python_env",
+    "ReasoningGymEnv": "vfgym.envs.reasoninggym_env",
+    "TextArenaEnv": "vfgym.envs.textarena_env",
+    "install_verifiers_alias": "vfgym.compat",
     "GymEnv": "vfgym.gym",
     "play_episode": "vfgym.gym",
 }
@@ -122,6 +128,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # what type checkers and editors see: the same names, eagerly
+    from vfgym.compat import install_verifiers_alias
     from vfgym.engine.data import build_prompt
     from vfgym.envs import (
         EnvGroup,
@@ -131,7 +138,10 @@ if TYPE_CHECKING:  # what type checkers and editors see: the same names, eagerly
         StatefulToolEnv,
         ToolEnv,
     )
+    from vfgym.envs.python_env import PythonEnv
+    from vfgym.envs.reasoninggym_env import ReasoningGymEnv
     from vfgym.envs.registry import UnexpectedArgumentError, list_environments, load_environment
+    from vfgym.envs.textarena_env import TextArenaEnv
     from vfgym.errors import (
         ContextLengthExceeded,
         ModelCallError,
@@ -153,6 +163,7 @@ if TYPE_CHECKING:  # what type checkers and editors see: the same names, eagerly
         extract_hash_answer,
     )
     from vfgym.rubrics import JudgeRubric, Rubric, RubricGroup, ToolRubric
+    from vfgym.rubrics.math_rubric import MathRubric
     from vfgym.sandbox import (
         DockerSandbox,
         ExecResult,

@@ -45,6 +45,8 @@ keeps working. Every message says what went wrong and what to do.
     │   ├── SandboxPathError (ValueError)
     │   └── SandboxFileError (OSError)
     │       └── SandboxFileNotFoundError (FileNotFoundError)
+    ├── VerifiersNameUnavailable (ImportError)  a verifiers 0.1.x name vfgym does not offer
+    ├── ExampleDatasetUnavailable (RuntimeError) `load_example_dataset` needs the hub
     └── CommandError                      a `vfgym` command's user error (vfgym.cli)
 
 Defined here, except `CommandError`, which belongs to the CLI; each is also importable
@@ -132,6 +134,22 @@ class SubEnvError(VFGymError, RuntimeError):
         super().__init__(message)
         self.errors = {} if errors is None else errors
         self.results = results
+
+
+class VerifiersNameUnavailable(VFGymError, ImportError):
+    """An environment written for verifiers 0.1.x asked the `verifiers` alias
+    (`vfgym.compat`) for a module or a name vfgym deliberately does not provide (the
+    training stack, the `vf-*` scripts, hub helpers). The message says what to use
+    instead. An ImportError, so `from verifiers.x import name` fails with this
+    message rather than a bare "cannot import name".
+    """
+
+
+class ExampleDatasetUnavailable(VFGymError, RuntimeError):
+    """`load_example_dataset` was called, but it downloads a hub data set and vfgym
+    runs offline: build the rows yourself (a `datasets.Dataset` or a list of dicts
+    with `question` and `answer`) and pass them to the environment.
+    """
 
 
 def error_record(exc: BaseException) -> dict[str, Any]:

@@ -193,20 +193,21 @@ def test_xml_parser_rejects_bad_fields(fields: object, error: type, match: str) 
 
 
 def test_xml_format_reward_scores_each_criterion() -> None:
+    # verifiers 0.1.x's formula (tests/compat/test_verifiers_behaviour.py has more)
     parser = XMLParser(["think", "answer"])
     score = parser.score_format
     assert score("<think>t</think>\n<answer>a</answer>") == 1.0
-    assert score("no tags at all") == 0.0
-    # only half the fields: 0.2 presence + well formed + order + clean
-    assert score("<answer>a</answer>") == pytest.approx(0.8)
-    # wrong order: loses the order point only
-    assert score("<answer>a</answer><think>t</think>") == pytest.approx(0.8)
-    # text outside the fields loses the clean point
+    assert score("no tags at all") == pytest.approx(0.2)
+    # only half the fields: 0.2 presence + 0.2 always + ends with the last field
+    assert score("<answer>a</answer>") == pytest.approx(0.6)
+    # wrong order: neither starts with the first field nor ends with the last
+    assert score("<answer>a</answer><think>t</think>") == pytest.approx(0.6)
+    # text before the fields loses the start point
     assert score("Sure! <think>t</think><answer>a</answer>") == pytest.approx(0.8)
-    # unclosed tag loses the well-formed point
+    # an unclosed tag still counts its field as present, but loses the end point
     assert score("<think>t</think><answer>a") == pytest.approx(0.8)
-    # a stray closing tag too
-    assert score("<think>t</think></think><answer>a</answer>") == pytest.approx(0.6)
+    # a stray closing tag costs nothing
+    assert score("<think>t</think></think><answer>a</answer>") == pytest.approx(1.0)
 
 
 def test_xml_format_reward_skips_tool_call_only_turns() -> None:
@@ -216,7 +217,8 @@ def test_xml_format_reward_skips_tool_call_only_turns() -> None:
     completion = [tool_turn(), *chat(("tool", "r"), ("assistant", good))]
     assert reward(completion=completion) == 1.0
     assert reward(completion=[tool_turn()]) == 0.0
-    assert reward(completion=chat(("assistant", good), ("assistant", "plain"))) == 0.5
+    two_turns = chat(("assistant", good), ("assistant", "plain"))
+    assert reward(completion=two_turns) == pytest.approx(0.6)
     assert reward(completion=good) == 1.0
 
 
@@ -322,16 +324,16 @@ def test_xml_parse_a_field_opened_again_before_it_closed_is_two_values() -> None
     text = "<answer>\nThe answer is <answer>42</answer>"
     assert parser.parse(text).answer == "The answer is"
     assert parser.parse_answer(text) == "42"
-    # the first one was left open: not well formed, and the field appears twice
-    assert parser.score_format("<answer>1<answer>2</answer>") == pytest.approx(0.4)
+    # one of the two fields, ending with it (verifiers 0.1.x's formula)
+    assert parser.score_format("<answer>1<answer>2</answer>") == pytest.approx(0.6)
 
 
 def test_xml_parse_an_unclosed_field_stops_at_a_closing_tag_of_another() -> None:
     parser = XMLParser(["think", "answer"])
     assert parser.parse_answer("<answer>42</think>") == "42"
     assert parser.parse("<think>plan</answer> <answer>7</answer>").think == "plan"
-    # the wrong closing tag is stray text: neither well formed nor clean
-    assert parser.score_format("<think>t</think><answer>42</think>") == pytest.approx(0.6)
+    # both fields' tags appear; the text does not end with </answer>
+    assert parser.score_format("<think>t</think><answer>42</think>") == pytest.approx(0.8)
 
 
 @pytest.mark.parametrize(
@@ -415,7 +417,7 @@ def test_parse_of_none_content_reads_as_no_text(parser: Parser, none_content: ob
     parsed = parser.parse(none_content)  # type: ignore[arg-type]
     if isinstance(parser, XMLParser):
         assert parsed.answer is None and parsed.think is None
-        assert parser.score_format(none_content) == 0.0  # type: ignore[arg-type]
+        assert parser.score_format(none_content) == pytest.approx(0.2)  # type: ignore[arg-type]
     else:
         assert parsed == ""
 
@@ -441,13 +443,17 @@ def test_parse_of_something_that_is_not_text_says_what_to_give() -> None:
 
 
 @pytest.mark.parametrize(
-    "text", ["<answer >4</answer>", "<answer>4</answer >", "<answer>\n4\n</answer\n>"]
+    ("text", "format_score"),
+    [("<answer >4</answer>", 0.4), ("<answer>4</answer >", 0.2), ("<answer>\n4\n</answer\n>", 0.2)],
 )
-def test_xml_tags_may_have_whitespace_before_the_closing_bracket(text: str) -> None:
+def test_xml_tags_may_have_whitespace_before_the_closing_bracket(
+    text: str, format_score: float
+) -> None:
     parser = XMLParser(["think", "answer"])
     assert parser.parse(text).answer == "4"
     assert parser.parse_answer([{"role": "assistant", "content": text}]) == "4"
-    assert parser.score_format(text) == pytest.approx(0.8)  # well formed, only `think` missing
+    # the format reward is verifiers 0.1.x's, which reads only the exact tags
+    assert parser.score_format(text) == pytest.approx(format_score)
 
 
 def test_an_answer_field_that_is_not_a_field_is_refused_when_the_parser_is_made() -> None:

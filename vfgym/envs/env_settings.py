@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from vfgym.compat.kwargs import written_for_verifiers
+
 # Keyword arguments verifiers 0.1.x environments accepted that vfgym has no use for.
 # They are accepted (so such environments run unchanged) and ignored.
-_IGNORED_COMPAT_KWARGS = frozenset({"max_workers", "map_kwargs"})
+IGNORED_COMPAT_KWARGS = frozenset({"max_workers", "map_kwargs"})
 
 
 def check_env_settings(
@@ -24,8 +26,8 @@ def check_env_settings(
     eval_dataset: Any,
 ) -> None:
     """Refuse constructor arguments `Environment` cannot work with, saying what to pass."""
-    unknown = set(kwargs) - _IGNORED_COMPAT_KWARGS
-    if unknown:
+    unknown = set(kwargs) - IGNORED_COMPAT_KWARGS
+    if unknown and not written_for_verifiers():
         raise TypeError(
             f"{env_name} got unexpected keyword argument(s) {sorted(unknown)}; "
             "a subclass that needs its own settings should take them in its __init__"

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from openai import AsyncOpenAI, OpenAI
 
+from vfgym.compat.kwargs import keep_unknown_kwargs
 from vfgym.engine._async import run_sync
 from vfgym.engine.batch_inputs import check_num_examples, check_rollouts_per_example
 from vfgym.engine.clients import loop_local_client
@@ -26,7 +27,11 @@ from vfgym.engine.data import DatasetLike, build_prompt, format_rows, to_rows
 from vfgym.engine.state import errored_state, fill_state_defaults, new_state
 from vfgym.envs.batch_rollouts import compat_generate_kwargs, run_unscored_rollouts
 from vfgym.envs.dataset_rows import no_rows_message, renamed_columns, take_rows
-from vfgym.envs.env_settings import check_env_settings, checked_token_budget
+from vfgym.envs.env_settings import (
+    IGNORED_COMPAT_KWARGS,
+    check_env_settings,
+    checked_token_budget,
+)
 from vfgym.envs.sampling import env_sampling_args, merge_sampling_args
 from vfgym.inference.client import RetryPolicy, request_model_response
 from vfgym.parsers import Parser
@@ -96,6 +101,10 @@ class Environment(ABC):
         self.rollout_token_budget = rollout_token_budget
         self.dataset = self.format_dataset(dataset) if dataset is not None else None
         self.eval_dataset = self.format_dataset(eval_dataset) if eval_dataset is not None else None
+        # (code written for verifiers 0.1.x: its unknown keywords kept, as 0.1.x kept them)
+        keep_unknown_kwargs(
+            self, {k: v for k, v in kwargs.items() if k not in IGNORED_COMPAT_KWARGS}
+        )
 
     # ------------------------------------------------------------------ data
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from openai import AsyncOpenAI, OpenAI
 
+from vfgym.compat.kwargs import written_for_verifiers
 from vfgym.engine._async import call_inline, is_async_callable, maybe_await, settle_inline
 from vfgym.engine.data import build_prompt, fresh_copy
 from vfgym.engine.offload import Offloader
@@ -43,9 +44,18 @@ class MultiTurnEnv(Environment):
     when the episode ends: normally, on error and on cancellation.
     """
 
+    #: Whether the environment answers the model's turn that used up `max_turns` (so a
+    #: game's final move still counts). None: decided at construction, False for an
+    #: environment written for verifiers 0.1.x (which ended the rollout on that turn,
+    #: before `env_response`), True otherwise.
+    answers_last_turn: bool | None = None
+
     def __init__(self, max_turns: int | None = -1, **kwargs: Any):
         super().__init__(**kwargs)
         self.max_turns = turn_limit(max_turns)
+        if self.answers_last_turn is None:  # (the catalogue's games are vfgym's own)
+            native = type(self).__module__.startswith("vfgym.games.")
+            self.answers_last_turn = native or not written_for_verifiers()
         # Which hooks keep their defaults, so the loop can skip them. Plain attributes,
         # read on every turn: the interpreter reads those fastest.
         cls = type(self)
@@ -281,7 +291,8 @@ class MultiTurnEnv(Environment):
         Returns the environment's new messages and the stop reason (None to go
         on). The environment answers the model's last turn even when that turn
         used up `max_turns` or the token budget (a game's final move still
-        counts); only its natural end, checked first, skips the answer.
+        counts) unless `answers_last_turn` is False, as for an environment written
+        for verifiers 0.1.x; its natural end, checked first, skips the answer.
         `is_completed` and `env_response` see the same context list.
         """
         if self._default_context:
@@ -294,6 +305,8 @@ class MultiTurnEnv(Environment):
             completed = await self._completed(context, state, kwargs)
         if completed:
             return self._no_messages(), self._natural_stop(state, completed)
+        if not self.answers_last_turn and await maybe_await(self.max_turns_reached, state):
+            return self._no_messages(), "max_turns"  # as verifiers 0.1.x: no env_response
         reply: tuple[Messages, State] | Awaitable[tuple[Messages, State]]
         if self._async_env_response:  # `call_hook`'s async case, without its call
             reply = (
@@ -332,6 +345,8 @@ class MultiTurnEnv(Environment):
             completed = settle_inline(completed)
         if completed:
             return self._no_messages(), self._natural_stop(state, completed)
+        if not self.answers_last_turn and call_inline(self.max_turns_reached, state):
+            return self._no_messages(), "max_turns"
         if kwargs:
             reply = self.env_response(context, state, **kwargs)
         else:

@@ -25,6 +25,7 @@ from importlib import metadata
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from vfgym.compat.alias import with_verifiers_alias
 from vfgym.envs._loader_args import checked_env_args
 from vfgym.envs._loader_errors import by_name, call_loader, closest_names
 from vfgym.errors import UnexpectedArgumentError, UnknownEnvironmentError
@@ -70,7 +71,8 @@ def registered_names() -> list[str]:
 
 
 def _module_of(ep: metadata.EntryPoint) -> ModuleType:
-    return importlib.import_module(ep.module)
+    # (an environment written for verifiers 0.1.x gets the `verifiers` alias)
+    return with_verifiers_alias(lambda: importlib.import_module(ep.module))
 
 
 def describe(name: str) -> EnvironmentInfo:
@@ -128,13 +130,14 @@ def _lookup(name: str) -> metadata.EntryPoint:
 
 def _load_function(name: str) -> Any:
     try:
-        return _lookup(name).load()
+        entry_point = _lookup(name)
+        return with_verifiers_alias(entry_point.load)
     except UnknownEnvironmentError:
         # verifiers-style: an installed module named after the environment that has
         # a load_environment function ("vf-wordle" -> module vf_wordle).
         module_name = name.replace("-", "_")
         if module_name.isidentifier() and importlib.util.find_spec(module_name) is not None:
-            module = importlib.import_module(module_name)
+            module = with_verifiers_alias(lambda: importlib.import_module(module_name))
             if hasattr(module, "load_environment"):
                 return module.load_environment
         raise

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from itertools import pairwise
 from types import SimpleNamespace
 from typing import Any
 
@@ -203,33 +202,43 @@ class XMLParser(Parser):
         return "\n".join(parts)
 
     def score_format(self, text: str) -> float:
-        """How well one piece of text keeps the format, from 0.0 to 1.0.
+        """How well one piece of text keeps the format, from 0.2 to 1.0, by verifiers
+        0.1.x's formula (so rewards, and the RL signal, match it exactly).
 
-        0.4 x the share of fields present, plus 0.2 each for: every tag closed
-        and no stray closing tag; fields in the declared order, each once; no
-        text outside the fields. Text with no field at all (None included) scores 0.
+        0.4 x the share of fields present (a field counts when it parses, or when
+        one of its tags appears at all; this part is 0 when no field parses), plus
+        0.2 always (0.1.x's spacing check, which its own parsing always passes),
+        plus 0.2 when the text starts with an opening tag of the first field, plus
+        0.2 when it ends with a closing tag of the last field.
         """
-        text = content_text(text)
-        scan = self._scanner.scan(text)
-        if not scan.elements:
-            return 0.0
-        indices = [self._index_of[e.tag] for e in scan.elements]
-        present = len(set(indices)) / len(self._fields)
-        well_formed = scan.stray_closings == 0 and all(e.closed for e in scan.elements)
-        in_order = all(a < b for a, b in pairwise(indices))
-        outside, cursor = [], 0
-        for element in scan.elements:
-            outside.append(text[cursor : element.start])
-            cursor = element.end
-        outside.append(text[cursor:])
-        clean = not "".join(outside).strip()
-        return 0.4 * present + 0.2 * well_formed + 0.2 * in_order + 0.2 * clean
+        text = content_text(text) or ""
+        present, parsed_any = 0, False
+        for _canonical, alts in self._fields:
+            found = False
+            for alt in alts:
+                tag = re.escape(alt)
+                if re.search(rf"<{tag}>\s*(.*?)\s*</{tag}>", text, re.DOTALL):
+                    parsed_any = found = True
+                elif f"<{alt}>" in text or f"</{alt}>" in text:
+                    found = True
+            present += found
+        stripped = text.strip()
+        score = 0.0  # added up in 0.1.x's order, so the floats are the same too
+        if parsed_any:
+            score += 0.4 * (present / len(self._fields))
+        score += 0.2
+        if any(stripped.startswith(f"<{alt}>") for alt in self._fields[0][1]):
+            score += 0.2
+        if any(stripped.endswith(f"</{alt}>") for alt in self._fields[-1][1]):
+            score += 0.2
+        return score
 
     def format_reward_func(self, completion: Messages, **kwargs: Any) -> float:
         """The mean format score of the assistant turns that wrote text.
 
-        A turn that only calls tools is skipped, not scored 0: it has no text
-        to format. A rollout with nothing to score gets 0.
+        A turn that only calls tools is skipped, not scored: it has no text to
+        format (verifiers 0.1.x scored its empty content 0.2). A rollout with
+        nothing to score gets 0.
         """
         if isinstance(completion, str):
             return self.score_format(completion)
