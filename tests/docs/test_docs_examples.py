@@ -111,7 +111,7 @@ def shell_commands() -> list[tuple[str, str]]:
         for lang, code in blocks(page):
             if lang != "bash":
                 continue
-            for line in code.splitlines():
+            for line in code.replace("\\\n", " ").splitlines():  # continued lines joined
                 command = line.split("  #")[0].strip()
                 if command and command != SELF:
                     commands.append((page_id(page), command))
@@ -126,8 +126,15 @@ def fresh_outputs() -> None:
 
 @pytest.mark.parametrize(("page", "command"), shell_commands())
 def test_shell_commands_run(page: str, command: str, fresh_outputs: None) -> None:
+    # `vfgym` as the pages write it: the command of the environment running the tests
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     result = subprocess.run(
-        ["bash", "-c", command], cwd=ROOT, capture_output=True, text=True, timeout=900
+        ["bash", "-c", command],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "PATH": path},
     )
     assert result.returncode == 0, (
         f"{page}: {command}\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}"
