@@ -428,21 +428,25 @@ def test_damaged_lines_are_reported_not_silently_left_out(tmp_path: Path) -> Non
     assert 'id="damaged"' not in write_report(clean).read_text(encoding="utf-8")
 
 
-def test_a_line_the_parser_refuses_is_a_damaged_line_and_bad_metadata_is_named(
+def test_a_line_the_parser_refuses_is_a_damaged_line_and_cut_metadata_is_noted(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A results line holding an integer past Python's digit limit raised a ValueError that
-    is not a JSONDecodeError, and a cut metadata.json gave a bare parser message: `vfgym
-    view` called the first unexpected and named neither file nor a way out."""
+    is not a JSONDecodeError; a cut metadata.json stopped the whole report. Both are
+    marked on the page, which shows every rollout it can read."""
     good = json.dumps(guess_record(0, 1.0)).encode()
     write_lines(tmp_path / "run", [b'{"index": 1, "turn": ' + b"9" * 5000 + b"}", good])
     assert main(["view", str(tmp_path / "run")]) == 0
     html = (tmp_path / "run" / "report.html").read_text(encoding="utf-8")
     assert "1 damaged line of results.jsonl (line 1)" in html
+    # a cut metadata.json is named on the page, which still shows the rollouts
     write_lines(tmp_path / "meta", [good], metadata=b'{"env_id"')
-    assert main(["view", str(tmp_path / "meta")]) == 1
-    err = capsys.readouterr().err
-    assert "unexpected" not in err and METADATA_FILE in err and "move it aside" in err
+    assert main(["view", str(tmp_path / "meta")]) == 0
+    assert "unexpected" not in capsys.readouterr().err
+    html = (tmp_path / "meta" / "report.html").read_text(encoding="utf-8")
+    note = re.search(r'<p class="note" id="no-metadata">(.*?)</p>', html, re.S)
+    assert note is not None and f"{METADATA_FILE} cannot be read" in note.group(1)
+    assert "restore it" in note.group(1) and html.count("<details class=\"rollout ") == 1
 
 
 def test_report_script_survives_a_fragment_that_is_not_percent_encoding(

@@ -107,9 +107,10 @@ def read_run(directory: Path) -> RunInput:
 def _read_metadata(directory: Path) -> tuple[dict[str, Any], str]:
     """metadata.json as a dict, or ({}, why there is none to show).
 
-    A file that is not JSON at all is named with what to do (it is the one file that
-    says how the run was made, and a cut one is worth restoring); one nested too deep
-    for the parser, or of another shape, is reported on the page instead.
+    Whatever is wrong with it (missing, cut short, not JSON, nested too deep, another
+    shape) is said on the page, which still shows every rollout; a cut or unreadable
+    file is named with what to do, since it is the one file that says how the run was
+    made and is worth restoring.
     """
     path = directory / METADATA_FILE
     if not path.exists():
@@ -119,10 +120,10 @@ def _read_metadata(directory: Path) -> tuple[dict[str, Any], str]:
     except RecursionError:
         return {}, f"{METADATA_FILE} nests too deep to read"
     except (OSError, ValueError) as exc:  # UnicodeDecodeError: a ValueError
-        raise CommandError(
-            f"cannot read {path}: {str(exc)[:300]}; restore it, or move it aside to "
-            "report the results without the run's settings"
-        ) from None
+        return {}, (
+            f"{METADATA_FILE} cannot be read ({str(exc)[:300]}); restore it from a copy "
+            "to see the run's settings here"
+        )
     if not isinstance(metadata, dict):
         return {}, f"{METADATA_FILE} is not a JSON object"
     return metadata, ""
