@@ -110,7 +110,7 @@ def call_result(
         oom_killed: bool | None = oom_after > oom_before
     else:
         oom_killed = None
-    result = {
+    result: dict[str, object] = {
         "stdout": out.text(),
         "stderr": err.text(),
         "exit_code": exit_code,
