@@ -218,6 +218,7 @@ class Runner:
         self._forget_kernel()
 
     # -- running code
+
     def op_python(self, request: dict) -> dict:
         started = time.monotonic()
         deadline = started + float(request["timeout"])
