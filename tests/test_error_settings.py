@@ -73,8 +73,8 @@ def test_every_setting_named_in_a_message_exists() -> None:
 
 
 def test_the_read_limit_error_names_max_read_bytes() -> None:
-    runner = (ROOT / "sandboxes" / "python" / "runner.py").read_text()
-    assert "raise SandboxConfig.max_read_bytes to read it" in runner
+    files = (ROOT / "sandboxes" / "python" / "vfgym_runner" / "files.py").read_text()
+    assert "raise SandboxConfig.max_read_bytes to read it" in files
 
 
 @pytest.mark.parametrize(
