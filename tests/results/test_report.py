@@ -446,7 +446,7 @@ def test_a_line_the_parser_refuses_is_a_damaged_line_and_cut_metadata_is_noted(
     html = (tmp_path / "meta" / "report.html").read_text(encoding="utf-8")
     note = re.search(r'<p class="note" id="no-metadata">(.*?)</p>', html, re.S)
     assert note is not None and f"{METADATA_FILE} cannot be read" in note.group(1)
-    assert "restore it" in note.group(1) and html.count("<details class=\"rollout ") == 1
+    assert "restore it" in note.group(1) and html.count('<details class="rollout ') == 1
 
 
 def test_report_script_survives_a_fragment_that_is_not_percent_encoding(

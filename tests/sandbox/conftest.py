@@ -18,6 +18,7 @@ from typing import Any
 import docker
 import pytest
 import pytest_asyncio
+from sandbox_checks import assert_host_ok
 
 from vfgym.errors import SandboxError
 from vfgym.sandbox import DockerSandbox, SandboxConfig, SandboxPool
@@ -217,13 +218,6 @@ async def assert_clean(sandbox: DockerSandbox) -> None:
         "files": {"/workspace": [], "/tmp": [], "/dev/shm": []},
         "cwd": "/workspace",
     }
-
-
-def assert_host_ok(client: docker.DockerClient, pool: SandboxPool) -> None:
-    """The daemon still answers and the pool holds exactly its own containers."""
-    assert client.ping()
-    ours = sandbox_containers(client, f"vfgym.sandbox.pool={pool.pool_id}")
-    assert len(ours) <= pool.size, f"the pool leaked containers: {ours}"
 
 
 @pytest_asyncio.fixture(loop_scope="session")

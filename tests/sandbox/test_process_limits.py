@@ -18,7 +18,7 @@ from typing import Any
 import docker
 import pytest
 import pytest_asyncio
-from conftest import assert_host_ok
+from sandbox_checks import assert_host_ok
 
 from vfgym.sandbox import SandboxPool
 
