@@ -12,6 +12,7 @@ from typing import Any
 
 import datasets
 import pytest
+from countdown_env import COUNTDOWN_ROWS, Countdown, countdown
 from endless_env import GO, Again
 from scripted_models import say_ok, scripted
 
@@ -231,37 +232,6 @@ async def test_the_callers_max_tokens_overrides_the_envs_under_either_name(
 def test_a_token_budget_that_is_not_a_whole_number_is_refused(bad: object) -> None:
     with pytest.raises(TypeError, match="rollout_token_budget must be a whole number of tokens"):
         Again(dataset=[{"question": "q"}], rollout_token_budget=bad)
-
-
-COUNTDOWN_ROWS = [{"question": "Count down from 2.", "answer": "2"}]
-
-
-class Countdown(vf.MultiTurnEnv):
-    """Say the numbers from N down to 1; subclasses change `reply` to make a mistake."""
-
-    def setup_state(self, state: vf.State, **kwargs: Any) -> vf.State:
-        state["game_state"] = {"next": int(state["answer"])}
-        return state
-
-    def is_completed(self, messages: vf.Messages, state: vf.State, **kwargs: Any) -> bool:
-        return state["game_state"]["next"] == 0
-
-    def env_response(
-        self, messages: vf.Messages, state: vf.State, **kwargs: Any
-    ) -> tuple[vf.Messages, vf.State]:
-        state["game_state"]["next"] -= 1
-        return [self.reply()], state
-
-    def reply(self) -> Any:
-        return {"role": "user", "content": "ok"}
-
-
-def finished(state: vf.State) -> float:
-    return float(state["game_state"]["next"] == 0)
-
-
-def countdown(cls: type[Countdown]) -> Countdown:
-    return cls(dataset=COUNTDOWN_ROWS, rubric=vf.Rubric(funcs=[finished]), max_turns=4)
 
 
 class NoRole(Countdown):
