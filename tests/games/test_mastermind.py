@@ -7,14 +7,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-from game_play import evaluate_over_http, play, won
+from game_play import evaluate_over_http, play, reference_after_a_slip, won
 from vfgym.games import (
     mastermind,
 )
 from vfgym.games import mastermind as mm
 
 import vfgym
-from vfgym.engine.state import new_state
 from vfgym.errors import InvalidMove
 
 CLASSIC = (4, 6, True)
@@ -165,12 +164,6 @@ def test_reference_wins_every_seed_and_random_does_not(kwargs: dict[str, Any]) -
     assert sum(rand) / 50 < 0.3
 
 
-def fresh_state(env: Any, row: dict[str, Any]) -> dict[str, Any]:
-    """A State set up for `row`, as the rollout loop makes it."""
-    state = new_state(row["prompt"], [], row["answer"], row["task"], row["info"], 0)
-    return env.setup_state(state)
-
-
 def brute_pegs(guess: str, secret: str) -> tuple[int, int]:
     """Black pegs in place; whites by pairing each remaining guess peg with an unused
     remaining hidden peg of its colour, one at a time."""
@@ -182,23 +175,6 @@ def brute_pegs(guess: str, secret: str) -> tuple[int, int]:
             unused.remove(g)
             white += 1
     return sum(black), white
-
-
-def reference_after_a_slip(env: Any, moves: list[str], slip: str) -> tuple[str, str]:
-    """The reference's next move after `moves`, without and with a refused `slip` after them."""
-    row = env.get_dataset()[0]
-    state = fresh_state(env, row)
-    messages = list(row["prompt"])
-    for move in moves:
-        messages.append({"role": "assistant", "content": f"<move>{move}</move>"})
-        reply, state = env.env_response(messages, state)
-        messages.extend(reply)
-    clean = env.reference_policy(messages)["content"]
-    messages.append({"role": "assistant", "content": f"<move>{slip}</move>"})
-    reply, state = env.env_response(messages, state)
-    assert reply[0]["content"].startswith("Invalid move:")
-    messages.extend(reply)
-    return clean, env.reference_policy(messages)["content"]
 
 
 def test_mastermind_scores_agree_with_a_brute_force_scorer() -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from game_play import evaluate_over_http, play
+from game_play import evaluate_over_http, play, reference_after_a_slip
 from vfgym.games import wordle as wd
 
 import vfgym
@@ -193,12 +193,6 @@ def test_reference_wins_every_seed_and_random_does_not(difficulty: str) -> None:
     assert sum(rand) / 50 < 0.1
 
 
-def fresh_state(env: Any, row: dict[str, Any]) -> dict[str, Any]:
-    """A State set up for `row`, as the rollout loop makes it."""
-    state = new_state(row["prompt"], [], row["answer"], row["task"], row["info"], 0)
-    return env.setup_state(state)
-
-
 def brute_marks(guess: str, answer: str) -> str:
     """Greens first; then, left to right, a yellow while the answer has an unmatched copy."""
     marks = ["G" if g == a else "" for g, a in zip(guess, answer, strict=True)]
@@ -223,23 +217,6 @@ def word_pairs(rng: random.Random, count: int) -> list[tuple[str, str]]:
         answer = rng.choice(doubled if k % 3 == 0 else words)
         pairs.append((guess, answer))
     return pairs
-
-
-def reference_after_a_slip(env: Any, moves: list[str], slip: str) -> tuple[str, str]:
-    """The reference's next move after `moves`, without and with a refused `slip` after them."""
-    row = env.get_dataset()[0]
-    state = fresh_state(env, row)
-    messages = list(row["prompt"])
-    for move in moves:
-        messages.append({"role": "assistant", "content": f"<move>{move}</move>"})
-        reply, state = env.env_response(messages, state)
-        messages.extend(reply)
-    clean = env.reference_policy(messages)["content"]
-    messages.append({"role": "assistant", "content": f"<move>{slip}</move>"})
-    reply, state = env.env_response(messages, state)
-    assert reply[0]["content"].startswith("Invalid move:")
-    messages.extend(reply)
-    return clean, env.reference_policy(messages)["content"]
 
 
 def test_wordle_marks_agree_with_a_brute_force_scorer() -> None:

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from cli_runs import no_configured_model  # noqa: F401 (the fixture is autouse)
 from report_dom import chromium, dump_dom, parse
+from result_records import guess_record
 
 from vfgym.cli.main import main
 from vfgym.results.jsonl import METADATA_FILE, RESULTS_FILE
@@ -296,22 +297,6 @@ def test_model_and_user_text_is_escaped_everywhere_in_the_report() -> None:
     assert html.count("<script") == 1  # the report's own
     assert "<img" not in html and 'onerror="' not in html
     assert html.count("&lt;script&gt;alert(1)&lt;/script&gt;") > 15
-
-
-def guess_record(index: Any, reward: float | None, **fields: Any) -> dict[str, Any]:
-    base: dict[str, Any] = {
-        "index": index,
-        "example_id": 0,
-        "task": "default",
-        "prompt": [{"role": "user", "content": "guess"}],
-        "completion": [{"role": "assistant", "content": "42"}],
-        "answer": "42",
-        "reward": reward,
-        "metrics": {"win": reward},
-        "stop_reason": "completed",
-        "timing": {"total_ms": 5.0},
-    }
-    return {**base, **fields}
 
 
 def tool_call(name: str, arguments: Any, call_id: str = "call_1") -> dict[str, Any]:

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from cli_runs import no_configured_model, run  # noqa: F401 (the fixture is autouse)
+from result_records import guess_record
 
 from vfgym.results.jsonl import RESULTS_FILE, read_results
 from vfgym.results.report import render_report
@@ -113,22 +114,6 @@ def test_summary_reads_a_run_with_a_cut_last_line(tmp_path, capsys) -> None:
     )
     assert code == 0, err
     assert "2 (0 errored" in out
-
-
-def guess_record(index: Any, reward: float | None, **fields: Any) -> dict[str, Any]:
-    base: dict[str, Any] = {
-        "index": index,
-        "example_id": 0,
-        "task": "default",
-        "prompt": [{"role": "user", "content": "guess"}],
-        "completion": [{"role": "assistant", "content": "42"}],
-        "answer": "42",
-        "reward": reward,
-        "metrics": {"win": reward},
-        "stop_reason": "completed",
-        "timing": {"total_ms": 5.0},
-    }
-    return {**base, **fields}
 
 
 def test_stats_of_values_near_the_float_limits_are_finite_and_right() -> None:

@@ -109,3 +109,26 @@ def slips_then(policy: Any, slips: int) -> Any:
         return policy(messages)
 
     return play_on
+
+
+def fresh_state(env: Any, row: dict[str, Any]) -> dict[str, Any]:
+    """A State set up for `row`, as the rollout loop makes it."""
+    state = new_state(row["prompt"], [], row["answer"], row["task"], row["info"], 0)
+    return env.setup_state(state)
+
+
+def reference_after_a_slip(env: Any, moves: list[str], slip: str) -> tuple[str, str]:
+    """The reference's next move after `moves`, without and with a refused `slip` after them."""
+    row = env.get_dataset()[0]
+    state = fresh_state(env, row)
+    messages = list(row["prompt"])
+    for move in moves:
+        messages.append({"role": "assistant", "content": f"<move>{move}</move>"})
+        reply, state = env.env_response(messages, state)
+        messages.extend(reply)
+    clean = env.reference_policy(messages)["content"]
+    messages.append({"role": "assistant", "content": f"<move>{slip}</move>"})
+    reply, state = env.env_response(messages, state)
+    assert reply[0]["content"].startswith("Invalid move:")
+    messages.extend(reply)
+    return clean, env.reference_policy(messages)["content"]
