@@ -169,6 +169,7 @@ class EnvServer:
         self._reasons: dict[int, str] = {}
         self._rollouts = 0
         self._draining = False
+        self._stopped = False
         self._runner: web.AppRunner | None = None
         self._reaper: asyncio.Task[None] | None = None
         self._started_at = time.monotonic()
