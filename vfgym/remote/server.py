@@ -393,7 +393,7 @@ class EnvServer:
         async for message in socket:
             session.touch()
             if message.type is WSMsgType.ERROR:
-                self._on_socket_error(session, socket)
+                self._on_socket_error(session, message.data)
                 return
             if message.type not in (WSMsgType.TEXT, WSMsgType.BINARY):
                 continue
@@ -409,7 +409,10 @@ class EnvServer:
                 return
             try:
                 await asyncio.wait_for(socket.send_str(reply), self.send_timeout)
-            except (TimeoutError, ConnectionError):
+            except ConnectionError:  # the client went away mid-step
+                self._end_reason(session.number, "client")
+                return
+            except TimeoutError:
                 self._end_reason(session.number, "slow")
                 logger.warning(
                     "session %d: the client did not take a frame within %.0f s; dropped",
@@ -418,9 +421,8 @@ class EnvServer:
                 )
                 return
 
-    def _on_socket_error(self, session: Session, socket: web.WebSocketResponse) -> None:
-        exc = socket.exception()
-        too_big = socket.close_code == CLOSE_TOO_BIG
+    def _on_socket_error(self, session: Session, exc: BaseException) -> None:
+        too_big = getattr(exc, "code", None) == CLOSE_TOO_BIG
         self._end_reason(session.number, "too_big" if too_big else "error")
         if too_big:
             logger.warning(

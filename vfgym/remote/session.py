@@ -68,8 +68,9 @@ class Session:
         """Play the model's turn; the observation frame's data."""
         if self.gym.state is None or self.gym.episode_over:
             raise FrameError(
-                "no episode is running: send a reset frame first (an episode ends when an "
-                "observation frame says done)",
+                "no episode is running in this session: send a reset frame first (an "
+                "episode ends when an observation frame says done, and a new connection is "
+                "a new session)",
                 VALIDATION_ERROR,
             )
         action: Any = action_of(data)
