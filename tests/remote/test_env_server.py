@@ -14,7 +14,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-from conftest import AUTH, TOKEN
+from remote_servers import AUTH
 
 from vfgym.envs.registry import load_environment
 from vfgym.remote.protocol import action_frame
@@ -161,7 +161,7 @@ def test_token_is_required_except_for_health(serve: Any, openenv_client: Any) ->
 
 
 def test_no_token_is_refused_off_loopback() -> None:
-    with pytest.raises(ValueError, match="loopback only.*'0.0.0.0' is not"):
+    with pytest.raises(ValueError, match=r"loopback only.*'0\.0\.0\.0' is not"):
         EnvServer(guess_env(), allow_no_token=True, host="0.0.0.0")
     with pytest.raises(ValueError, match="bearer token is required"):
         EnvServer(guess_env())
