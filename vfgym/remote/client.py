@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import urllib.error
 import urllib.request
@@ -21,6 +22,8 @@ import aiohttp
 
 from vfgym.errors import RemoteEnvError, RemoteEnvUnavailable
 from vfgym.remote.protocol import CLOSE_TOO_BIG
+
+logger = logging.getLogger("vfgym.remote")
 
 #: The environment variable both `vfgym serve-env` and `RemoteEnv` read the token from.
 TOKEN_VARIABLE = "VFGYM_ENV_TOKEN"
@@ -141,7 +144,8 @@ class RemoteSession:
                 f"the connection to the env server at {self.base_url} broke during a {kind}: {exc}"
             ) from None
         if message.type is not aiohttp.WSMsgType.TEXT:
-            code = socket.close_code
+            code = message.data if message.type is aiohttp.WSMsgType.CLOSE else socket.close_code
+            logger.debug("session closed: %s %r (close code %s)", message.type, message.data, code)
             await self._drop()
             raise RemoteEnvUnavailable(self._closed_why(kind, code))
         answer = json.loads(message.data)
