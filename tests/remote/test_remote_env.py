@@ -85,7 +85,7 @@ def test_token_comes_from_the_environment_variable(
     serve: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     server = serve(guess_env())
-    with pytest.raises(RemoteEnvUnavailable, match="no or wrong bearer token.*VFGYM_ENV_TOKEN"):
+    with pytest.raises(RemoteEnvUnavailable, match=r"no or wrong bearer token.*VFGYM_ENV_TOKEN"):
         RemoteEnv(server.base_url)
     monkeypatch.setenv("VFGYM_ENV_TOKEN", TOKEN)
     env = RemoteEnv(server.base_url.replace("http://", "ws://") + "/ws")
@@ -174,7 +174,7 @@ def test_a_server_going_away_mid_episode_is_a_clear_error(serve: Any) -> None:
         env.step("<move>50</move>")
         server.threaded.stop(drain_timeout=0.2)  # type: ignore[attr-defined]
         started = time.monotonic()
-        with pytest.raises(RemoteEnvUnavailable, match="ended the session.*shutting down"):
+        with pytest.raises(RemoteEnvUnavailable, match=r"ended the session.*shutting down"):
             env.step("<move>25</move>")
         assert time.monotonic() - started < 5
     finally:
