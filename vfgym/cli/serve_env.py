@@ -101,7 +101,11 @@ def serve_env(
 
 
 async def _serve(server: Any, out: IO[str], err: IO[str]) -> None:
-    """Start the server, announce it, wait for SIGTERM (or Ctrl-C), then drain."""
+    """Start the server, announce it, wait for SIGTERM (or Ctrl-C), then drain.
+
+    The SIGTERM handler stays in place through the drain, so a second SIGTERM (a
+    scheduler repeating itself) does not cut the drain short; the drain is bounded by
+    --drain-timeout anyway."""
     stop = asyncio.Event()
     await server.start()
     try:
@@ -120,6 +124,7 @@ async def _serve(server: Any, out: IO[str], err: IO[str]) -> None:
                 file=err,
                 flush=True,
             )
+            await server.stop()
     finally:
         await server.stop()
 
