@@ -80,7 +80,7 @@ def test_sigterm_drains_the_running_session_and_exits_zero(started: list[ServedE
         _, err = server.process.communicate(timeout=60)
         assert server.process.returncode == 0, err
         assert "draining 1 session(s)" in err and "sessions ended: 1 drained" in err
-        with pytest.raises(RemoteEnvUnavailable, match="shutting down|dropped|cannot reach"):
+        with pytest.raises(RemoteEnvUnavailable, match=r"shutting down|dropped|cannot reach"):
             env.step("<move>12</move>")
     finally:
         env.close()
@@ -97,7 +97,7 @@ def test_a_killed_server_is_an_error_within_the_timeout(started: list[ServedEnv]
         with pytest.raises(RemoteEnvUnavailable):
             env.step("<move>50</move>")
         assert time.monotonic() - began < 4
-        with pytest.raises(RemoteEnvUnavailable, match="cannot reach|could not connect"):
+        with pytest.raises(RemoteEnvUnavailable, match=r"cannot reach|could not connect"):
             env.reset(seed=1)
     finally:
         env.close()
