@@ -127,7 +127,8 @@ class RemoteSession:
             frame["data"] = data
         try:
             try:
-                await asyncio.wait_for(socket.send_str(json.dumps(frame)), self.timeout)
+                async with asyncio.timeout(self.timeout):  # (no task per frame, as wait_for)
+                    await socket.send_str(json.dumps(frame))
             except (ConnectionError, aiohttp.ClientError):
                 pass  # a refused session sends its error frame then closes: read it below
             message = await socket.receive(timeout=self.timeout)

@@ -408,7 +408,8 @@ class EnvServer:
                 await socket.close(code=1000, message=b"closed by the client")
                 return
             try:
-                await asyncio.wait_for(socket.send_str(reply), self.send_timeout)
+                async with asyncio.timeout(self.send_timeout):  # (no task per frame)
+                    await socket.send_str(reply)
             except ConnectionError:  # the client went away mid-step
                 self._end_reason(session.number, "client")
                 return
