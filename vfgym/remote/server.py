@@ -167,6 +167,7 @@ class EnvServer:
         self._sockets: dict[int, web.WebSocketResponse] = {}
         self._busy: set[int] = set()
         self._reasons: dict[int, str] = {}
+        self._opened = 0  # sessions opened so far: the next one's number
         self._rollouts = 0
         self._draining = False
         self._stopped = False
@@ -364,7 +365,8 @@ class EnvServer:
                 await socket.close(code=CLOSE_TRY_AGAIN, message=b"at capacity")
             return socket
         try:
-            session = Session(self.environment, self.max_text_length)
+            self._opened += 1
+            session = Session(self._opened, self.environment, self.max_text_length)
         except Exception as exc:
             logger.exception("could not open a session")
             with contextlib.suppress(Exception):

@@ -14,7 +14,6 @@ sessions overlap their waits as the rollouts of a batch do.
 
 from __future__ import annotations
 
-import itertools
 import time
 import uuid
 from typing import Any
@@ -30,14 +29,13 @@ from vfgym.remote.protocol import (
     reset_arguments,
 )
 
-_numbers = itertools.count(1)
-
 
 class Session:
     """A connection's episode: reset, step, state and close, as the protocol asks."""
 
-    def __init__(self, environment: MultiTurnEnv, max_text_length: int) -> None:
-        self.number = next(_numbers)
+    def __init__(self, number: int, environment: MultiTurnEnv, max_text_length: int) -> None:
+        """`number` names the session in the server's logs and counters."""
+        self.number = number
         self.gym = GymEnv(environment, max_text_length=max_text_length)
         self._async = self.gym.needs_loop
         self.episode_id: str | None = None
