@@ -269,7 +269,9 @@ def test_idle_session_is_ended_with_a_reason(serve: Any) -> None:
     assert server.ended == {"idle": 1}
 
 
-def test_a_slow_client_does_not_hold_up_a_fast_one(serve: Any, openenv_client: Any) -> None:
+def test_a_client_silent_past_the_idle_timeout_leaves_others_unhurt(
+    serve: Any, openenv_client: Any
+) -> None:
     """A client that goes quiet past the idle timeout loses its session; a client
     stepping meanwhile is not slowed or disturbed."""
     server = serve(guess_env(), idle_timeout=1.0)
@@ -297,3 +299,34 @@ def _wait_for(condition: Any, timeout: float = 10.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, "timed out waiting for the server"
         time.sleep(0.02)
+
+
+def test_a_client_that_stops_reading_is_dropped(serve: Any, openenv_client: Any) -> None:
+    """A client that asks and never reads fills the connection's buffers; the server
+    drops it after `send_timeout` instead of holding its frames (and memory) forever,
+    and a session alongside it goes on."""
+    server = serve(guess_env(), send_timeout=0.5)
+
+    async def stop_reading() -> None:
+        async with (
+            aiohttp.ClientSession(headers=AUTH) as http,
+            http.ws_connect(server.ws_url) as socket,
+        ):
+            await socket.send_str(json.dumps({"type": "reset", "data": {"seed": 1}}))
+            await socket.receive(timeout=10)
+            padding = "x" * 50_000  # the conversation, and so each state frame, grows by it
+            step = {"type": "step", "data": {"content": f"<move>5</move>{padding}"}}
+            await socket.send_str(json.dumps(step))
+            await socket.receive(timeout=10)
+            for _ in range(400):  # about 20 MB of state frames asked for, none read
+                await socket.send_str('{"type": "state"}')
+            deadline = time.monotonic() + 30
+            while "slow" not in server.ended and time.monotonic() < deadline:
+                await asyncio.sleep(0.1)
+
+    with openenv_client(base_url=server.base_url, headers=AUTH).sync() as bystander:
+        bystander.reset(seed=0)
+        asyncio.run(stop_reading())
+        assert server.ended.get("slow") == 1
+        assert bystander.step({"content": "<move>50</move>"}).metadata["turn"] == 1
+    _wait_for(lambda: not server.sessions)
