@@ -284,7 +284,7 @@ def test_a_client_silent_past_the_idle_timeout_leaves_others_unhurt(
         for guess in range(1, 9):
             started = time.monotonic()
             fast.step({"content": f"<move>{guess}</move>"})
-            assert time.monotonic() - started < 1.0
+            assert time.monotonic() - started < 2.0  # (a loaded machine: the point is no idle wait)
             time.sleep(0.25)
         # The server ended the slow session; OpenEnv's client reconnects on its next
         # call, which finds a new session with no episode in it.
