@@ -161,6 +161,7 @@ INTERNAL_SIGNALS = {
     "vfgym.envs.tool_env.ToolCallError",  # its message is the model's tool result
     "vfgym.engine._async.SuspendedError",  # an inline call fell back to a task
     "vfgym.inference.server.protocol.HTTPFailure",  # becomes an HTTP error response
+    "vfgym.remote.protocol.FrameError",  # becomes an env server's error frame
     "vfgym.cli._support.Terminated",  # SIGTERM, ended as exit code 143
 }
 

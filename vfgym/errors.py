@@ -31,6 +31,9 @@ keeps working. Every message says what went wrong and what to do.
     │   ├── ResultsBusy (RuntimeError)    another writer holds the directory
     │   ├── ResumeMismatch (ValueError)   the directory holds another run
     │   └── ResultsDiskError (OSError)    the disk refused a write: full, read-only, quota
+    ├── served environments (vfgym.remote)
+    │   ├── RemoteEnvError (RuntimeError)   the env server answered a frame with an error
+    │   └── RemoteEnvUnavailable (ConnectionError)  unreachable, refused, gone or silent
     ├── the loopback model server
     │   ├── UnknownModelError (LookupError)
     │   ├── PolicyReplyError (TypeError)
@@ -338,6 +341,23 @@ class PolicyCancelledError(VFGymError, RuntimeError):
 
 class PolicyReplyError(VFGymError, TypeError):
     """A policy returned something that is not an assistant reply."""
+
+
+class RemoteEnvError(VFGymError, RuntimeError):
+    """An env server (`vfgym serve-env`) answered with an error frame.
+
+    `code` is OpenEnv's error code (`VALIDATION_ERROR`, `EXECUTION_ERROR`,
+    `CAPACITY_REACHED`, ...); the message is the server's, which says what to do.
+    """
+
+    def __init__(self, message: str, code: str = "SESSION_ERROR") -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class RemoteEnvUnavailable(VFGymError, ConnectionError):
+    """An env server could not be reached, refused the connection (a wrong token), closed
+    the session, or did not answer within the client's timeout."""
 
 
 class UnknownModelError(VFGymError, LookupError):

@@ -1,4 +1,4 @@
-"""The `vfgym` command: list, eval, play, view, serve-model and sandbox.
+"""The `vfgym` command: list, eval, play, view, serve-model, serve-env and sandbox.
 
 Every failure a user can cause ends with one clear sentence on stderr and a
 non-zero exit code, never a traceback (`-v` shows one for unexpected errors).
@@ -33,6 +33,7 @@ _EPILOG = """examples:
   vfgym play tictactoe
   vfgym view outputs/wordle/reference-20250101-120000
   vfgym serve-model wordle --faults 429,500,drop --fault-rate 0.2
+  vfgym serve-env wordle --token s3cret --port 8765
   vfgym sandbox doctor
 """
 
@@ -135,6 +136,33 @@ def _add_serve_model(commands: argparse._SubParsersAction) -> None:
     _add_verbose(p)
 
 
+def _add_serve_env(commands: argparse._SubParsersAction) -> None:
+    p = commands.add_parser(
+        "serve-env",
+        help="serve an environment over OpenEnv's WebSocket protocol",
+        description="Serve an environment to remote trainers over OpenEnv's WebSocket "
+        "protocol (OpenEnv's clients, or vfgym.remote.RemoteEnv). Stops on Ctrl-C or "
+        "SIGTERM, after draining the running sessions.",
+    )
+    p.add_argument("env", help="environment id, e.g. wordle (see `vfgym list`)")
+    p.add_argument("-a", "--env-args", metavar="JSON", help="environment arguments (JSON)")
+    p.add_argument("--host", default="127.0.0.1", help="address (default: 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8765, help="port (default: 8765; 0: a free one)")
+    p.add_argument("--max-sessions", type=int, default=8, help="sessions at once (default: 8)")
+    p.add_argument(
+        "--idle-timeout", type=float, default=300.0, help="seconds before a silent session ends"
+    )
+    p.add_argument("--token", help="bearer token clients must send (default: $VFGYM_ENV_TOKEN)")
+    p.add_argument("--no-token", action="store_true", help="serve without a token (loopback only)")
+    p.add_argument(
+        "--max-frame-bytes", type=int, default=1 << 20, help="largest client frame (default: 1 MiB)"
+    )
+    p.add_argument(
+        "--drain-timeout", type=float, default=30.0, help="seconds sessions get to end on SIGTERM"
+    )
+    _add_verbose(p)
+
+
 def _add_verbose(parser: argparse.ArgumentParser) -> None:
     """Every subcommand takes -v, since an unexpected error tells the user to add it."""
     parser.add_argument(
@@ -168,6 +196,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_verbose(view)
 
     _add_serve_model(commands)
+    _add_serve_env(commands)
 
     commands.add_parser(
         "sandbox",
@@ -245,6 +274,24 @@ def _cmd_serve_model(args: argparse.Namespace, out: IO[str], err: IO[str]) -> in
     return serve_model(options, out, err)
 
 
+def _cmd_serve_env(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    from vfgym.cli.serve_env import ServeEnvOptions, serve_env
+
+    options = ServeEnvOptions(
+        env_id=args.env,
+        env_args=parse_json_object("-a/--env-args", args.env_args),
+        host=args.host,
+        port=args.port,
+        max_sessions=args.max_sessions,
+        idle_timeout=args.idle_timeout,
+        token=args.token,
+        no_token=args.no_token,
+        max_frame_bytes=args.max_frame_bytes,
+        drain_timeout=args.drain_timeout,
+    )
+    return serve_env(options, out, err)
+
+
 def _cmd_play(args: argparse.Namespace, out: IO[str]) -> int:
     from vfgym.cli.play import play
 
@@ -319,6 +366,8 @@ def _dispatch(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         return _cmd_view(args, out)
     if args.command == "serve-model":
         return _cmd_serve_model(args, out, err)
+    if args.command == "serve-env":
+        return _cmd_serve_env(args, out, err)
     return _cmd_sandbox([], err)
 
 
