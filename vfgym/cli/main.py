@@ -1,4 +1,4 @@
-"""The `vfgym` command: list, eval, play, view, serve-model and sandbox.
+"""The `vfgym` command: list, eval, play, view, serve-model, check, init and sandbox.
 
 Every failure a user can cause ends with one clear sentence on stderr and a
 non-zero exit code, never a traceback (`-v` shows one for unexpected errors).
@@ -34,6 +34,8 @@ _EPILOG = """examples:
   vfgym view outputs/wordle/reference-20250101-120000
   vfgym serve-model wordle --faults 429,500,drop --fault-rate 0.2
   vfgym sandbox doctor
+  vfgym init word-ladder --kind game           # a new environment package
+  vfgym check word-ladder                      # the quality gate (also module:function, file.py)
 """
 
 
@@ -135,6 +137,47 @@ def _add_serve_model(commands: argparse._SubParsersAction) -> None:
     _add_verbose(p)
 
 
+def _add_check(commands: argparse._SubParsersAction) -> None:
+    p = commands.add_parser(
+        "check",
+        help="check that an environment keeps the kit's promises (the quality gate)",
+        description="Check an environment: Gymnasium's check_env, the same seed gives the "
+        "same episode, the reference policy solves every example checked, the random policy "
+        "runs without errors, rewards are finite and in the declared range, and no sandbox "
+        "container is left behind. Exits 1 when a check fails.",
+    )
+    p.add_argument(
+        "env", help="a registered name, module:function, or a path to a .py file (see `vfgym list`)"
+    )
+    p.add_argument("-a", "--env-args", metavar="JSON", help="environment arguments (JSON)")
+    p.add_argument(
+        "-n", "--num-examples", type=int, default=3, help="examples to play (default: 3)"
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed of the episodes (default: 0)")
+    _add_verbose(p)
+
+
+def _add_init(commands: argparse._SubParsersAction) -> None:
+    p = commands.add_parser(
+        "init",
+        help="create a new environment package, ready to install and check",
+        description="Create NAME/ (or --dir): a package with the environment module (a "
+        "working example with a reference policy, to change into yours), a pyproject "
+        "registering it, a test that runs `vfgym check` on it, and a README. Then: "
+        "pip install -e NAME && pytest NAME.",
+    )
+    p.add_argument("name", help="the environment's name, e.g. word-ladder")
+    p.add_argument(
+        "--kind",
+        choices=("game", "tool", "sandboxed"),
+        default="game",
+        help="a text game, a tool task, or a tool task running Python in a Docker sandbox "
+        "(default: game)",
+    )
+    p.add_argument("--dir", help="where to create it (default: ./NAME)")
+    _add_verbose(p)
+
+
 def _add_verbose(parser: argparse.ArgumentParser) -> None:
     """Every subcommand takes -v, since an unexpected error tells the user to add it."""
     parser.add_argument(
@@ -168,6 +211,8 @@ def _parser() -> argparse.ArgumentParser:
     _add_verbose(view)
 
     _add_serve_model(commands)
+    _add_check(commands)
+    _add_init(commands)
 
     commands.add_parser(
         "sandbox",
@@ -252,6 +297,24 @@ def _cmd_play(args: argparse.Namespace, out: IO[str]) -> int:
     return play(args.env, env_args, example=args.example, stdin=sys.stdin, out=out)
 
 
+def _cmd_check(args: argparse.Namespace, out: IO[str]) -> int:
+    from vfgym.cli.check import check_command
+
+    env_args = parse_json_object("-a/--env-args", args.env_args)
+    return check_command(
+        args.env, env_args, num_examples=args.num_examples, seed=args.seed, out=out
+    )
+
+
+def _cmd_init(args: argparse.Namespace, out: IO[str]) -> int:
+    from vfgym.cli.init import init_package
+
+    where = init_package(args.name, kind=args.kind, directory=args.dir)
+    print(f"created {where}", file=out)
+    print(f"next: pip install -e {where} && python -m pytest {where}", file=out)
+    return 0
+
+
 def _cmd_eval(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     from vfgym.cli.eval import EvalOptions, run_eval
 
@@ -319,6 +382,10 @@ def _dispatch(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         return _cmd_view(args, out)
     if args.command == "serve-model":
         return _cmd_serve_model(args, out, err)
+    if args.command == "check":
+        return _cmd_check(args, out)
+    if args.command == "init":
+        return _cmd_init(args, out)
     return _cmd_sandbox([], err)
 
 
