@@ -14,6 +14,7 @@ keeps working. Every message says what went wrong and what to do.
     ├── environments and their loading
     │   ├── UnknownEnvironmentError (LookupError)
     │   ├── EnvironmentImportError (ImportError)  its module (or file) failed to import
+    │   ├── HollowPackageError (ImportError)  `vfgym` imported from a folder without __init__.py
     │   ├── UnexpectedArgumentError (TypeError)
     │   ├── UnknownTaskError (KeyError)   a task that names no EnvGroup member
     │   ├── InvalidMove (ValueError)      a game move that breaks the rules
@@ -322,6 +323,17 @@ class EnvironmentImportError(VFGymError, ImportError):
         )
         self.environment = environment
         self.target = target
+
+
+class HollowPackageError(VFGymError, ImportError):
+    """`vfgym` was imported as an empty namespace package: a folder named `vfgym` with
+    no `__init__.py` (a source checkout's folder, next to the script) came first on
+    sys.path.
+
+    Python imports such a folder without complaint, and an editable install still
+    finds most of vfgym's modules, so without this check the failure shows up far
+    away: environments drop out of the registry, `vf.ToolEnv` is missing.
+    """
 
 
 class ToolTimeoutError(VFGymError, TimeoutError):

@@ -261,7 +261,15 @@ def _outcome(trajectory: Any) -> tuple[float, str | None]:
     """The episode's reward and the error that ended it, if one did."""
     last = trajectory.infos[-1]
     reward = last.get("episode_reward", trajectory.total_reward)
-    error = last.get("error") or (last.get("state") or {}).get("error")
+    state = last.get("state") or {}
+    error = last.get("error") or state.get("error")
+    if not error and state.get("reward_errors"):  # a reward function raised or gave NaN
+        error = "reward function failed: " + "; ".join(
+            f"{failure.get('func')}: {failure.get('type')}: {failure.get('message')}"
+            if isinstance(failure, dict)
+            else str(failure)
+            for failure in list(state["reward_errors"])[:2]
+        )
     return float(reward), (str(error) if error else None)
 
 

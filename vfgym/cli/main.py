@@ -25,6 +25,7 @@ from vfgym.cli._support import (
     CommandError,
     parse_json_object,
 )
+from vfgym.errors import VFGymError
 
 _EPILOG = """examples:
   vfgym list
@@ -364,6 +365,12 @@ def _run(argv: list[str], out: IO[str], err: IO[str]) -> int:
     except CommandError as exc:
         print(f"error: {exc}", file=err)
         return exc.code
+    except ImportError as exc:  # EnvironmentImportError, HollowPackageError: said in full
+        if not isinstance(exc, VFGymError):
+            _report_unexpected(exc, args, err)
+            return EXIT_FAILED
+        print(f"error: {exc}", file=err)
+        return EXIT_FAILED
     except BrokenPipeError:  # `vfgym list | head`
         return 0
     except Exception as exc:

@@ -31,7 +31,7 @@ from types import ModuleType
 from typing import Any
 
 from vfgym.compat.alias import with_verifiers_alias
-from vfgym.errors import EnvironmentImportError, UnknownEnvironmentError
+from vfgym.errors import EnvironmentImportError, HollowPackageError, UnknownEnvironmentError
 
 #: The function a file or module reference means when it names none.
 DEFAULT_LOADER = "load_environment"
@@ -201,6 +201,14 @@ def hollow_package_hint(exc: BaseException) -> str:
     return ""
 
 
+def check_vfgym_package() -> None:
+    """Raise `HollowPackageError` when `vfgym` itself was imported as a hollow namespace
+    package (its `__init__.py` never ran), saying which folder hides it."""
+    package = sys.modules.get("vfgym")
+    if package is not None and is_hollow(package):
+        raise HollowPackageError(_hollow_message(package))
+
+
 def is_hollow(module: ModuleType) -> bool:
     """True for a namespace package: a folder imported with no `__init__.py` and no file."""
     return getattr(module, "__file__", None) is None and hasattr(module, "__path__")
@@ -219,6 +227,7 @@ def _hollow_message(package: ModuleType) -> str:
 __all__ = [
     "DEFAULT_LOADER",
     "LoaderReference",
+    "check_vfgym_package",
     "hollow_package_hint",
     "is_hollow",
     "is_reference",

@@ -35,7 +35,12 @@ from typing import TYPE_CHECKING, Any
 from vfgym.compat.alias import with_verifiers_alias
 from vfgym.envs._loader_args import checked_env_args
 from vfgym.envs._loader_errors import by_name, call_loader, closest_names
-from vfgym.envs.references import hollow_package_hint, is_reference, resolve_reference
+from vfgym.envs.references import (
+    check_vfgym_package,
+    hollow_package_hint,
+    is_reference,
+    resolve_reference,
+)
 from vfgym.errors import EnvironmentImportError, UnexpectedArgumentError, UnknownEnvironmentError
 
 if TYPE_CHECKING:
@@ -74,6 +79,7 @@ def camel_case(name: str) -> str:
 
 
 def _entry_points() -> dict[str, metadata.EntryPoint]:
+    check_vfgym_package()  # a hollow `vfgym` would make entries fail far from the cause
     found: dict[str, metadata.EntryPoint] = {}
     for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
         found.setdefault(ep.name, ep)  # the first installed distribution wins
