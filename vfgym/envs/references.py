@@ -179,9 +179,10 @@ def _find_spec(name: str) -> Any:
 
 
 def hollow_package_hint(exc: BaseException) -> str:
-    """What to do when `exc` comes from a package imported as a hollow namespace
-    package: a folder of its name without `__init__.py` found on sys.path before the
-    installed package (a checkout's folder next to a script, say). "" otherwise.
+    """What to do when `exc` comes from a vfgym package (`vfgym`, `vfgym.games`, ...)
+    imported as a hollow namespace package: a folder of its name without `__init__.py`
+    found on sys.path before the installed package (a checkout's folder next to a
+    script, say). "" otherwise.
 
     Python imports such a folder without complaint; every module of the real package
     then fails to import, which reads as a broken install rather than a stray folder.
@@ -194,6 +195,8 @@ def hollow_package_hint(exc: BaseException) -> str:
         if name:
             parts = name.split(".")
             for end in range(1, len(parts)):
+                if parts[0] != "vfgym":  # other namespace packages are meant to be so
+                    break
                 package = sys.modules.get(".".join(parts[:end]))
                 if package is not None and is_hollow(package):
                     return _hollow_message(package)
