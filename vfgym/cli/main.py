@@ -40,6 +40,13 @@ _EPILOG = """examples:
 """
 
 
+#: What an ENV argument may be (see `vfgym.envs.registry.load_environment`).
+_ENV_HELP = (
+    "a registered name such as wordle (see `vfgym list`), module:function, or a path to "
+    "a .py file with a load_environment"
+)
+
+
 def _add_eval(commands: argparse._SubParsersAction) -> None:
     from vfgym.cli.eval import DEFAULT_API_KEY_VAR
 
@@ -51,7 +58,7 @@ def _add_eval(commands: argparse._SubParsersAction) -> None:
         "environment's reference policy plays through vfgym's built-in OpenAI-compatible "
         "server on loopback (model `reference`; `-m random` plays random moves).",
     )
-    p.add_argument("env", help="environment id, e.g. wordle (see `vfgym list`)")
+    p.add_argument("env", help=_ENV_HELP)
     p.add_argument("-m", "--model", help="model name (default: `reference` on the built-in server)")
     p.add_argument("-b", "--base-url", help="OpenAI-compatible base URL, e.g. http://HOST:8000/v1")
     p.add_argument(
@@ -147,9 +154,7 @@ def _add_check(commands: argparse._SubParsersAction) -> None:
         "runs without errors, rewards are finite and in the declared range, and no sandbox "
         "container is left behind. Exits 1 when a check fails.",
     )
-    p.add_argument(
-        "env", help="a registered name, module:function, or a path to a .py file (see `vfgym list`)"
-    )
+    p.add_argument("env", help=_ENV_HELP)
     p.add_argument("-a", "--env-args", metavar="JSON", help="environment arguments (JSON)")
     p.add_argument(
         "-n", "--num-examples", type=int, default=3, help="examples to play (default: 3)"
@@ -198,7 +203,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_eval(commands)
 
     play = commands.add_parser("play", help="play an environment yourself in the terminal")
-    play.add_argument("env", help="environment id (see `vfgym list`)")
+    play.add_argument("env", help=_ENV_HELP)
     play.add_argument("-a", "--env-args", metavar="JSON", help="environment arguments (JSON)")
     play.add_argument("-i", "--example", type=int, default=0, help="evaluation example index")
     _add_verbose(play)
