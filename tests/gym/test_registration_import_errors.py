@@ -61,3 +61,29 @@ def test_a_fixed_module_makes_under_the_same_id(broken_plugin: None, tmp_path: P
         assert env.reset(seed=0)[0] == "q"
     finally:
         env.close()
+
+
+def test_an_id_can_name_a_python_file(tmp_path: Path) -> None:
+    """`register(id, "path/to/game.py:function")`: the registry builds it, as it builds
+    a name, and a broken file is refused when registered, with its own error."""
+    (tmp_path / "reg_file_quiz.py").write_text(
+        "from vfgym.envs import SingleTurnEnv\n\n\n"
+        "def make_quiz(size=1):\n"
+        "    rows = [{'question': f'q{i}', 'answer': 'a'} for i in range(size)]\n"
+        "    return SingleTurnEnv(dataset=rows)\n"
+    )
+    spec = vgym.register(
+        "reg-test/FileQuiz-v0", f"{tmp_path / 'reg_file_quiz.py'}:make_quiz", size=2
+    )
+    try:
+        env = gym.make(spec.id)
+        try:
+            assert len(env.unwrapped.rows) == 2
+        finally:
+            env.close()
+    finally:
+        gym.registry.pop(spec.id, None)
+    (tmp_path / "reg_file_broken.py").write_text("import reg_frobnicate_missing\n")
+    with pytest.raises(EnvironmentImportError, match="reg_frobnicate_missing"):
+        vgym.register("reg-test/FileBroken-v0", str(tmp_path / "reg_file_broken.py"))
+    assert gym.registry.get("reg-test/FileBroken-v0") is None

@@ -104,6 +104,8 @@ def run_check(
         args["num_examples"] = num_examples  # a small dataset builds quickly
     reward_range = _declared(info, record)
     promised = reward_range[1] if info is None else info.reference_reward
+    if promised is not None and not math.isfinite(promised):  # malformed: reported above
+        promised = reward_range[1]
     from vfgym.gym.registration import make_env
 
     gym_env = make_env(_returning(build_environment(env_id, args)))
@@ -178,13 +180,12 @@ def check_command(
 
 
 def _takes(env_id: str, parameter: str) -> bool:
+    """Whether the loader of `env_id` has `parameter`; False when that cannot be told
+    (a loader that will not import: building it next says why, in the CLI's words)."""
     try:
-        signature = inspect.signature(find_loader(env_id))
-    except (TypeError, ValueError):
+        return parameter in inspect.signature(find_loader(env_id)).parameters
+    except Exception:
         return False
-    except Exception:  # not loadable: building it says why, with the CLI's words
-        return False
-    return parameter in signature.parameters
 
 
 def _declared(

@@ -53,6 +53,11 @@ def is_reference(text: str) -> bool:
     return ":" in text or _file_part(text) is not None
 
 
+def is_file_reference(text: str) -> bool:
+    """True when `text` names a Python file: `path.py` or `path.py:function`."""
+    return _file_part(text) is not None
+
+
 def _file_part(text: str) -> tuple[str, str] | None:
     """`(path, function)` when `text` is `path.py` or `path.py:function`, else None."""
     if text.endswith(".py"):
@@ -232,6 +237,7 @@ __all__ = [
     "LoaderReference",
     "check_vfgym_package",
     "hollow_package_hint",
+    "is_file_reference",
     "is_hollow",
     "is_reference",
     "resolve_reference",
