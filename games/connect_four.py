@@ -37,6 +37,9 @@ from vfgym.types import ChatMessage, Messages
 GYM_ID = "vfgym/ConnectFour-v0"
 KIND = "game"
 NEEDS_SANDBOX = False
+#: The reference searches deeper than the opponent but can still draw or lose: it
+#: promises no reward on every game (`vfgym check` still plays it, for errors).
+REFERENCE_REWARD = None
 
 ROWS, COLS = 6, 7
 DIFFICULTIES = {"easy": 0, "medium": 1, "hard": 3}

@@ -13,6 +13,8 @@ keeps working. Every message says what went wrong and what to do.
     ├── SubEnvError (RuntimeError)        sub-envs of a vector env failed
     ├── environments and their loading
     │   ├── UnknownEnvironmentError (LookupError)
+    │   ├── EnvironmentImportError (ImportError)  its module (or file) failed to import
+    │   ├── HollowPackageError (ImportError)  `vfgym` imported from a folder without __init__.py
     │   ├── UnexpectedArgumentError (TypeError)
     │   ├── UnknownTaskError (KeyError)   a task that names no EnvGroup member
     │   ├── InvalidMove (ValueError)      a game move that breaks the rules
@@ -305,6 +307,36 @@ class UnknownTaskError(VFGymError, KeyError):
 
 class UnknownEnvironmentError(VFGymError, LookupError):
     """No environment is registered under that name."""
+
+
+class EnvironmentImportError(VFGymError, ImportError):
+    """An environment exists (registered, or named as `module:function` or a file) but
+    its module failed to import.
+
+    Raised the same way by `load_environment`, `describe`, `gym.make` and every `vfgym`
+    command, with the module's own error as `__cause__` and in the message, so a broken
+    package is never reported as a name that does not exist.
+    """
+
+    def __init__(self, environment: str, target: str, cause: BaseException, hint: str = ""):
+        detail = " ".join(f"{type(cause).__name__}: {cause}".split())
+        super().__init__(
+            f"environment {environment!r} ({target}) failed to import: {detail}"
+            + (f". {hint}" if hint else "")
+        )
+        self.environment = environment
+        self.target = target
+
+
+class HollowPackageError(VFGymError, ImportError):
+    """`vfgym` was imported as an empty namespace package: a folder named `vfgym` with
+    no `__init__.py` (a source checkout's folder, next to the script) came first on
+    sys.path.
+
+    Python imports such a folder without complaint, and an editable install still
+    finds most of vfgym's modules, so without this check the failure shows up far
+    away: environments drop out of the registry, `vf.ToolEnv` is missing.
+    """
 
 
 class ToolTimeoutError(VFGymError, TimeoutError):

@@ -257,7 +257,8 @@ def test_broken_environment_module_is_a_clear_error(
 ) -> None:
     code, _, err = run(["eval", "broken-demo"], capsys)
     assert code == 1
-    assert "its module failed to import" in err and "broken on purpose" in err
+    assert "'broken-demo' (vfgym_cli_broken_demo:load_environment) failed to import" in err
+    assert "ImportError: this demo module is broken on purpose" in err
 
 
 def test_help_and_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:

@@ -17,7 +17,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from vfgym.envs.registry import EnvironmentInfo, UnexpectedArgumentError, describe, load_environment
-from vfgym.errors import UnknownEnvironmentError, VFGymError
+from vfgym.errors import EnvironmentImportError, UnknownEnvironmentError, VFGymError
 
 if TYPE_CHECKING:  # asyncio is imported by the commands that run a loop, not by the parser
     import asyncio
@@ -73,9 +73,11 @@ def parse_json_object(flag: str, text: str | None) -> dict[str, Any]:
 
 
 def describe_environment(env_id: str) -> EnvironmentInfo | None:
-    """The registry's description of `env_id`; None for a verifiers-style module found by name.
+    """The registry's description of `env_id` (a registered name, `module:function` or a
+    path to a .py file); None for a verifiers-style module found by name.
 
-    Raises CommandError (with the closest names) when nothing by that name exists.
+    Raises CommandError (with the closest names) when nothing by that name exists, and
+    with the module's own error when it fails to import.
     """
     try:
         return describe(env_id)
@@ -90,10 +92,11 @@ def describe_environment(env_id: str) -> EnvironmentInfo | None:
             except (ImportError, ValueError):
                 pass
         raise CommandError(str(exc), EXIT_USAGE) from None
-    except Exception as exc:  # the environment's module failed to import
+    except EnvironmentImportError as exc:  # the same words as gym.make and the registry's
+        raise CommandError(str(exc)) from None
+    except Exception as exc:  # a module that imported but cannot be described
         raise CommandError(
-            f"environment {env_id!r} is registered but its module failed to import: "
-            f"{type(exc).__name__}: {exc}"
+            f"environment {env_id!r} cannot be described: {type(exc).__name__}: {exc}"
         ) from None
 
 
@@ -103,6 +106,8 @@ def build_environment(env_id: str, env_args: dict[str, Any]) -> Any:
         return load_environment(env_id, **env_args)
     except UnknownEnvironmentError as exc:
         raise CommandError(str(exc), EXIT_USAGE) from None
+    except EnvironmentImportError as exc:
+        raise CommandError(str(exc)) from None
     except UnexpectedArgumentError as exc:
         raise CommandError(
             f"{_refused(env_id, env_args)}: {_unexpected_a_arguments(exc)}", EXIT_USAGE

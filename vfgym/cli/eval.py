@@ -58,19 +58,32 @@ from vfgym.results.jsonl import (
 from vfgym.results.summary import format_summary, summarize_records
 
 
-def embedded_policies(env: Any, env_id: str) -> dict[str, Any]:
-    """The model names the built-in server answers to, each with its policy."""
+def embedded_policies(env: Any, env_id: str, model: str = "reference") -> dict[str, Any]:
+    """The model names the built-in server answers to, each with its policy.
+
+    `model`, the name asked for with -m, must be one of them: refused here, before the
+    results directory is made, rather than by the server at every rollout (a 404
+    each, a directory of failures and a `--resume` that could only fail again).
+    """
     reference = getattr(env, "reference_policy", None)
     if not callable(reference):
         raise CommandError(
-            f"{env_id} has no reference policy for vfgym's built-in server to play; evaluate a "
-            "real model instead: -b http://HOST:PORT/v1 -m MODEL",
+            f"{env_id} has no reference policy for vfgym's built-in server to play "
+            "(it defines no `reference_policy(messages)` method); evaluate a real model "
+            "instead: -b http://HOST:PORT/v1 -m MODEL",
             EXIT_USAGE,
         )
     policies: dict[str, Any] = {"reference": reference}
     make_random = getattr(env, "make_random_policy", None)
     if callable(make_random):
         policies["random"] = make_random(0)
+    if model not in policies:
+        raise CommandError(
+            f"{env_id} has no {model} policy for vfgym's built-in server to play (it defines "
+            f"no `make_random_policy(seed)` method); use -m reference, or evaluate a real "
+            "model: -b http://HOST:PORT/v1 -m MODEL",
+            EXIT_USAGE,
+        )
     return policies
 
 
@@ -215,7 +228,7 @@ def _start_up(startup: _Startup) -> None:
     _check_sampling_args(env, options)
     _check_run_size(env, options)
     if endpoint.embedded:
-        startup.policies = embedded_policies(env, options.env_id)
+        startup.policies = embedded_policies(env, options.env_id, endpoint.model)
     else:
         check_served_model(endpoint.base_url, endpoint.api_key or "EMPTY", endpoint.model)
     startup.made_directory = not startup.directory.exists()

@@ -1,4 +1,4 @@
-"""The `vfgym` command: list, eval, play, view, serve-model, serve-env and sandbox.
+"""The `vfgym` command: list, eval, play, view, serve-model, serve-env, check, init and sandbox.
 
 Every failure a user can cause ends with one clear sentence on stderr and a
 non-zero exit code, never a traceback (`-v` shows one for unexpected errors).
@@ -25,6 +25,7 @@ from vfgym.cli._support import (
     CommandError,
     parse_json_object,
 )
+from vfgym.errors import VFGymError
 
 _EPILOG = """examples:
   vfgym list
@@ -35,7 +36,16 @@ _EPILOG = """examples:
   vfgym serve-model wordle --faults 429,500,drop --fault-rate 0.2
   vfgym serve-env wordle --token s3cret --port 8765
   vfgym sandbox doctor
+  vfgym init word-ladder --kind game           # a new environment package
+  vfgym check word-ladder                      # the quality gate (also module:function, file.py)
 """
+
+
+#: What an ENV argument may be (see `vfgym.envs.registry.load_environment`).
+_ENV_HELP = (
+    "a registered name such as wordle (see `vfgym list`), module:function, or a path to "
+    "a .py file with a load_environment"
+)
 
 
 def _add_eval(commands: argparse._SubParsersAction) -> None:
@@ -49,7 +59,7 @@ def _add_eval(commands: argparse._SubParsersAction) -> None:
         "environment's reference policy plays through vfgym's built-in OpenAI-compatible "
         "server on loopback (model `reference`; `-m random` plays random moves).",
     )
-    p.add_argument("env", help="environment id, e.g. wordle (see `vfgym list`)")
+    p.add_argument("env", help=_ENV_HELP)
     p.add_argument("-m", "--model", help="model name (default: `reference` on the built-in server)")
     p.add_argument("-b", "--base-url", help="OpenAI-compatible base URL, e.g. http://HOST:8000/v1")
     p.add_argument(
@@ -144,7 +154,7 @@ def _add_serve_env(commands: argparse._SubParsersAction) -> None:
         "protocol (OpenEnv's clients, or vfgym.remote.RemoteEnv). Stops on Ctrl-C or "
         "SIGTERM, after draining the running sessions.",
     )
-    p.add_argument("env", help="environment id, e.g. wordle (see `vfgym list`)")
+    p.add_argument("env", help=_ENV_HELP)
     p.add_argument("-a", "--env-args", metavar="JSON", help="environment arguments (JSON)")
     p.add_argument("--host", default="127.0.0.1", help="address (default: 127.0.0.1)")
     p.add_argument("--port", type=int, default=8765, help="port (default: 8765; 0: a free one)")
@@ -160,6 +170,44 @@ def _add_serve_env(commands: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--drain-timeout", type=float, default=30.0, help="seconds sessions get to end on SIGTERM"
     )
+
+
+def _add_check(commands: argparse._SubParsersAction) -> None:
+    p = commands.add_parser(
+        "check",
+        help="check that an environment keeps the kit's promises (the quality gate)",
+        description="Check an environment: Gymnasium's check_env, the same seed gives the "
+        "same episode, the reference policy solves every example checked, the random policy "
+        "runs without errors, rewards are finite and in the declared range, and no sandbox "
+        "container is left behind. Exits 1 when a check fails.",
+    )
+    p.add_argument("env", help=_ENV_HELP)
+    p.add_argument("-a", "--env-args", metavar="JSON", help="environment arguments (JSON)")
+    p.add_argument(
+        "-n", "--num-examples", type=int, default=3, help="examples to play (default: 3)"
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed of the episodes (default: 0)")
+    _add_verbose(p)
+
+
+def _add_init(commands: argparse._SubParsersAction) -> None:
+    p = commands.add_parser(
+        "init",
+        help="create a new environment package, ready to install and check",
+        description="Create NAME/ (or --dir): a package with the environment module (a "
+        "working example with a reference policy, to change into yours), a pyproject "
+        "registering it, a test that runs `vfgym check` on it, and a README. Then: "
+        "pip install -e NAME && pytest NAME.",
+    )
+    p.add_argument("name", help="the environment's name, e.g. word-ladder")
+    p.add_argument(
+        "--kind",
+        choices=("game", "tool", "sandboxed"),
+        default="game",
+        help="a text game, a tool task, or a tool task running Python in a Docker sandbox "
+        "(default: game)",
+    )
+    p.add_argument("--dir", help="where to create it (default: ./NAME)")
     _add_verbose(p)
 
 
@@ -182,7 +230,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_eval(commands)
 
     play = commands.add_parser("play", help="play an environment yourself in the terminal")
-    play.add_argument("env", help="environment id (see `vfgym list`)")
+    play.add_argument("env", help=_ENV_HELP)
     play.add_argument("-a", "--env-args", metavar="JSON", help="environment arguments (JSON)")
     play.add_argument("-i", "--example", type=int, default=0, help="evaluation example index")
     _add_verbose(play)
@@ -197,6 +245,8 @@ def _parser() -> argparse.ArgumentParser:
 
     _add_serve_model(commands)
     _add_serve_env(commands)
+    _add_check(commands)
+    _add_init(commands)
 
     commands.add_parser(
         "sandbox",
@@ -299,6 +349,24 @@ def _cmd_play(args: argparse.Namespace, out: IO[str]) -> int:
     return play(args.env, env_args, example=args.example, stdin=sys.stdin, out=out)
 
 
+def _cmd_check(args: argparse.Namespace, out: IO[str]) -> int:
+    from vfgym.cli.check import check_command
+
+    env_args = parse_json_object("-a/--env-args", args.env_args)
+    return check_command(
+        args.env, env_args, num_examples=args.num_examples, seed=args.seed, out=out
+    )
+
+
+def _cmd_init(args: argparse.Namespace, out: IO[str]) -> int:
+    from vfgym.cli.init import init_package
+
+    where = init_package(args.name, kind=args.kind, directory=args.dir)
+    print(f"created {where}", file=out)
+    print(f"next: pip install -e {where} && python -m pytest {where}", file=out)
+    return 0
+
+
 def _cmd_eval(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     from vfgym.cli.eval import EvalOptions, run_eval
 
@@ -348,6 +416,12 @@ def _run(argv: list[str], out: IO[str], err: IO[str]) -> int:
     except CommandError as exc:
         print(f"error: {exc}", file=err)
         return exc.code
+    except ImportError as exc:  # EnvironmentImportError, HollowPackageError: said in full
+        if not isinstance(exc, VFGymError):
+            _report_unexpected(exc, args, err)
+            return EXIT_FAILED
+        print(f"error: {exc}", file=err)
+        return EXIT_FAILED
     except BrokenPipeError:  # `vfgym list | head`
         return 0
     except Exception as exc:
@@ -368,6 +442,10 @@ def _dispatch(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         return _cmd_serve_model(args, out, err)
     if args.command == "serve-env":
         return _cmd_serve_env(args, out, err)
+    if args.command == "check":
+        return _cmd_check(args, out)
+    if args.command == "init":
+        return _cmd_init(args, out)
     return _cmd_sandbox([], err)
 
 

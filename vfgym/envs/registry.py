@@ -11,6 +11,12 @@ A module may describe itself with module-level constants, read without
 building the environment: `GYM_ID` (default: `vfgym/<CamelCaseName>-v0`), `KIND`
 ("game" or "tool"), `NEEDS_SANDBOX` (bool); its docstring's first line is the
 summary.
+
+Wherever a name is taken, so is `module:function` or a path to a `.py` file (see
+`vfgym.envs.references`): `load_environment` is the one function that turns any of
+the three into an environment, and every command builds its environment with it. A
+module that fails to import raises `EnvironmentImportError` with its own error,
+whichever way it was named.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import importlib
 import importlib.util
 import inspect
 import logging
+import math
 from dataclasses import dataclass
 from importlib import metadata
 from types import ModuleType
@@ -28,7 +35,13 @@ from typing import TYPE_CHECKING, Any
 from vfgym.compat.alias import with_verifiers_alias
 from vfgym.envs._loader_args import checked_env_args
 from vfgym.envs._loader_errors import by_name, call_loader, closest_names
-from vfgym.errors import UnexpectedArgumentError, UnknownEnvironmentError
+from vfgym.envs.references import (
+    check_vfgym_package,
+    hollow_package_hint,
+    is_reference,
+    resolve_reference,
+)
+from vfgym.errors import EnvironmentImportError, UnexpectedArgumentError, UnknownEnvironmentError
 
 if TYPE_CHECKING:
     from vfgym.envs.environment import Environment
@@ -49,6 +62,13 @@ class EnvironmentInfo:
     needs_sandbox: bool
     summary: str
     distribution: str | None
+    #: The rewards it promises, from the module's `REWARD_RANGE` (default 0 to 1);
+    #: `vfgym check` holds it to them.
+    reward_range: tuple[float, float] = (0.0, 1.0)
+    #: The least reward its reference policy earns on every example, from the module's
+    #: `REFERENCE_REWARD` (default: the top of `reward_range`, i.e. it solves them);
+    #: None when the reference plays well but promises no result (it can lose).
+    reference_reward: float | None = 1.0
 
 
 def camel_case(name: str) -> str:
@@ -59,6 +79,7 @@ def camel_case(name: str) -> str:
 
 
 def _entry_points() -> dict[str, metadata.EntryPoint]:
+    check_vfgym_package()  # a hollow `vfgym` would make entries fail far from the cause
     found: dict[str, metadata.EntryPoint] = {}
     for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
         found.setdefault(ep.name, ep)  # the first installed distribution wins
@@ -70,25 +91,66 @@ def registered_names() -> list[str]:
     return sorted(_entry_points())
 
 
-def _module_of(ep: metadata.EntryPoint) -> ModuleType:
-    # (an environment written for verifiers 0.1.x gets the `verifiers` alias)
-    return with_verifiers_alias(lambda: importlib.import_module(ep.module))
+def _module_of(name: str, ep: metadata.EntryPoint) -> ModuleType:
+    """The module of entry point `ep`, or `EnvironmentImportError` with its error."""
+    try:
+        # (an environment written for verifiers 0.1.x gets the `verifiers` alias)
+        return with_verifiers_alias(lambda: importlib.import_module(ep.module))
+    except Exception as exc:
+        raise EnvironmentImportError(name, ep.value, exc, hollow_package_hint(exc)) from exc
 
 
 def describe(name: str) -> EnvironmentInfo:
-    """The registry's description of `name` (imports its module, builds nothing)."""
-    ep = _lookup(name)
-    module = _module_of(ep)
+    """The registry's description of `name` (imports its module, builds nothing).
+
+    `name` may also be `module:function` or a path to a `.py` file; its Gym id then
+    defaults to one made from the module's name."""
+    if is_reference(name):
+        reference = resolve_reference(name)
+        module = reference.module
+        target, default_name, distribution = reference.target, module.__name__, None
+    else:
+        ep = _lookup(name)
+        module = _module_of(name, ep)
+        target, default_name = ep.value, name
+        distribution = ep.dist.name if ep.dist is not None else None
     doc = inspect.getdoc(module) or ""
     return EnvironmentInfo(
         name=name,
-        target=ep.value,
-        gym_id=getattr(module, "GYM_ID", f"vfgym/{camel_case(name)}-v0"),
+        target=target,
+        gym_id=getattr(module, "GYM_ID", default_gym_id(default_name.rpartition(".")[2])),
         kind=getattr(module, "KIND", "game"),
         needs_sandbox=bool(getattr(module, "NEEDS_SANDBOX", False)),
         summary=doc.splitlines()[0] if doc else "",
-        distribution=ep.dist.name if ep.dist is not None else None,
+        distribution=distribution,
+        reward_range=(reward_range := _reward_range(getattr(module, "REWARD_RANGE", (0.0, 1.0)))),
+        reference_reward=_reference_reward(module, reward_range),
     )
+
+
+def _reference_reward(module: ModuleType, reward_range: tuple[float, float]) -> float | None:
+    declared = getattr(module, "REFERENCE_REWARD", reward_range[1])
+    if declared is None:
+        return None
+    try:
+        return float(declared)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _reward_range(declared: Any) -> tuple[float, float]:
+    """A module's `REWARD_RANGE` as two floats; a malformed one as NaNs, which
+    `vfgym check` reports (describing must not fail on it: `vfgym list` shows it)."""
+    try:
+        low, high = declared
+        return float(low), float(high)
+    except (TypeError, ValueError):
+        return math.nan, math.nan
+
+
+def default_gym_id(name: str) -> str:
+    """The Gym id of an environment whose module declares no `GYM_ID`."""
+    return f"vfgym/{camel_case(name)}-v0"
 
 
 def list_environments() -> list[EnvironmentInfo]:
@@ -124,14 +186,17 @@ def _lookup(name: str) -> metadata.EntryPoint:
     hint = f" Did you mean: {', '.join(close)}?" if close else ""
     raise UnknownEnvironmentError(
         f"no environment named {name!r} is registered.{hint} "
-        f"Run `vfgym list` to see them all (registered: {', '.join(sorted(eps)) or 'none'})."
+        f"Run `vfgym list` to see them all (registered: {', '.join(sorted(eps)) or 'none'}). "
+        "An environment that is not installed can be given as 'module:function' (e.g. "
+        "my_games.word_ladder:load_environment) or as the path of its .py file."
     )
 
 
 def _load_function(name: str) -> Any:
+    if is_reference(name):
+        return resolve_reference(name).loader
     try:
         entry_point = _lookup(name)
-        return with_verifiers_alias(entry_point.load)
     except UnknownEnvironmentError:
         # verifiers-style: an installed module named after the environment that has
         # a load_environment function ("vf-wordle" -> module vf_wordle).
@@ -141,10 +206,28 @@ def _load_function(name: str) -> Any:
             if hasattr(module, "load_environment"):
                 return module.load_environment
         raise
+    loader: Any = _module_of(name, entry_point)
+    try:
+        for part in entry_point.attr.split("."):
+            loader = getattr(loader, part)
+        return loader
+    except AttributeError as exc:
+        raise EnvironmentImportError(name, entry_point.value, exc) from exc
+
+
+def find_loader(env_id: str) -> Any:
+    """The function that builds `env_id` (a registered name, `module:function` or a
+    path to a .py file), imported but not called: to read its parameters."""
+    return _load_function(env_id)
 
 
 def load_environment(env_id: str, **env_args: Any) -> Environment:
-    """Build a registered environment by name; keyword arguments go to its loader.
+    """Build an environment named by `env_id`; keyword arguments go to its loader.
+
+    `env_id` is a registered name, `module:function` or a path to a `.py` file (its
+    `load_environment`, or `path.py:function`): the one place every command resolves
+    its ENV argument, so each accepts all three. A module that fails to import raises
+    `EnvironmentImportError` with its own error.
 
     Raises `UnknownEnvironmentError` with the closest names when there is none,
     and `TypeError` naming the accepted arguments (and the closest one) when the
@@ -204,12 +287,15 @@ def _check_names(env_id: str, signature: inspect.Signature, env_args: dict[str, 
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "EnvironmentImportError",
     "EnvironmentInfo",
     "UnexpectedArgumentError",
     "UnknownEnvironmentError",
     "camel_case",
+    "default_gym_id",
     "describe",
     "find_entry_point",
+    "find_loader",
     "list_environments",
     "load_environment",
     "registered_names",

@@ -37,7 +37,13 @@ from gymnasium.vector import AutoresetMode
 from vfgym.envs.env_group import EnvGroup
 from vfgym.envs.environment import Environment
 from vfgym.envs.multiturn_env import MultiTurnEnv
-from vfgym.envs.registry import describe, load_environment, registered_names
+from vfgym.envs.registry import (
+    EnvironmentImportError,
+    default_gym_id,
+    describe,
+    load_environment,
+    registered_names,
+)
 from vfgym.gym.env import GymEnv, ObservationMode
 from vfgym.gym.registration_checks import (
     MAKE_VEC_ARGS,
@@ -291,12 +297,22 @@ def register_registry() -> tuple[dict[str, str], dict[str, str]]:
     for name in registered_names():
         try:
             gym_id = describe(name).gym_id
+        except EnvironmentImportError as exc:
+            # Its module cannot say its GYM_ID, but the default id still gets made, so
+            # that gym.make of it raises this error rather than NameNotFound.
+            skipped[name] = str(exc)
+            logger.debug("no Gym id of its own for %s: %s", name, skipped[name])
+            gym_id = default_gym_id(name)
+            if gym.registry.get(gym_id) is None:
+                register(gym_id, name)  # looks the name up only: imports nothing
+            continue
+        try:
             if (
                 gym.registry.get(gym_id) is None
                 or gym.registry[gym_id].kwargs.get("environment") != name
             ):
                 register(gym_id, name)
-        except Exception as exc:  # one broken package (or GYM_ID) must not hide the others
+        except Exception as exc:  # one bad GYM_ID must not hide the others
             skipped[name] = f"{type(exc).__name__}: {exc}"
             logger.debug("no Gym id for %s: %s", name, skipped[name])
             continue

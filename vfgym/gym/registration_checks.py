@@ -19,7 +19,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.envs.registration import get_env_id, parse_env_id
 
-from vfgym.envs.registry import find_entry_point
+from vfgym.envs.references import is_file_reference
+from vfgym.envs.registry import find_entry_point, find_loader
 from vfgym.errors import UnknownEnvironmentError
 from vfgym.gym.env import GymEnv, ObservationMode
 
@@ -51,8 +52,12 @@ def is_reference(environment: object) -> TypeGuard[str]:
     """True for a 'module:function' string, as Gymnasium writes entry points.
 
     Registry names never hold a ':' (`register` refuses ids that do for the same
-    reason: `gym.make` reads what precedes one as a module)."""
-    return isinstance(environment, str) and ":" in environment
+    reason: `gym.make` reads what precedes one as a module). A path to a .py file
+    (`games.py:make_game` too) is not one: the registry's `load_environment` builds
+    it, as it does a name."""
+    return (
+        isinstance(environment, str) and ":" in environment and not is_file_reference(environment)
+    )
 
 
 def resolve_reference(reference: str) -> Callable[..., Any]:
@@ -225,6 +230,9 @@ def check_environment(environment: object) -> None:
         return
     if is_reference(environment):
         resolve_reference(environment)
+        return
+    if is_file_reference(environment):
+        find_loader(environment)  # imported now, as a 'module:function' is
         return
     try:
         find_entry_point(environment)  # the registry's own name rules (aliases, suggestions)

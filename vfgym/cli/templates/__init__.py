@@ -1,0 +1,1 @@
+"""The files `vfgym init` fills in (`${...}` placeholders, read with importlib.resources)."""
