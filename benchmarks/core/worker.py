@@ -72,11 +72,22 @@ class Side:
         )
 
 
-def make_client(spec: dict[str, Any], model: ScriptedModel | None) -> openai.AsyncOpenAI:
-    """The stand-in client for "scripted" runs, or a real openai client for "http" ones."""
+def make_client(
+    spec: dict[str, Any], model: ScriptedModel | None, framework: str
+) -> openai.AsyncOpenAI:
+    """The stand-in client for "scripted" runs, or a real openai client for "http" ones.
+
+    vfgym gets the plain client a user writes, which its own transport serves
+    (bounded by VFGYM_HTTP_CONNECTIONS_PER_HOST, 1024 by default); the reference
+    gets the openai client's own httpx pool with room for every concurrent request.
+    """
     if spec["kind"] == "scripted":
         assert model is not None
         return ScriptedClient(model)
+    if spec["kind"] == "http" and framework == "vfgym":
+        return openai.AsyncOpenAI(
+            base_url=spec["base_url"], api_key="vfgym", max_retries=0, timeout=120.0
+        )
     if spec["kind"] == "http":
         # The openai client's own httpx flavour, with room for every concurrent request.
         limit = int(spec.get("max_connections", 1024))
@@ -120,7 +131,7 @@ def run_request(side: Side, loop: asyncio.AbstractEventLoop, req: dict[str, Any]
     n, concurrency = int(req["rollouts"]), int(req["concurrency"])
     env = side.env(workload, flavour)
     scripted = ScriptedModel() if req["client"]["kind"] == "scripted" else None
-    client = make_client(req["client"], scripted)
+    client = make_client(req["client"], scripted, side.name)
     try:
         gc.collect()
         cpu0, t0 = time.process_time(), time.perf_counter()
@@ -159,7 +170,16 @@ def serve(side: Side) -> None:
             if req.get("op") == "quit":
                 break
             try:
-                answer = run_request(side, loop, req)
+                if req.get("op") == "bare":
+                    from bare_client import run_bare
+
+                    answer = loop.run_until_complete(
+                        run_bare(
+                            req["base_url"], req["workload"], req["rollouts"], req["concurrency"]
+                        )
+                    )
+                else:
+                    answer = run_request(side, loop, req)
             except Exception as exc:
                 answer = {"error": f"{type(exc).__name__}: {exc}", "trace": traceback.format_exc()}
             out.write(json.dumps(answer) + "\n")

@@ -11,6 +11,8 @@ read lazily as `ResponseRecord`s), and clients it cannot honour keep the SDK
 
 from __future__ import annotations
 
+import os
+import weakref
 from typing import Any
 
 from openai import AsyncOpenAI, OpenAI
@@ -27,6 +29,13 @@ from vfgym.inference.transport.settings import (
     why_not_honoured,
 )
 
+# The transport made for each client, and what it was made from: a rollout makes a
+# `ModelCaller` per rollout, and reading an openai client's settings costs tens of
+# microseconds. Weakly keyed: an entry goes with its client.
+_made: weakref.WeakKeyDictionary[Any, tuple[tuple[Any, ...], OpenAITransport | None]] = (
+    weakref.WeakKeyDictionary()
+)
+
 
 def transport_for(client: Any, choice: str | None = None) -> OpenAITransport | None:
     """The transport that sends `client`'s model calls, or None where the SDK (or the
@@ -34,8 +43,36 @@ def transport_for(client: Any, choice: str | None = None) -> OpenAITransport | N
 
     `choice` (default: `VFGYM_MODEL_TRANSPORT`, else "auto") is "auto", "aiohttp"
     or "openai"; with "aiohttp", an openai client the transport cannot honour is
-    refused with the reason rather than sent another way than asked.
+    refused with the reason rather than sent another way than asked. The transport
+    is made once per client and made again when a setting it carries has changed.
     """
+    environ = os.environ
+    made_from = (
+        choice,
+        environ.get(TRANSPORT_ENV),
+        environ.get(CONNECTIONS_ENV),
+        getattr(client, "api_key", None),
+        getattr(client, "organization", None),
+        getattr(client, "project", None),
+        id(getattr(client, "_base_url", None)),
+        id(getattr(client, "timeout", None)),
+        getattr(client, "max_retries", None),
+        id(getattr(client, "_client", None)),
+        id(getattr(client, "_custom_headers", None)),
+        id(getattr(client, "_custom_query", None)),
+    )
+    try:
+        known = _made.get(client)
+    except TypeError:  # an object that takes no weak reference: nothing to remember
+        return _make(client, choice)
+    if known is not None and known[0] == made_from:
+        return known[1]
+    transport = _make(client, choice)
+    _made[client] = (made_from, transport)
+    return transport
+
+
+def _make(client: Any, choice: str | None) -> OpenAITransport | None:
     chosen = transport_choice(choice)
     if chosen == "openai" or not isinstance(client, AsyncOpenAI | OpenAI):
         return None
