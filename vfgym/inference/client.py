@@ -84,7 +84,13 @@ def _checked(response: Any) -> Any:
     choices = getattr(response, "choices", None)
     if choices:
         # A text completion's choice has no `message` at all; only a null one is refused.
-        if getattr(choices[0], "message", response) is not None:
+        # (The transport's records are dicts, reading a field never sent as None.)
+        first = choices[0]
+        if isinstance(first, dict):
+            message = first.get("message", response)
+        else:
+            message = getattr(first, "message", response)
+        if message is not None:
             return response
         raise EmptyModelResponse("the model server answered 200 with a choice that has no message")
     error = _error_object(response)
