@@ -73,6 +73,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--no-stress", action="store_true", help="skip the stress run")
     parser.add_argument(
+        "--http-only",
+        action="store_true",
+        help="only the loopback-HTTP table (no in-process tables, no stress run)",
+    )
+    parser.add_argument(
         "--stress-rollouts", type=int, default=None, help="stress rollouts (10000; quick 1000)"
     )
     parser.add_argument(
@@ -88,6 +93,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if any(c < 1 for c in args.concurrency):
         parser.error("--concurrency values must be at least 1")
+    if args.http_only:
+        if args.http is False:
+            parser.error("--http-only and --no-http contradict each other")
+        args.http, args.no_stress = True, True
     if args.http is None:
         args.http = not args.quick
     if args.repeats is None:
@@ -232,6 +241,8 @@ def main(argv: list[str] | None = None) -> int:
 
         scripted = {"kind": "scripted"}
         flavours = ["sync"] if (args.quick or args.no_async) else ["sync", "async"]
+        if args.http_only:
+            flavours = []
         for flavour in flavours:
             res = measure(
                 workers, rollouts, args, flavour=flavour, client=scripted, repeats=args.repeats

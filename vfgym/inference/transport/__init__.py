@@ -54,7 +54,8 @@ def transport_for(client: Any, choice: str | None = None) -> OpenAITransport | N
         getattr(client, "api_key", None),
         getattr(client, "organization", None),
         getattr(client, "project", None),
-        id(getattr(client, "_base_url", None)),
+        # openai 3 keeps the URL here; its `_base_url` is a property doing work per read.
+        id(getattr(client, "_configured_base_url", None) or getattr(client, "_base_url", None)),
         id(getattr(client, "timeout", None)),
         getattr(client, "max_retries", None),
         id(getattr(client, "_client", None)),
