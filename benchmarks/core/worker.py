@@ -62,13 +62,23 @@ class Side:
             self._envs[key] = build_env(self.vf, self._dataset_cls, workload, flavour)
         return self._envs[key]
 
-    async def generate(self, env: Any, n: int, client: Any, concurrency: int) -> Any:
+    async def generate(
+        self,
+        env: Any,
+        n: int,
+        client: Any,
+        concurrency: int,
+        model: str = MODEL,
+        sampling_args: dict[str, Any] | None = None,
+    ) -> Any:
+        extra = {"sampling_args": sampling_args} if sampling_args else {}
         return await env.generate(
             generate_inputs(n),
             client,
-            MODEL,
+            model,
             max_concurrent=concurrency,
             use_tqdm=False,
+            **extra,
         )
 
 
@@ -104,8 +114,12 @@ def make_client(
     raise ValueError(f"unknown client kind {spec['kind']!r}; use 'scripted' or 'http'")
 
 
-def check_outputs(outputs: Any, workload: str, n: int) -> dict[str, Any]:
-    """What the run actually did, so a fast-but-wrong run cannot pass unnoticed."""
+def check_outputs(outputs: Any, workload: str, n: int, rewarded: bool = True) -> dict[str, Any]:
+    """What the run actually did, so a fast-but-wrong run cannot pass unnoticed.
+
+    `rewarded` False (a real model, whose answers are noise) checks the rollouts and
+    their model calls but not that every answer earned the reward.
+    """
     states = outputs.state
     calls = sum(len(s.get("responses") or []) for s in states)
     errored = sum(1 for s in states if s.get("error"))
@@ -114,7 +128,7 @@ def check_outputs(outputs: Any, workload: str, n: int) -> dict[str, Any]:
         len(rewards) == n
         and errored == 0
         and calls == n * MODEL_CALLS[workload]
-        and all(r == 1.0 for r in rewards)
+        and (not rewarded or all(r == 1.0 for r in rewards))
     )
     return {
         "rollouts_out": len(rewards),
@@ -135,7 +149,11 @@ def run_request(side: Side, loop: asyncio.AbstractEventLoop, req: dict[str, Any]
     try:
         gc.collect()
         cpu0, t0 = time.process_time(), time.perf_counter()
-        outputs = loop.run_until_complete(side.generate(env, n, client, concurrency))
+        outputs = loop.run_until_complete(
+            side.generate(
+                env, n, client, concurrency, req.get("model", MODEL), req.get("sampling_args")
+            )
+        )
         wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     finally:
         loop.run_until_complete(client.close())
@@ -149,7 +167,7 @@ def run_request(side: Side, loop: asyncio.AbstractEventLoop, req: dict[str, Any]
         "wall_s": wall,
         "cpu_s": cpu,
         "rollouts_per_s": n / wall,
-        **check_outputs(outputs, workload, n),
+        **check_outputs(outputs, workload, n, rewarded=req.get("rewarded", True)),
     }
     del outputs
     return result

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import aiohttp
@@ -40,14 +40,22 @@ try:
         """JSON bytes of a request body (orjson: several times json's speed)."""
         return orjson.dumps(value, default=_json_default)
 
-    loads: Callable[[bytes | str], Any] = orjson.loads
+    def loads(raw: bytes | str) -> Any:
+        """The decoded answer. orjson takes strict JSON only; Python's servers (vLLM's
+        among them) may write a logprob of -inf as `-Infinity` or NaN as `NaN`, which
+        the standard library's decoder reads, as the openai SDK's does."""
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            return json.loads(raw)
+
 except ImportError:  # pragma: no cover - orjson is in the `fast` extra
 
     def dumps(value: Any) -> bytes:
         """JSON bytes of a request body (the standard library's codec: no orjson here)."""
         return json.dumps(value, default=_json_default, separators=(",", ":")).encode()
 
-    loads = json.loads
+    loads = json.loads  # type: ignore[assignment,unused-ignore]
 
 
 def _json_default(value: Any) -> Any:

@@ -29,16 +29,23 @@ class ResponseRecord(dict[str, Any]):
 
     __slots__ = ()
 
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        value = self.get(name)
-        if type(value) is dict:
-            value = ResponseRecord(value)
-            self[name] = value
-        elif type(value) is list and value and type(value[0]) is dict:
-            value[:] = [ResponseRecord(v) if type(v) is dict else v for v in value]
-        return value
+    def __getattribute__(self, name: str) -> Any:
+        # Fields first, read straight from the dict: Python's usual lookup would fail
+        # before a `__getattr__` ran, and a failed lookup costs microseconds.
+        if name[0] != "_":
+            value = dict.get(self, name, _MISSING)
+            if value is _MISSING:
+                if name in _CLASS_NAMES:  # a method or property (`model_dump`, `get`)
+                    return object.__getattribute__(self, name)
+                return None  # a field the server did not send
+            kind = type(value)
+            if kind is dict:
+                value = ResponseRecord(value)
+                dict.__setitem__(self, name, value)
+            elif kind is list and value and type(value[0]) is dict:
+                value[:] = [ResponseRecord(v) if type(v) is dict else v for v in value]
+            return value
+        return object.__getattribute__(self, name)
 
     def __setattr__(self, name: str, value: Any) -> None:
         """Set a field, as the SDK's models allow (a hook may rewrite an answer)."""
@@ -63,6 +70,11 @@ class ResponseRecord(dict[str, Any]):
     def to_dict(self) -> dict[str, Any]:
         """The answer as a plain dict (the SDK models' name for `model_dump`)."""
         return self.model_dump()
+
+
+_MISSING = object()
+#: What attribute access finds on the class (methods, properties), not in the fields.
+_CLASS_NAMES = frozenset(name for name in dir(ResponseRecord) if not name.startswith("_"))
 
 
 def _copy(value: Any, exclude_none: bool) -> Any:
