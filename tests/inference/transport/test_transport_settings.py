@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -185,3 +186,36 @@ async def test_a_batch_of_a_sync_client_goes_through_the_transport(recorder: Rec
     assert all("error" not in state for state in out.state)
     assert all(isinstance(state["responses"][0], ResponseRecord) for state in out.state)
     assert len(recorder.seen) == 2
+
+
+def test_evaluate_sync_of_an_async_client_goes_through_the_transport() -> None:
+    """The run's own loop gets a new client with the same settings, which the transport
+    serves, and a session of its own that closes with that loop."""
+    seen: list[str] = []
+
+    async def handle(request: web.Request) -> web.Response:
+        seen.append(request.headers["Authorization"])
+        return web.json_response(chat_body("hi"))
+
+    loop = asyncio.new_event_loop()
+    try:
+        runner, port = loop.run_until_complete(serve_posts(handle, "/v1/chat/completions"))
+        thread_loop_runs = threading.Thread(target=loop.run_forever, daemon=True)
+        thread_loop_runs.start()
+        client = openai.AsyncOpenAI(
+            base_url=f"http://127.0.0.1:{port}/v1", api_key="sk-sync", max_retries=0
+        )
+        out = SingleTurnEnv(dataset=[{"question": "a"}]).evaluate_sync(client, "m")
+        assert "error" not in out.state[0]
+        assert isinstance(out.state[0]["responses"][0], ResponseRecord)
+        assert seen == ["Bearer sk-sync"]
+    finally:
+        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread_loop_runs.join(10)
+        loop.close()
+
+
+def test_a_base_url_with_credentials_keeps_the_sdk() -> None:
+    client = openai.AsyncOpenAI(base_url="http://user:secret@127.0.0.1:9/v1", api_key="k")
+    assert transport_for(client) is None

@@ -87,6 +87,8 @@ def why_not_honoured(client: Any) -> str | None:
         )
     if _own_http_client(client):
         return "the client was made with an http_client of its own (a proxy, TLS settings)"
+    if "@" in str(getattr(client, "_configured_base_url", None) or client.base_url).split("/")[2]:
+        return "the base URL carries credentials (user:password@host)"
     if getattr(client, "_api_key_provider", None) is not None:
         return "the client's api_key is a function, called by the SDK per request"
     if getattr(client, "workload_identity", None) is not None:
