@@ -3,9 +3,10 @@
 Measures framework overhead (rollouts per second with a model stand-in that
 answers at once) for a single-turn env, a 10-turn multi-turn env and a tool env
 at several concurrencies, for both frameworks in one invocation, and prints the
-ratio. Then the same workloads over loopback HTTP against vfgym's `ModelServer`
-(secondary: HTTP dominates there), and the stress run: many concurrent 10-turn
-rollouts in one process, with the longest event-loop stall and the peak RSS.
+ratio. Then the same workloads over loopback HTTP against a lean stand-in server
+(`core/serve.py`), with a bare aiohttp client making the same rollouts as the floor
+of CPU per model call (`--http-only` runs this table alone), and the stress run:
+many concurrent 10-turn rollouts in one process, with the longest event-loop stall and the peak RSS.
 
 The reference library runs in a venv of its own, built on first use under
 ~/.cache/vfgym-bench (override with VFGYM_BENCH_CACHE). Each framework runs in
@@ -306,7 +307,8 @@ def main(argv: list[str] | None = None) -> int:
         + (f", 1-min load average {min(known):.1f}-{max(known):.1f}" if known else "")
         + "\n"
         f"versions: {', '.join(f'{k} {v}' for k, v in record['versions'].items())}\n"
-        f"best of {args.repeats} run(s) per cell, frameworks alternating; r/s = rollouts per "
+        f"best of {args.repeats} run(s) per cell ({args.http_repeats} over HTTP), frameworks "
+        "alternating; r/s = rollouts per "
         f"second of generate() incl. scoring (wall clock); cpu us/rollout = process CPU time "
         "per rollout, best run"
     )
