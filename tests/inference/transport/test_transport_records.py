@@ -105,6 +105,7 @@ def test_a_record_is_json_pickle_and_copy_as_it_is() -> None:
     record = ResponseRecord(copy.deepcopy(TOOL_ANSWER))
     record.choices[0].message  # noqa: B018
     assert json.loads(json.dumps(record)) == TOOL_ANSWER
+    assert json.loads(record.model_dump_json()) == TOOL_ANSWER
     again = pickle.loads(pickle.dumps(record))
     assert again == record
     assert again.choices[0].message.tool_calls[0].id == "call_1"

@@ -12,6 +12,7 @@ writer; and, being a dict, it is written as JSON as it is and read with `.get`.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 
@@ -66,6 +67,12 @@ class ResponseRecord(dict[str, Any]):
         (`exclude_none` drops null fields; pydantic's other options do not apply here)."""
         copied: dict[str, Any] = _copy(self, exclude_none)
         return copied
+
+    def model_dump_json(
+        self, *, exclude_none: bool = False, indent: int | None = None, **_ignored: Any
+    ) -> str:
+        """The answer as JSON text, as the SDK models' `model_dump_json` gives it."""
+        return json.dumps(self.model_dump(exclude_none=exclude_none), indent=indent)
 
     def to_dict(self) -> dict[str, Any]:
         """The answer as a plain dict (the SDK models' name for `model_dump`)."""
