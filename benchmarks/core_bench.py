@@ -3,9 +3,10 @@
 Measures framework overhead (rollouts per second with a model stand-in that
 answers at once) for a single-turn env, a 10-turn multi-turn env and a tool env
 at several concurrencies, for both frameworks in one invocation, and prints the
-ratio. Then the same workloads over loopback HTTP against vfgym's `ModelServer`
-(secondary: HTTP dominates there), and the stress run: many concurrent 10-turn
-rollouts in one process, with the longest event-loop stall and the peak RSS.
+ratio. Then the same workloads over loopback HTTP against a lean stand-in server
+(`core/serve.py`), with a bare aiohttp client making the same rollouts as the floor
+of CPU per model call (`--http-only` runs this table alone), and the stress run:
+many concurrent 10-turn rollouts in one process, with the longest event-loop stall and the peak RSS.
 
 The reference library runs in a venv of its own, built on first use under
 ~/.cache/vfgym-bench (override with VFGYM_BENCH_CACHE). Each framework runs in
@@ -32,14 +33,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "core"))
 
 from procs import ServerProcess, Worker, run_stress
 from reference_venv import REFERENCE, ensure_reference_venv
-from report import Verdict, stress_section, summary, throughput_section
+from report import Verdict, http_section, stress_section, summary, throughput_section
 from workloads import WORKLOADS
 
 # Rollouts per measured run (the same for every concurrency and both frameworks).
 FULL_ROLLOUTS = {"single": 4096, "multi10": 1024, "tool": 2048}
 QUICK_ROLLOUTS = {"single": 512, "multi10": 128, "tool": 256}
-HTTP_FULL_ROLLOUTS = {"single": 256, "multi10": 32, "tool": 128}
-HTTP_QUICK_ROLLOUTS = {"single": 64, "multi10": 8, "tool": 32}
+HTTP_FULL_ROLLOUTS = {"single": 1024, "multi10": 128, "tool": 512}
+HTTP_QUICK_ROLLOUTS = {"single": 128, "multi10": 16, "tool": 64}
 CONCURRENCIES = (1, 64, 1024)
 
 
@@ -65,7 +66,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=None,
         help="the loopback-HTTP table (on by default, off with --quick)",
     )
+    parser.add_argument(
+        "--http-repeats",
+        type=int,
+        default=None,
+        help="runs per HTTP cell, best counts (2; quick 1)",
+    )
     parser.add_argument("--no-stress", action="store_true", help="skip the stress run")
+    parser.add_argument(
+        "--http-only",
+        action="store_true",
+        help="only the loopback-HTTP table (no in-process tables, no stress run)",
+    )
     parser.add_argument(
         "--stress-rollouts", type=int, default=None, help="stress rollouts (10000; quick 1000)"
     )
@@ -82,12 +94,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if any(c < 1 for c in args.concurrency):
         parser.error("--concurrency values must be at least 1")
+    if args.http_only:
+        if args.http is False:
+            parser.error("--http-only and --no-http contradict each other")
+        args.http, args.no_stress = True, True
     if args.http is None:
         args.http = not args.quick
     if args.repeats is None:
         args.repeats = 1 if args.quick else 3
-    if args.repeats < 1:
-        parser.error("--repeats must be at least 1")
+    if args.http_repeats is None:
+        args.http_repeats = 1 if args.quick else 2
+    if args.repeats < 1 or args.http_repeats < 1:
+        parser.error("--repeats and --http-repeats must be at least 1")
     if args.stress_rollouts is None:
         args.stress_rollouts = 1000 if args.quick else 10_000
     if args.stress_latency is None:
@@ -145,6 +163,52 @@ def measure(
     return results
 
 
+BARE = "bare aiohttp"
+
+
+def measure_http(
+    workers: dict[str, Worker],
+    server: ServerProcess,
+    rollouts: dict[str, int],
+    args: argparse.Namespace,
+) -> dict[tuple[str, int], dict[str, list[dict[str, Any]]]]:
+    """The HTTP cells: each framework and a bare aiohttp client (run by vfgym's worker,
+    in the same run), alternating, with the server's CPU per request of every run."""
+    results: dict[tuple[str, int], dict[str, list[dict[str, Any]]]] = {}
+    client = {"kind": "http", "base_url": server.base_url}
+    bare_worker = workers["vfgym"]
+
+    def timed(name: str, request: dict[str, Any]) -> dict[str, Any]:
+        before = server.stats()
+        worker = bare_worker if name == BARE else workers[name]
+        run = worker.run(request)
+        after = server.stats()
+        served = after["requests"] - before["requests"]
+        run["server_cpu_us_per_request"] = 1e6 * (after["cpu_s"] - before["cpu_s"]) / max(1, served)
+        return run
+
+    for workload in args.workloads:
+        warm = {"workload": workload, "flavour": "sync", "client": client}
+        bare = {"op": "bare", "workload": workload, "base_url": server.base_url}
+        for worker in workers.values():  # imports, env build, connections: not measured
+            worker.run({**warm, "rollouts": min(64, rollouts[workload]), "concurrency": 8})
+        bare_worker.run({**bare, "rollouts": min(64, rollouts[workload]), "concurrency": 8})
+        for concurrency in args.concurrency:
+            cell = results.setdefault(
+                (workload, concurrency), {name: [] for name in [*workers, BARE]}
+            )
+            sized = {"rollouts": rollouts[workload], "concurrency": concurrency}
+            for _ in range(args.http_repeats):
+                for name in workers:
+                    cell[name].append(timed(name, {**warm, **sized}))
+                cell[BARE].append(timed(BARE, {**bare, **sized}))
+            line = "  ".join(
+                f"{fw} {max(r['rollouts_per_s'] for r in runs):,.0f}/s" for fw, runs in cell.items()
+            )
+            print(f"  http  {workload:8} c={concurrency:<5} {line}", file=sys.stderr)
+    return results
+
+
 def flatten(results: dict[Any, dict[str, list[dict[str, Any]]]]) -> list[dict[str, Any]]:
     """Every run of a measured table, for the JSON record."""
     return [run for cell in results.values() for runs in cell.values() for run in runs]
@@ -178,6 +242,8 @@ def main(argv: list[str] | None = None) -> int:
 
         scripted = {"kind": "scripted"}
         flavours = ["sync"] if (args.quick or args.no_async) else ["sync", "async"]
+        if args.http_only:
+            flavours = []
         for flavour in flavours:
             res = measure(
                 workers, rollouts, args, flavour=flavour, client=scripted, repeats=args.repeats
@@ -195,14 +261,16 @@ def main(argv: list[str] | None = None) -> int:
 
         if args.http:
             with ServerProcess() as server:
-                http = {"kind": "http", "base_url": server.base_url}
-                res = measure(workers, http_rollouts, args, flavour="sync", client=http, repeats=1)
+                res = measure_http(workers, server, http_rollouts, args)
             record["http_sync"] = flatten(res)
             loads.append(load1())
-            text, _ = throughput_section(res, frameworks, judge=False, label="http")
+            text, v = http_section(res, frameworks, BARE)
+            verdicts += v
             sections.append(
-                "Over loopback HTTP: ModelServer (own process) + real openai client, "
-                f"sync hooks (secondary, informational)\n\n{text}"
+                "Over loopback HTTP (HEADLINE): a lean stand-in server in its own process; "
+                "vfgym with a plain AsyncOpenAI (its own transport), the reference with the "
+                "openai client's httpx pool, and a bare aiohttp client making the same "
+                f"rollouts; sync hooks\n\n{text}"
             )
     finally:
         for worker in workers.values():
@@ -239,7 +307,8 @@ def main(argv: list[str] | None = None) -> int:
         + (f", 1-min load average {min(known):.1f}-{max(known):.1f}" if known else "")
         + "\n"
         f"versions: {', '.join(f'{k} {v}' for k, v in record['versions'].items())}\n"
-        f"best of {args.repeats} run(s) per cell, frameworks alternating; r/s = rollouts per "
+        f"best of {args.repeats} run(s) per cell ({args.http_repeats} over HTTP), frameworks "
+        "alternating; r/s = rollouts per "
         f"second of generate() incl. scoring (wall clock); cpu us/rollout = process CPU time "
         "per rollout, best run"
     )

@@ -126,10 +126,12 @@ def run_stress(python: Path | str, framework: str, args: list[str]) -> dict[str,
 
 
 class ServerProcess:
-    """vfgym's loopback `ModelServer`, serving the scripted policy from its own process.
+    """The lean stand-in model server (`serve.py`), serving the scripted policy from
+    its own process.
 
     Its own process, so the server's CPU is not the measured client's: on two
-    cores each side gets one.
+    cores each side gets one. `stats()` gives the requests it served and its CPU
+    time so far.
     """
 
     def __init__(self) -> None:
@@ -150,6 +152,16 @@ class ServerProcess:
             self._log.seek(0)
             raise ChildError(f"the model server exited ({code}):\n{_tail(self._log)}")
         self.base_url: str = json.loads(line)["base_url"]
+
+    def stats(self) -> dict[str, float]:
+        """{"requests": served so far, "cpu_s": the server process's CPU time so far}."""
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        self._proc.stdin.write("stats\n")
+        self._proc.stdin.flush()
+        line = self._proc.stdout.readline()
+        if not line:
+            raise ChildError(f"the model server exited:\n{_tail(self._log)}")
+        return dict(json.loads(line))
 
     def close(self) -> None:
         """Closing stdin tells the server to stop."""

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 RATIO_TARGET = 2.0
+HTTP_RATIO_TARGET = 3.0
+HTTP_CPU_TARGET = 1.5
 STALL_TARGET_MS = 100.0
 RSS_TARGET_MB = 1024.0
 
@@ -80,6 +82,71 @@ def throughput_section(
                         f"{ratio:.2f}x",
                     )
                 )
+        rows.append(row)
+    return table(headers, rows), verdicts
+
+
+def _cpu_per_call(runs: list[dict[str, Any]]) -> float:
+    """The least process CPU per model call over repeated runs, in seconds."""
+    return min(
+        r["cpu_s"] / max(1.0, r.get("model_calls") or r["rollouts"] * r["model_calls_per_rollout"])
+        for r in runs
+    )
+
+
+def http_section(
+    results: dict[tuple[str, int], dict[str, list[dict[str, Any]]]],
+    frameworks: Sequence[str],
+    bare: str,
+) -> tuple[str, list[Verdict]]:
+    """The HTTP table: rollouts/s of each framework, vfgym's CPU per model call against
+    the bare client's, and the server's CPU per request; both targets judged per cell."""
+    ours, theirs = frameworks[0], (frameworks[1] if len(frameworks) > 1 else None)
+    headers = ["workload", "concurrency", "rollouts", f"{ours} r/s"]
+    if theirs:
+        headers += [f"{theirs} r/s", "ratio", f">= {HTTP_RATIO_TARGET:g}x"]
+    headers += [
+        f"{ours} cpu us/call",
+        f"{bare} cpu us/call",
+        "cpu ratio",
+        f"<= {HTTP_CPU_TARGET:g}x",
+        "server cpu us/req",
+    ]
+    rows, verdicts = [], []
+    for (workload, concurrency), by_fw in results.items():
+        mine = best(by_fw[ours])
+        row: list[Any] = [workload, concurrency, mine["rollouts"], f"{mine['rollouts_per_s']:,.0f}"]
+        if theirs:
+            other = best(by_fw[theirs])
+            ratio = mine["rollouts_per_s"] / other["rollouts_per_s"]
+            ok = ratio >= HTTP_RATIO_TARGET and mine["ok"] and other["ok"]
+            row += [f"{other['rollouts_per_s']:,.0f}", f"{ratio:.2f}x", "PASS" if ok else "FAIL"]
+            verdicts.append(
+                Verdict(
+                    f"http {workload} @ {concurrency}: vfgym >= {HTTP_RATIO_TARGET:g}x reference",
+                    ok,
+                    f"{ratio:.2f}x",
+                )
+            )
+        cpu_mine, cpu_bare = _cpu_per_call(by_fw[ours]), _cpu_per_call(by_fw[bare])
+        cpu_ratio = cpu_mine / cpu_bare
+        cpu_ok = cpu_ratio <= HTTP_CPU_TARGET and mine["ok"] and all(r["ok"] for r in by_fw[bare])
+        server = min(r["server_cpu_us_per_request"] for runs in by_fw.values() for r in runs)
+        row += [
+            f"{1e6 * cpu_mine:,.0f}",
+            f"{1e6 * cpu_bare:,.0f}",
+            f"{cpu_ratio:.2f}x",
+            "PASS" if cpu_ok else "FAIL",
+            f"{server:,.0f}",
+        ]
+        verdicts.append(
+            Verdict(
+                f"http {workload} @ {concurrency}: vfgym CPU per model call <= "
+                f"{HTTP_CPU_TARGET:g}x a bare aiohttp client",
+                cpu_ok,
+                f"{cpu_ratio:.2f}x ({1e6 * cpu_mine:,.0f} vs {1e6 * cpu_bare:,.0f} us)",
+            )
+        )
         rows.append(row)
     return table(headers, rows), verdicts
 

@@ -62,21 +62,42 @@ class Side:
             self._envs[key] = build_env(self.vf, self._dataset_cls, workload, flavour)
         return self._envs[key]
 
-    async def generate(self, env: Any, n: int, client: Any, concurrency: int) -> Any:
+    async def generate(
+        self,
+        env: Any,
+        n: int,
+        client: Any,
+        concurrency: int,
+        model: str = MODEL,
+        sampling_args: dict[str, Any] | None = None,
+    ) -> Any:
+        extra = {"sampling_args": sampling_args} if sampling_args else {}
         return await env.generate(
             generate_inputs(n),
             client,
-            MODEL,
+            model,
             max_concurrent=concurrency,
             use_tqdm=False,
+            **extra,
         )
 
 
-def make_client(spec: dict[str, Any], model: ScriptedModel | None) -> openai.AsyncOpenAI:
-    """The stand-in client for "scripted" runs, or a real openai client for "http" ones."""
+def make_client(
+    spec: dict[str, Any], model: ScriptedModel | None, framework: str
+) -> openai.AsyncOpenAI:
+    """The stand-in client for "scripted" runs, or a real openai client for "http" ones.
+
+    vfgym gets the plain client a user writes, which its own transport serves
+    (bounded by VFGYM_HTTP_CONNECTIONS_PER_HOST, 1024 by default); the reference
+    gets the openai client's own httpx pool with room for every concurrent request.
+    """
     if spec["kind"] == "scripted":
         assert model is not None
         return ScriptedClient(model)
+    if spec["kind"] == "http" and framework == "vfgym":
+        return openai.AsyncOpenAI(
+            base_url=spec["base_url"], api_key="vfgym", max_retries=0, timeout=120.0
+        )
     if spec["kind"] == "http":
         # The openai client's own httpx flavour, with room for every concurrent request.
         limit = int(spec.get("max_connections", 1024))
@@ -93,8 +114,12 @@ def make_client(spec: dict[str, Any], model: ScriptedModel | None) -> openai.Asy
     raise ValueError(f"unknown client kind {spec['kind']!r}; use 'scripted' or 'http'")
 
 
-def check_outputs(outputs: Any, workload: str, n: int) -> dict[str, Any]:
-    """What the run actually did, so a fast-but-wrong run cannot pass unnoticed."""
+def check_outputs(outputs: Any, workload: str, n: int, rewarded: bool = True) -> dict[str, Any]:
+    """What the run actually did, so a fast-but-wrong run cannot pass unnoticed.
+
+    `rewarded` False (a real model, whose answers are noise) checks the rollouts and
+    their model calls but not that every answer earned the reward.
+    """
     states = outputs.state
     calls = sum(len(s.get("responses") or []) for s in states)
     errored = sum(1 for s in states if s.get("error"))
@@ -103,7 +128,7 @@ def check_outputs(outputs: Any, workload: str, n: int) -> dict[str, Any]:
         len(rewards) == n
         and errored == 0
         and calls == n * MODEL_CALLS[workload]
-        and all(r == 1.0 for r in rewards)
+        and (not rewarded or all(r == 1.0 for r in rewards))
     )
     return {
         "rollouts_out": len(rewards),
@@ -120,11 +145,15 @@ def run_request(side: Side, loop: asyncio.AbstractEventLoop, req: dict[str, Any]
     n, concurrency = int(req["rollouts"]), int(req["concurrency"])
     env = side.env(workload, flavour)
     scripted = ScriptedModel() if req["client"]["kind"] == "scripted" else None
-    client = make_client(req["client"], scripted)
+    client = make_client(req["client"], scripted, side.name)
     try:
         gc.collect()
         cpu0, t0 = time.process_time(), time.perf_counter()
-        outputs = loop.run_until_complete(side.generate(env, n, client, concurrency))
+        outputs = loop.run_until_complete(
+            side.generate(
+                env, n, client, concurrency, req.get("model", MODEL), req.get("sampling_args")
+            )
+        )
         wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     finally:
         loop.run_until_complete(client.close())
@@ -138,7 +167,7 @@ def run_request(side: Side, loop: asyncio.AbstractEventLoop, req: dict[str, Any]
         "wall_s": wall,
         "cpu_s": cpu,
         "rollouts_per_s": n / wall,
-        **check_outputs(outputs, workload, n),
+        **check_outputs(outputs, workload, n, rewarded=req.get("rewarded", True)),
     }
     del outputs
     return result
@@ -159,7 +188,16 @@ def serve(side: Side) -> None:
             if req.get("op") == "quit":
                 break
             try:
-                answer = run_request(side, loop, req)
+                if req.get("op") == "bare":
+                    from bare_client import run_bare
+
+                    answer = loop.run_until_complete(
+                        run_bare(
+                            req["base_url"], req["workload"], req["rollouts"], req["concurrency"]
+                        )
+                    )
+                else:
+                    answer = run_request(side, loop, req)
             except Exception as exc:
                 answer = {"error": f"{type(exc).__name__}: {exc}", "trace": traceback.format_exc()}
             out.write(json.dumps(answer) + "\n")

@@ -17,6 +17,7 @@ from typing import Any
 import openai
 import pytest
 from loopback_http import Answer, chat_body
+from transport_paths import client_path_fixture  # noqa: F401  (the fixture)
 
 from vfgym.envs import SingleTurnEnv
 from vfgym.errors import ContextLengthExceeded, ModelCallError
@@ -35,6 +36,7 @@ FAST = RetryPolicy(max_retries=2, initial_delay=0.001, max_delay=0.01, jitter=0.
 OK: Answer = (200, chat_body("fine"), {})
 
 
+@pytest.mark.usefixtures("client_path")
 async def test_a_200_with_an_error_body_is_retried_then_answered(scripted) -> None:
     error = {"error": {"message": "upstream provider overloaded", "code": 502}}
     server = await scripted((200, error, {}), OK)
@@ -43,6 +45,7 @@ async def test_a_200_with_an_error_body_is_retried_then_answered(scripted) -> No
     assert len(server.bodies) == 2
 
 
+@pytest.mark.usefixtures("client_path")
 async def test_a_200_with_an_error_body_that_persists_is_a_model_call_error(scripted) -> None:
     error = {"error": {"message": "upstream provider overloaded", "code": 502}}
     server = await scripted((200, error, {}))
@@ -53,6 +56,7 @@ async def test_a_200_with_an_error_body_that_persists_is_a_model_call_error(scri
     assert len(server.bodies) == 3
 
 
+@pytest.mark.usefixtures("client_path")
 async def test_a_200_with_a_client_error_body_is_not_retried(scripted) -> None:
     error = {"error": {"message": "no such model 'x'", "code": 404}}
     server = await scripted((200, error, {}))
@@ -63,6 +67,7 @@ async def test_a_200_with_a_client_error_body_is_not_retried(scripted) -> None:
 
 
 @pytest.mark.parametrize("client_kind", ["async", "sync"])
+@pytest.mark.usefixtures("client_path")
 async def test_a_200_with_empty_choices_is_retried_then_answered(scripted, client_kind) -> None:
     """Async and sync clients alike: an empty `choices` list is a server fault."""
     empty = {**chat_body(), "choices": []}
@@ -73,6 +78,7 @@ async def test_a_200_with_empty_choices_is_retried_then_answered(scripted, clien
     assert len(server.bodies) == 2
 
 
+@pytest.mark.usefixtures("client_path")
 async def test_a_response_without_usage_is_returned_as_is(scripted) -> None:
     body = chat_body("no usage")
     del body["usage"]
@@ -102,6 +108,7 @@ async def test_retry_after_as_a_past_http_date_means_now(scripted) -> None:
     assert _retry_after(caught.value) == 0.0
 
 
+@pytest.mark.usefixtures("client_path")
 async def test_an_http_date_retry_after_is_honoured_and_capped(scripted) -> None:
     later = (429, {"error": {"message": "slow down"}}, {"Retry-After": http_date(3600)})
     server = await scripted(later, OK)
@@ -118,6 +125,7 @@ def test_jitter_never_takes_a_delay_past_max_delay() -> None:
     assert min(delays) >= 0.5
 
 
+@pytest.mark.usefixtures("client_path")
 async def test_cancelling_during_backoff_stops_at_once(scripted) -> None:
     server = await scripted((503, {"error": {"message": "busy"}}, {}))
     slow = RetryPolicy(max_retries=3, initial_delay=30.0, max_delay=30.0, jitter=0.0)
@@ -133,6 +141,7 @@ async def test_cancelling_during_backoff_stops_at_once(scripted) -> None:
     assert len(server.bodies) == 1
 
 
+@pytest.mark.usefixtures("client_path")
 async def test_a_sync_client_does_not_block_the_loop(scripted) -> None:
     server = await scripted(OK)
     server.delay = 0.5
@@ -158,6 +167,7 @@ def overflow(message: str) -> Answer:
     return (400, {"error": error}, {})
 
 
+@pytest.mark.usefixtures("client_path")
 async def test_the_room_left_counts_the_tools_in_the_prompt(scripted) -> None:
     server = await scripted(
         overflow(
@@ -173,6 +183,7 @@ async def test_the_room_left_counts_the_tools_in_the_prompt(scripted) -> None:
     assert [body["max_completion_tokens"] for body in server.bodies] == [3000, 4096 - 1200]
 
 
+@pytest.mark.usefixtures("client_path")
 async def test_an_overflow_without_numbers_is_not_resent(scripted) -> None:
     server = await scripted(overflow("prompt is too long for this model"), OK)
     with pytest.raises(ContextLengthExceeded):
@@ -182,6 +193,7 @@ async def test_an_overflow_without_numbers_is_not_resent(scripted) -> None:
     assert len(server.bodies) == 1
 
 
+@pytest.mark.usefixtures("client_path")
 async def test_an_overflow_with_no_room_left_is_not_resent(scripted) -> None:
     server = await scripted(
         overflow(
@@ -197,6 +209,7 @@ async def test_an_overflow_with_no_room_left_is_not_resent(scripted) -> None:
     assert len(server.bodies) == 1
 
 
+@pytest.mark.usefixtures("client_path")
 async def test_a_rollout_meeting_only_error_bodies_is_errored_not_scored(scripted) -> None:
     server = await scripted((200, {"error": {"message": "upstream timed out"}}, {}))
     rows = [{"question": "hello", "answer": "fine"}]
@@ -271,6 +284,7 @@ def chat_body_with_message(message: dict[str, Any] | None) -> dict[str, Any]:
 FINE = (200, chat_body_with_message({"role": "assistant", "content": "fine"}), {})
 
 
+@pytest.mark.usefixtures("client_path")
 async def test_a_429_that_says_do_not_retry_is_not_retried(scripted) -> None:
     """`x-should-retry: false` decides for a 429 too, as in the openai client: an
     exhausted quota does not come back in a few seconds."""
@@ -283,6 +297,7 @@ async def test_a_429_that_says_do_not_retry_is_not_retried(scripted) -> None:
     assert "not overloaded" not in str(caught.value)  # not blamed on a struggling server
 
 
+@pytest.mark.usefixtures("client_path")
 async def test_vllms_decoder_prompt_overflow_ends_the_rollout_as_truncated(scripted) -> None:
     """vLLM's engine words an overflowing prompt differently from its OpenAI layer."""
     message = (
@@ -301,6 +316,7 @@ async def test_vllms_decoder_prompt_overflow_ends_the_rollout_as_truncated(scrip
     assert len(server.times) == 1
 
 
+@pytest.mark.usefixtures("client_path")
 async def test_a_choice_without_a_message_is_retried_as_a_malformed_answer(scripted) -> None:
     server = await scripted((200, chat_body_with_message(None), {}), FINE)
     response = await request_model_response(server.client(), "m", HELLO, retry=FAST)
@@ -308,6 +324,7 @@ async def test_a_choice_without_a_message_is_retried_as_a_malformed_answer(scrip
     assert len(server.times) == 2
 
 
+@pytest.mark.usefixtures("client_path")
 async def test_a_server_that_keeps_sending_choices_without_a_message_errors_the_rollout(
     scripted,
 ) -> None:
@@ -408,6 +425,7 @@ async def test_max_concurrent_as_a_whole_float_is_read_as_that_number(model_serv
     assert out.reward == [1.0, 1.0]
 
 
+@pytest.mark.usefixtures("client_path")
 async def test_a_400_that_says_retry_is_retried(scripted) -> None:
     """The README: the server's `x-should-retry` "decides for any status"."""
     told = (400, {"error": {"message": "shard restarting"}}, {"x-should-retry": "true"})
@@ -417,6 +435,7 @@ async def test_a_400_that_says_retry_is_retried(scripted) -> None:
     assert len(server.bodies) == 2
 
 
+@pytest.mark.usefixtures("client_path")
 async def test_a_400_without_the_header_is_still_not_retried(scripted) -> None:
     server = await scripted((400, {"error": {"message": "bad 'temperature'"}}, {}), OK)
     with pytest.raises(ModelCallError, match="rejected the request"):
@@ -424,6 +443,7 @@ async def test_a_400_without_the_header_is_still_not_retried(scripted) -> None:
     assert len(server.bodies) == 1
 
 
+@pytest.mark.usefixtures("client_path")
 async def test_a_200_carrying_vllms_error_object_says_what_the_server_said(scripted) -> None:
     """vLLM's ErrorResponse is a top-level object ("object": "error", "message",
     "code"); a gateway that passes it on with a 200 got it reported as "no choices",
@@ -443,6 +463,7 @@ async def test_a_200_carrying_vllms_error_object_says_what_the_server_said(scrip
     assert len(server.bodies) == 1  # a 404 is the caller's to fix
 
 
+@pytest.mark.usefixtures("client_path")
 async def test_a_200_carrying_vllms_error_object_for_a_server_fault_is_retried(scripted) -> None:
     error = {"object": "error", "message": "engine dead", "code": 500}
     server = await scripted((200, error, {}), OK)

@@ -7,6 +7,7 @@ from typing import Any
 
 import openai
 import pytest
+from transport_paths import ClientPath, client_path_fixture  # noqa: F401  (the fixture)
 
 from vfgym.envs import MultiTurnEnv, SingleTurnEnv
 from vfgym.errors import ContextLengthExceeded, ModelCallError
@@ -33,11 +34,11 @@ def make_env(retry: RetryPolicy, words: tuple[str, ...] = ("hello",), **kwargs: 
 
 @pytest.mark.parametrize("fault", ["429", "500", "503", "drop", "malformed"])
 async def test_transient_faults_are_retried_and_the_rollout_succeeds(
-    model_server, fast_retry, fault
+    model_server, client_path: ClientPath, fast_retry, fault
 ) -> None:
     server = await model_server(shout)
     server.inject_faults(fault, fault)
-    out = await make_env(fast_retry).evaluate(server.client(), "m")
+    out = await make_env(fast_retry).evaluate(client_path.client(server), "m")
     assert len(server.requests) == 3  # two failures, then the answer
     assert server.pending_faults == 0
     assert "error" not in out.state[0]
@@ -46,17 +47,21 @@ async def test_transient_faults_are_retried_and_the_rollout_succeeds(
     assert out.metadata["num_errored"] == 0
 
 
-async def test_a_slow_answer_times_out_and_is_retried(model_server, fast_retry) -> None:
+async def test_a_slow_answer_times_out_and_is_retried(
+    model_server, client_path: ClientPath, fast_retry
+) -> None:
     server = await model_server(shout)
     server.inject_faults(("slow", 30))
-    out = await make_env(fast_retry).evaluate(server.client(timeout=1.0), "m")
+    out = await make_env(fast_retry).evaluate(client_path.client(server, timeout=1.0), "m")
     assert server.pending_faults == 0
     assert len(server.requests) >= 2  # the slow one, then at least one answered retry
     assert "error" not in out.state[0]
     assert out.reward == [1.0]
 
 
-async def test_a_server_that_keeps_failing_errors_that_rollout_only(model_server) -> None:
+async def test_a_server_that_keeps_failing_errors_that_rollout_only(
+    model_server, client_path: ClientPath
+) -> None:
     def policy(messages: Messages) -> str:
         if messages[-1]["content"] == "cursed":
             raise RuntimeError("GPU fell off the bus")
@@ -65,7 +70,7 @@ async def test_a_server_that_keeps_failing_errors_that_rollout_only(model_server
     server = await model_server(policy)
     retry = RetryPolicy(max_retries=2, initial_delay=0.01, max_delay=0.02)
     env = make_env(retry, ("hello", "cursed", "world"))
-    out = await env.evaluate(server.client(), "m")
+    out = await env.evaluate(client_path.client(server), "m")
 
     failed = out.state[1]
     assert failed["error"]["type"] == "ModelCallError"
@@ -85,10 +90,12 @@ async def test_a_server_that_keeps_failing_errors_that_rollout_only(model_server
     assert len(cursed) == 1
 
 
-async def test_every_rollout_failing_still_completes_the_batch(model_server, fast_retry) -> None:
+async def test_every_rollout_failing_still_completes_the_batch(
+    model_server, client_path: ClientPath, fast_retry
+) -> None:
     server = await model_server(shout)
     server.fail_always("503")
-    out = await make_env(fast_retry, ("a", "b", "c")).evaluate(server.client(), "m")
+    out = await make_env(fast_retry, ("a", "b", "c")).evaluate(client_path.client(server), "m")
     assert out.metadata["num_errored"] == 3
     assert out.metadata["avg_reward"] is None
     assert all(math.isnan(r) for r in out.reward)
@@ -96,9 +103,11 @@ async def test_every_rollout_failing_still_completes_the_batch(model_server, fas
     assert len(server.requests) == 3 * (fast_retry.max_retries + 1)
 
 
-async def test_a_client_error_is_not_retried(model_server, fast_retry) -> None:
+async def test_a_client_error_is_not_retried(
+    model_server, client_path: ClientPath, fast_retry
+) -> None:
     server = await model_server({"known-model": shout})
-    out = await make_env(fast_retry).evaluate(server.client(), "unknown-model")
+    out = await make_env(fast_retry).evaluate(client_path.client(server), "unknown-model")
     error = out.state[0]["error"]
     assert error["type"] == "ModelCallError"
     assert "known-model" in error["message"]
@@ -115,12 +124,17 @@ async def test_a_client_without_a_chat_api_errors_the_rollout(fast_retry) -> Non
     assert "chat" in state["error"]["message"]
 
 
-async def test_request_model_response_raises_with_the_attempt_count(model_server) -> None:
+async def test_request_model_response_raises_with_the_attempt_count(
+    model_server, client_path: ClientPath
+) -> None:
     server = await model_server(shout)
     server.fail_always("500")
     with pytest.raises(ModelCallError) as caught:
         await request_model_response(
-            server.client(), "m", HELLO, retry=RetryPolicy(max_retries=1, initial_delay=0.001)
+            client_path.client(server),
+            "m",
+            HELLO,
+            retry=RetryPolicy(max_retries=1, initial_delay=0.001),
         )
     assert caught.value.attempts == 2
     assert isinstance(caught.value.cause or caught.value.__cause__, openai.InternalServerError)
@@ -145,10 +159,12 @@ def test_backoff_grows_and_is_capped() -> None:
 # -- context overflow --------------------------------------------------------------------
 
 
-async def test_context_overflow_on_the_first_turn_is_truncation(model_server, fast_retry) -> None:
+async def test_context_overflow_on_the_first_turn_is_truncation(
+    model_server, client_path: ClientPath, fast_retry
+) -> None:
     server = await model_server(shout, max_model_len=64)
     env = make_env(fast_retry, ("x" * 100, "short"))
-    out = await env.evaluate(server.client(), "m")
+    out = await env.evaluate(client_path.client(server), "m")
     long = out.state[0]
     assert long["stop_reason"] == "context_length"
     assert long["is_truncated"] is True
@@ -169,11 +185,11 @@ class Chatty(MultiTurnEnv):
 
 
 async def test_context_overflow_later_in_the_episode_keeps_the_turns(
-    model_server, fast_retry
+    model_server, client_path: ClientPath, fast_retry
 ) -> None:
     server = await model_server(lambda messages: "more words here", max_model_len=200)
     env = Chatty(dataset=[{"prompt": HELLO}], retry=fast_retry)
-    completion, state = await env.rollout(server.client(), "m", HELLO)
+    completion, state = await env.rollout(client_path.client(server), "m", HELLO)
     assert state["stop_reason"] == "context_length"
     assert state["is_truncated"] is True
     assert "error" not in state
@@ -183,22 +199,24 @@ async def test_context_overflow_later_in_the_episode_keeps_the_turns(
 
 
 async def test_an_injected_context_error_ends_the_rollout_as_truncated(
-    model_server, fast_retry
+    model_server, client_path: ClientPath, fast_retry
 ) -> None:
     server = await model_server(shout)
     server.inject_faults("context")
     with pytest.raises(ContextLengthExceeded):
-        await request_model_response(server.client(), "m", HELLO, retry=fast_retry)
+        await request_model_response(client_path.client(server), "m", HELLO, retry=fast_retry)
     server.inject_faults("context")
-    _, state = await make_env(fast_retry).rollout(server.client(), "m", HELLO)
+    _, state = await make_env(fast_retry).rollout(client_path.client(server), "m", HELLO)
     assert state["stop_reason"] == "context_length"
     assert "error" not in state
 
 
-async def test_max_tokens_past_the_window_is_shrunk_to_what_fits(model_server, fast_retry) -> None:
+async def test_max_tokens_past_the_window_is_shrunk_to_what_fits(
+    model_server, client_path: ClientPath, fast_retry
+) -> None:
     server = await model_server(lambda messages: "fits", max_model_len=200)
     env = make_env(fast_retry, ("hi",), rollout_token_budget=1000)
-    out = await env.evaluate(server.client(), "m")
+    out = await env.evaluate(client_path.client(server), "m")
     state = out.state[0]
     assert state["stop_reason"] == "completed"
     assert out.completion[0] == [{"role": "assistant", "content": "fits"}]

@@ -10,6 +10,7 @@ from typing import Any
 
 import openai
 import pytest
+from transport_paths import ClientPath, client_path_fixture  # noqa: F401  (the fixture)
 
 from vfgym.envs import SingleTurnEnv
 from vfgym.inference.client import RetryPolicy
@@ -88,7 +89,9 @@ def test_queued_faults_come_before_the_mix() -> None:
             assert reply.choices[0].message.content == "HELLO"
 
 
-async def test_vfgym_retries_ride_out_a_mix_of_transient_faults(model_server: Any) -> None:
+async def test_vfgym_retries_ride_out_a_mix_of_transient_faults(
+    model_server: Any, client_path: ClientPath
+) -> None:
     mix = FaultMix(["500", "429", "503", "drop", "malformed", ("slow", 0.01)], rate=0.3, seed=5)
     server = await model_server(shout, faults=mix)
     words = [f"w{i}" for i in range(30)]
@@ -99,7 +102,9 @@ async def test_vfgym_retries_ride_out_a_mix_of_transient_faults(model_server: An
         ),
         retry=RetryPolicy(max_retries=8, initial_delay=0.01, max_delay=0.02, jitter=0.0),
     )
-    out = await env.evaluate(server.client(), "m", num_examples=30, rollouts_per_example=1)
+    out = await env.evaluate(
+        client_path.client(server), "m", num_examples=30, rollouts_per_example=1
+    )
     assert sum(mix.injected.values()) >= 3  # faults were met...
     assert out.metadata["num_errored"] == 0  # ...and every rollout got through them
     assert out.reward == [1.0] * 30

@@ -22,6 +22,7 @@ from typing import Any
 import aiohttp
 import pytest
 from openai import AsyncOpenAI
+from transport_paths import ClientPath, client_path_fixture  # noqa: F401  (the fixture)
 from vllm_process import MAX_MODEL_LEN, VLLMServer
 
 import vfgym as vf
@@ -34,9 +35,10 @@ SHORT = {"max_tokens": 12, "temperature": 1.0}
 
 
 @pytest.fixture
-async def client(vllm_server: VLLMServer) -> AsyncIterator[AsyncOpenAI]:
+async def client(vllm_server: VLLMServer, client_path: ClientPath) -> AsyncIterator[AsyncOpenAI]:
     """The real openai client, pointed at the test's vLLM (which checks no key), closed
-    on the test's own event loop."""
+    on the test's own event loop; each test runs once with its calls through the openai
+    SDK and once through vfgym's transport (`client_path`)."""
     async with AsyncOpenAI(
         base_url=vllm_server.base_url, api_key="EMPTY", max_retries=0
     ) as openai_client:

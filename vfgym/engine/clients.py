@@ -14,6 +14,8 @@ from collections.abc import AsyncIterator
 
 from openai import AsyncOpenAI, DefaultAsyncHttpxClient, OpenAI
 
+from vfgym.inference.transport.settings import why_not_honoured
+
 logger = logging.getLogger(__name__)
 
 
@@ -44,8 +46,8 @@ def as_async_client(client: AsyncOpenAI | OpenAI) -> AsyncOpenAI | OpenAI:
     return async_twin(client)
 
 
-def async_twin(client: OpenAI) -> AsyncOpenAI:
-    """A new `AsyncOpenAI` with the settings of the sync `client` (see `as_async_client`)."""
+def async_twin(client: AsyncOpenAI | OpenAI) -> AsyncOpenAI:
+    """A new `AsyncOpenAI` with the settings of `client` (see `as_async_client`)."""
     return AsyncOpenAI(
         api_key=client.api_key,
         base_url=client.base_url,
@@ -73,7 +75,11 @@ async def loop_local_client(
     loop, which a warning says, and a sync client with one is used as it is (its
     requests run in worker threads) and left open.
     """
-    if isinstance(client, AsyncOpenAI):
+    if isinstance(client, AsyncOpenAI) and why_not_honoured(client) is None:
+        # A plain client: a new one with its settings and a pool of its own, which
+        # vfgym's transport serves too (a copy with an http_client would not be).
+        local = async_twin(client)
+    elif isinstance(client, AsyncOpenAI):
         if has_own_http_client(client):
             logger.warning(
                 "this run has an event loop of its own, where the AsyncOpenAI client's own "

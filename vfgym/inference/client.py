@@ -36,6 +36,7 @@ from vfgym.inference.retry import (
     retry_after,
     stale_loop,
 )
+from vfgym.inference.transport import transport_for
 from vfgym.types import ChatCompletionToolParam, Messages, MessageType, ModelResponse
 
 # Besides 429 and 5xx: a request timeout and a conflict (say, an overloaded server
@@ -83,7 +84,13 @@ def _checked(response: Any) -> Any:
     choices = getattr(response, "choices", None)
     if choices:
         # A text completion's choice has no `message` at all; only a null one is refused.
-        if getattr(choices[0], "message", response) is not None:
+        # (The transport's records are dicts, reading a field never sent as None.)
+        first = choices[0]
+        if isinstance(first, dict):
+            message = first.get("message", response)
+        else:
+            message = getattr(first, "message", response)
+        if message is not None:
             return response
         raise EmptyModelResponse("the model server answered 200 with a choice that has no message")
     error = _error_object(response)
@@ -202,12 +209,19 @@ class ModelCaller:
         self.model = model
         self.retry = retry or DEFAULT_RETRY
         self._chat = message_type == "chat"
-        # The client's own `create`, or a wrapper's: its keyword arguments are built at
-        # run time (vLLM's extra sampling keys), past what the stubs' overloads describe.
-        self._create: Callable[..., Any] = (
-            client.chat if self._chat else client
-        ).completions.create
-        self._in_thread = not _is_async(client, self._create)
+        # vfgym's HTTP transport where it can honour the client's settings (see
+        # `vfgym.inference.transport`); else the client's own `create`, or a wrapper's.
+        transport = transport_for(client)
+        if transport is not None:
+            self._create: Callable[..., Any] = (
+                transport.chat_create if self._chat else transport.completions_create
+            )
+            self._in_thread = False
+        else:
+            # Its keyword arguments are built at run time (vLLM's extra sampling keys),
+            # past what the stubs' overloads describe.
+            self._create = (client.chat if self._chat else client).completions.create
+            self._in_thread = not _is_async(client, self._create)
         self._sampling_args = sampling_args
         self._kwargs = self._prepare(sampling_args, oai_tools)
 
