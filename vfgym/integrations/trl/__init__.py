@@ -1,0 +1,36 @@
+"""vfgym environments in TRL's `GRPOTrainer` (`pip install "vfgym[trl]"`).
+
+Two ways in, one per TRL hook:
+
+- `rollout_func(env)`: any vfgym environment (a game, a tool task, a sandboxed task,
+  an EnvGroup) runs its own multi-turn loop for the trainer, token-exact, with
+  `rubric_reward` as the reward function (see `vfgym.integrations.trl.rollout`).
+- `environment_factory(env)`: a vfgym tool task as the class TRL's own tool loop
+  drives, its tools as methods and its rubric as `get_reward()`
+  (see `vfgym.integrations.trl.tool_task`).
+
+Importing this package checks the installed TRL against the tested range and raises
+`IntegrationVersionError` naming both when it is outside.
+"""
+
+from vfgym.integrations.trl.versions import TRL_TESTED, check_trl_version
+
+check_trl_version()
+
+from vfgym.integrations.trl.policy_server import PolicyServer  # noqa: E402
+from vfgym.integrations.trl.rollout import (  # noqa: E402
+    REWARD_KEY,
+    VFGymRollout,
+    rollout_func,
+    rubric_reward,
+)
+
+__all__ = [
+    "REWARD_KEY",
+    "TRL_TESTED",
+    "PolicyServer",
+    "VFGymRollout",
+    "check_trl_version",
+    "rollout_func",
+    "rubric_reward",
+]
