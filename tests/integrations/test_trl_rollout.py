@@ -4,12 +4,13 @@ against the ids, masks and rewards of vfgym's own rollouts."""
 
 from __future__ import annotations
 
+import copy
 import random
 from pathlib import Path
 from typing import Any
 
 import pytest
-from tiny_policy import warmed_policy
+from tiny_policy import completion_logprobs, warmed_policy
 
 import vfgym as vf
 
@@ -44,21 +45,30 @@ class LossInputs:
     """Subclasses a trainer class so every `compute_loss` call's inputs are kept,
     with the model's logprobs of the batch under the weights of that moment."""
 
-    def __init__(self) -> None:
+    def __init__(self, rollout: Any) -> None:
         self.calls: list[dict[str, Any]] = []
+        self.rollout = rollout
 
     def trainer_class(self) -> type:
         import torch
         from trl import GRPOTrainer
 
         calls = self.calls
+        rollout = self.rollout
 
         class Recording(GRPOTrainer):  # type: ignore[misc]
             def compute_loss(self, model: Any, inputs: Any, *args: Any, **kwargs: Any) -> Any:
                 kept = {
                     k: v.detach().clone() if torch.is_tensor(v) else v for k, v in inputs.items()
                 }
-                calls.append({"step": self.state.global_step, "inputs": kept})
+                # The logprobs the current weights give the ids just sampled, before
+                # this step's update: equal to the sampler's when sampling used them.
+                returned = rollout.history[-1]["returned"]
+                now = [
+                    completion_logprobs(model, p, c)
+                    for p, c in zip(returned["prompt_ids"], returned["completion_ids"], strict=True)
+                ]
+                calls.append({"step": self.state.global_step, "inputs": kept, "logprobs": now})
                 return super().compute_loss(model, inputs, *args, **kwargs)
 
         return Recording
@@ -89,7 +99,7 @@ def run_grpo(model: Any, tokenizer: Any, env: Any, tmp_path: Path, steps: int = 
     from vfgym.integrations.trl import rollout_func, rubric_reward
 
     rollout = rollout_func(env, seed=0)
-    recorder = LossInputs()
+    recorder = LossInputs(rollout)
     config = GRPOConfig(
         output_dir=str(tmp_path / "out"),
         per_device_train_batch_size=2 * GROUP,
@@ -140,9 +150,19 @@ def check_loss_inputs(rollout: Any, recorder: LossInputs, tokenizer: Any) -> Non
         for k in range(len(rollouts)):
             prompt, completion, mask = unpadded(inputs, k)
             sampled = [t for t, m in zip(completion, mask, strict=True) if m == 1]
-            matches = [j for j in unmatched if served_ids(rollouts[j]) == (prompt, sampled)]
+            returned = record["returned"]["completion_ids"]
+            matches = [
+                j
+                for j in unmatched
+                if served_ids(rollouts[j]) == (prompt, sampled) and returned[j] == completion
+            ]
             assert matches, f"loss row {k} is no rollout's ids (sampled with mask 1)"
-            j = matches[0]
+            # Two groups can play the same game alike; such rows are told apart by nothing
+            # but their group, so the row may be either (each with its group's advantage).
+            advantage = float(inputs["advantages"][k])
+            fitting = [j for j in matches if advantage == pytest.approx(advantages[j], abs=1e-4)]
+            assert fitting, f"loss row {k}'s advantage {advantage} is none of {matches}'"
+            j = fitting[0]
             unmatched.discard(j)
             # mask 0 exactly on what the environment said (and the template's glue)
             env_text = tokenizer.decode(
@@ -157,7 +177,6 @@ def check_loss_inputs(rollout: Any, recorder: LossInputs, tokenizer: Any) -> Non
             model_text = tokenizer.decode(sampled)
             for text in env_messages:
                 assert text not in model_text
-            assert float(inputs["advantages"][k]) == pytest.approx(advantages[j], abs=1e-4)
         assert not unmatched
 
 
@@ -181,3 +200,42 @@ def test_grpo_trains_on_a_game_with_vfgyms_ids_masks_and_rewards(
     assert len(set(rewards)) > 1, f"the warmed-up policy's rewards should differ: {rewards} {texts}"
     changed = [n for n, p in model.named_parameters() if not torch.equal(p, initial[n])]
     assert changed, "two GRPO steps left every weight as it was"
+    rounding = check_on_policy(rollout, recorder)
+    # ... and not from the weights the run started with
+    before = copy.deepcopy(model)
+    with torch.no_grad():
+        for name, parameter in before.named_parameters():
+            parameter.copy_(initial[name])
+    second = rollout.history[1]["returned"]
+    gaps = []
+    for k, (p, c) in enumerate(zip(second["prompt_ids"], second["completion_ids"], strict=True)):
+        sampled = model_logprobs(second, k, second["logprobs"][k])
+        old = model_logprobs(second, k, completion_logprobs(before, p, c))
+        gaps += [abs(a - b) for a, b in zip(sampled, old, strict=True)]
+    moved = sum(gaps) / len(gaps)
+    assert moved > 10 * rounding, (
+        f"step 2 sampled as the initial weights would have (mean gap {moved}, rounding {rounding})"
+    )
+
+
+def model_logprobs(returned: dict[str, Any], k: int, logprobs: list[float]) -> list[float]:
+    """Rollout k's logprobs at the ids the model sampled (env_mask 1)."""
+    mask = returned["env_mask"][k]
+    return [lp for lp, m in zip(logprobs, mask, strict=True) if m == 1]
+
+
+def check_on_policy(rollout: Any, recorder: LossInputs) -> float:
+    """Each step's rollouts came from the weights of that step: the sampler's logprobs
+    are the ones the model gives the same ids at that moment (up to float rounding:
+    the sampler decodes with a KV cache, the check runs one whole forward pass).
+    Returns the mean gap."""
+    gaps = []
+    for record, call in zip(rollout.history, recorder.calls, strict=True):
+        returned = record["returned"]
+        for k in range(len(returned["completion_ids"])):
+            sampled = model_logprobs(returned, k, returned["logprobs"][k])
+            now = model_logprobs(returned, k, call["logprobs"][k])
+            gaps += [abs(a - b) for a, b in zip(sampled, now, strict=True)]
+    mean = sum(gaps) / len(gaps)
+    assert mean < 2e-3, f"the sampler's logprobs are not the current weights' (mean gap {mean})"
+    return mean

@@ -25,6 +25,7 @@ is None (TRL leaves it out of the group baseline and gives it no advantage) and 
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -136,7 +137,7 @@ class VFGymRollout:
             results = self._run_groups(groups, size, server, settings)
         tokenizer = trainer.processing_class
         out = self._columns(results, tokenizer)
-        self.history.append({"results": results, "returned": out})
+        self.history.append({"results": results, "returned": copy.deepcopy(out)})
         return out
 
     def _groups(self, prompts: list[Any], size: int) -> list[dict[str, Any]]:
