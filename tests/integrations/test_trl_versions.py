@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from tiny_policy import require_trl
 
 from vfgym.errors import IntegrationVersionError, VFGymError

@@ -1,13 +1,8 @@
 """vfgym environments in TRL's `GRPOTrainer` (`pip install "vfgym[trl]"`).
 
-Two ways in, one per TRL hook:
-
-- `rollout_func(env)`: any vfgym environment (a game, a tool task, a sandboxed task,
-  an EnvGroup) runs its own multi-turn loop for the trainer, token-exact, with
-  `rubric_reward` as the reward function (see `vfgym.integrations.trl.rollout`).
-- `environment_factory(env)`: a vfgym tool task as the class TRL's own tool loop
-  drives, its tools as methods and its rubric as `get_reward()`
-  (see `vfgym.integrations.trl.tool_task`).
+`rollout_func(env)`: any vfgym environment (a game, a tool task, a sandboxed task,
+an EnvGroup) runs its own multi-turn loop for the trainer, token-exact, with
+`rubric_reward` as the reward function (see `vfgym.integrations.trl.rollout`).
 
 Importing this package checks the installed TRL against the tested range and raises
 `IntegrationVersionError` naming both when it is outside.
