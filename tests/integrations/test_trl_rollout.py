@@ -98,7 +98,7 @@ def run_grpo(model: Any, tokenizer: Any, env: Any, tmp_path: Path, steps: int = 
 
     from vfgym.integrations.trl import rollout_func, rubric_reward
 
-    rollout = rollout_func(env, seed=0)
+    rollout = rollout_func(env, seed=0, on_mismatch="raise")
     recorder = LossInputs(rollout)
     config = GRPOConfig(
         output_dir=str(tmp_path / "out"),

@@ -13,8 +13,13 @@ result becomes the trainer's columns:
 - ``vfgym_reward``: the rubric's reward per rollout, which `rubric_reward` (the
   reward function to pass as `reward_funcs`) hands back to the trainer.
 
-Each turn's ids are checked against the prompt ids the server was shown for the
-next turn: a sequence that is not what the model saw raises `TokenMismatchError`.
+Each turn's ids are checked against the prompt ids the server was shown for it: a
+rollout whose sequence is not what the model saw is kept out of training like an
+errored one (or raises `TokenMismatchError` with `on_mismatch="raise"`). In chat mode
+the server renders the conversation's text again each turn, so a turn whose sampled
+ids do not re-tokenize to themselves (common for an untrained model's noise, rare for
+a trained model's text) mismatches; a token-exact client that sends the kept ids as
+`/v1/completions` prompts removes that cause.
 
 A rollout that errored for infrastructure reasons (the model server failed, a
 sandbox died) is not a wrong answer: its whole group runs again, up to
@@ -70,6 +75,9 @@ class VFGymRollout:
     seed: seeds the sampling of the built-in policy server.
     server_factory: builds the server that samples for a trainer; by default a
         `PolicyServer` on the trainer's live model (CPU or one GPU, no vLLM).
+    on_mismatch: what to do with a rollout whose ids are not what the model was shown
+        at a later turn (`check_turns`): "drop" keeps it out of training (reward None,
+        env_mask all 0) and logs it, "raise" raises `TokenMismatchError`.
     """
 
     def __init__(
@@ -81,8 +89,12 @@ class VFGymRollout:
         max_concurrent: int = -1,
         seed: int = 0,
         server_factory: Callable[[Any], PolicyServer] | None = None,
+        on_mismatch: str = "drop",
     ) -> None:
         check_trl_version()
+        if on_mismatch not in ("drop", "raise"):
+            raise ValueError(f"on_mismatch must be 'drop' or 'raise', got {on_mismatch!r}")
+        self.on_mismatch = on_mismatch
         if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
             raise ValueError(f"max_retries must be a whole number >= 0, got {max_retries!r}")
         self.env = env
@@ -244,19 +256,28 @@ class VFGymRollout:
             mask_env_responses=True,
         )
         rewards: list[float | None] = []
+        dropped = list(errored)
         for k, rollout in enumerate(rollouts):
             if errored[k]:
                 rewards.append(None)
                 continue
-            check_turns(
-                processed.prompt_ids[k],
-                processed.completion_ids[k],
-                processed.completion_mask[k],
-                rollout["state"].get("responses") or [],
-            )
+            try:
+                check_turns(
+                    processed.prompt_ids[k],
+                    processed.completion_ids[k],
+                    processed.completion_mask[k],
+                    rollout["state"].get("responses") or [],
+                )
+            except TokenMismatchError as exc:
+                if self.on_mismatch == "raise":
+                    raise
+                logger.warning("rollout %d kept out of training: %s", k, exc)
+                dropped[k] = True
+                rewards.append(None)
+                continue
             rewards.append(float(rollout["reward"]))
         env_mask = [
-            [0] * len(mask) if errored[k] else list(mask)
+            [0] * len(mask) if dropped[k] else list(mask)
             for k, mask in enumerate(processed.completion_mask)
         ]
         return {
