@@ -28,7 +28,9 @@ keeps working. Every message says what went wrong and what to do.
     │   ├── MissingTokenIdsError (ValueError)
     │   ├── LogprobCountError (ValueError)
     │   ├── TemplateAlignmentError (ValueError)
-    │   └── ServerTokenizerError (RuntimeError)
+    │   ├── ServerTokenizerError (RuntimeError)
+    │   └── TokenMismatchError (ValueError)   a turn's ids are not what the model was shown
+    ├── IntegrationVersionError (ImportError)  a trainer (TRL) outside the tested versions
     ├── results files
     │   ├── ResultsBusy (RuntimeError)    another writer holds the directory
     │   ├── ResumeMismatch (ValueError)   the directory holds another run
@@ -240,6 +242,20 @@ class TemplateAlignmentError(VFGymError, ValueError):
 
 class ServerTokenizerError(VFGymError, RuntimeError):
     """The server's `/tokenize` endpoint could not be reached or did not answer with ids."""
+
+
+class TokenMismatchError(VFGymError, ValueError):
+    """A rollout's assembled ids are not the ids the server was shown for one of its turns.
+
+    Training on them would score the model's sampled ids in a context it never saw
+    (the chat template re-renders earlier turns differently): `vfgym.integrations.trl`
+    raises this instead of training on a sequence that is not what was sampled.
+    """
+
+
+class IntegrationVersionError(VFGymError, ImportError):
+    """An installed trainer package (TRL) is outside the versions vfgym's integration is
+    tested with; the message names the installed version and the range to install."""
 
 
 class LogprobCountError(VFGymError, ValueError):
