@@ -37,6 +37,7 @@ keeps working. Every message says what went wrong and what to do.
     │   └── PolicyCancelledError (RuntimeError)
     ├── SandboxError (RuntimeError)
     │   ├── DockerUnavailableError
+    │   │   └── DockerHostLostError       a sandbox's Docker host went away mid-call
     │   ├── SandboxImageError
     │   ├── SandboxStartError
     │   ├── SandboxLostError
@@ -170,6 +171,14 @@ class SandboxError(VFGymError, RuntimeError):
 
 class DockerUnavailableError(SandboxError):
     """No Docker Engine answers at the configured endpoint."""
+
+
+class DockerHostLostError(DockerUnavailableError):
+    """The Docker host of a sandbox stopped answering while a call ran.
+
+    An infrastructure failure (the rollout ends as an error, not as a wrong answer);
+    a pool with several hosts places new sandboxes on the others meanwhile.
+    """
 
 
 class SandboxImageError(SandboxError):
