@@ -1,0 +1,80 @@
+"""A real multi-node Ray cluster on this machine, for the whole test session.
+
+A head node and two worker nodes (each with a resource of its own, one CPU and a
+small object store), on a free port and in a temp dir of their own, so they never
+meet another Ray cluster on the machine. Tests that kill a node add one of their
+own first. Without ray the tests skip and say how to install it;
+VFGYM_REQUIRE_RAY=1 (as CI sets) makes that a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import tempfile
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+REQUIRE = os.environ.get("VFGYM_REQUIRE_RAY") == "1"
+OBJECT_STORE = 80 * 1024**2  # bytes per node: results are small, the machine is shared
+#: Node death is noticed within about two seconds instead of Ray's default half minute.
+FAST_DEATH = {"health_check_period_ms": 500, "health_check_failure_threshold": 4}
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def node_args(name: str) -> dict[str, Any]:
+    """A node with one CPU, a small object store, and a resource named after it."""
+    return {
+        "num_cpus": 1,
+        "resources": {name: 1},
+        "object_store_memory": OBJECT_STORE,
+        "include_dashboard": False,
+    }
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[Any]:
+    """`ray.cluster_utils.Cluster`: head + two worker nodes, the driver connected."""
+    try:
+        import ray
+        from ray.cluster_utils import Cluster
+    except ImportError:
+        reason = "ray is not installed; `bash .ci/setup-ray` (or pip install 'vfgym[ray]')"
+        if REQUIRE:
+            pytest.fail(f"{reason} (VFGYM_REQUIRE_RAY=1 makes this a failure)", pytrace=False)
+        pytest.skip(reason)
+    temp_dir = tempfile.mkdtemp(prefix="vfgym-ray-")
+    # Ray keeps the address of "the current cluster" in its temp dir, which `ray.init()`
+    # on this machine reads: ours must not replace another cluster's there.
+    previous_tmpdir = os.environ.get("RAY_TMPDIR")
+    os.environ["RAY_TMPDIR"] = temp_dir
+    os.makedirs(os.path.join(temp_dir, "ray"), exist_ok=True)
+    head = {
+        **node_args("head"),
+        "gcs_server_port": _free_port(),
+        "temp_dir": temp_dir,
+        "_system_config": FAST_DEATH,
+    }
+    cluster = Cluster(initialize_head=True, head_node_args=head)
+    try:
+        for name in ("node_a", "node_b"):
+            cluster.add_node(**node_args(name))
+        cluster.wait_for_nodes()
+        ray.init(address=cluster.address, log_to_driver=False)
+        yield cluster
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+        if previous_tmpdir is None:
+            os.environ.pop("RAY_TMPDIR", None)
+        else:
+            os.environ["RAY_TMPDIR"] = previous_tmpdir
+        shutil.rmtree(temp_dir, ignore_errors=True)
