@@ -24,6 +24,10 @@ OBJECT_STORE = 80 * 1024**2  # bytes per node: results are small, the machine is
 FAST_DEATH = {"health_check_period_ms": 500, "health_check_failure_threshold": 4}
 
 
+#: A machine shared with other test runs may take longer than Ray's 30 s to start a node.
+SLOW_START = {"RAY_raylet_start_wait_time_s": "180"}
+
+
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -54,7 +58,8 @@ def ray_cluster() -> Iterator[Any]:
     temp_dir = tempfile.mkdtemp(prefix="vfgym-ray-")
     # Ray keeps the address of "the current cluster" in its temp dir, which `ray.init()`
     # on this machine reads: ours must not replace another cluster's there.
-    previous_tmpdir = os.environ.get("RAY_TMPDIR")
+    saved = {name: os.environ.get(name) for name in (*SLOW_START, "RAY_TMPDIR")}
+    os.environ.update(SLOW_START)
     os.environ["RAY_TMPDIR"] = temp_dir
     os.makedirs(os.path.join(temp_dir, "ray"), exist_ok=True)
     head = {
@@ -73,8 +78,9 @@ def ray_cluster() -> Iterator[Any]:
     finally:
         ray.shutdown()
         cluster.shutdown()
-        if previous_tmpdir is None:
-            os.environ.pop("RAY_TMPDIR", None)
-        else:
-            os.environ["RAY_TMPDIR"] = previous_tmpdir
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
         shutil.rmtree(temp_dir, ignore_errors=True)
