@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -163,3 +164,45 @@ def test_without_ray_a_cluster_run_says_how_to_install_it(
     monkeypatch.setitem(sys.modules, "ray", None)  # what `import ray` meets without it
     with pytest.raises(RayUnavailableError, match=r"pip install 'vfgym\[ray\]'"):
         require_ray()
+
+
+async def test_a_sandboxed_tool_task_runs_on_the_cluster(ray_cluster: Any, tmp_path: Path) -> None:
+    """Each worker runs the model's code in its own sandbox pool, on its node's Docker."""
+    from vfgym.errors import SandboxError
+    from vfgym.sandbox.docker_client import make_client
+    from vfgym.sandbox.image import default_image, image_exists
+
+    try:
+        docker = make_client(None)
+    except SandboxError as exc:
+        if os.environ.get("VFGYM_REQUIRE_DOCKER") == "1":
+            raise
+        pytest.skip(f"no Docker Engine: {exc}; `sudo bash sandboxes/setup-docker.sh`")
+    try:
+        if not image_exists(docker, default_image()):
+            pytest.skip("the sandbox image is not built: `python -m vfgym.sandbox build`")
+    finally:
+        docker.close()
+    env = load_environment("python-math", num_examples=4, pool_size=1)
+    server = await _served(env)
+    try:
+        client = server.client()
+        local = await env.evaluate(client, "m", num_examples=4, rollouts_per_example=2)
+        remote = await vfgym.cluster.evaluate(
+            env,
+            client,
+            "m",
+            ray=ray_cluster.address,
+            num_examples=4,
+            rollouts_per_example=2,
+            results_path=tmp_path / "run",
+            workers=2,
+            groups_per_worker=1,
+        )
+    finally:
+        await server.stop_async()
+    assert not any(state.get("error") for state in remote.state)
+    assert remote.reward == local.reward
+    assert remote.completion == local.completion
+    cluster = json.loads((tmp_path / "run" / "metadata.json").read_text())["cluster"]
+    assert cluster["workers"] == 2
