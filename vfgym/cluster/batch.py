@@ -13,7 +13,7 @@ from vfgym.envs.environment import Environment
 from vfgym.types import GenerateOutputs, SamplingArgs
 
 
-def _worker_args(
+def worker_args(
     env: Environment,
     client: AsyncOpenAI | OpenAI,
     model: str,
@@ -74,7 +74,7 @@ async def generate(
     from vfgym.engine.runner import run_batch
 
     settings = ClusterSettings(address=ray, workers=workers, groups_per_worker=groups_per_worker)
-    args = _worker_args(env, client, model, sampling_args, score_rollouts, state_columns)
+    args = worker_args(env, client, model, sampling_args, score_rollouts, state_columns)
     async with ClusterGroups(settings, args) as remote:
         return await run_batch(
             env,
