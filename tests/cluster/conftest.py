@@ -17,9 +17,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from ray_nodes import node_args
 
 REQUIRE = os.environ.get("VFGYM_REQUIRE_RAY") == "1"
-OBJECT_STORE = 80 * 1024**2  # bytes per node: results are small, the machine is shared
 #: Node death is noticed within about two seconds instead of Ray's default half minute.
 FAST_DEATH = {"health_check_period_ms": 500, "health_check_failure_threshold": 4}
 
@@ -32,16 +32,6 @@ def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
-
-
-def node_args(name: str) -> dict[str, Any]:
-    """A node with one CPU, a small object store, and a resource named after it."""
-    return {
-        "num_cpus": 1,
-        "resources": {name: 1},
-        "object_store_memory": OBJECT_STORE,
-        "include_dashboard": False,
-    }
 
 
 @pytest.fixture(scope="session")

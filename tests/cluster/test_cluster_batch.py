@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import node_args
+from ray_nodes import node_args
 
 import vfgym.cluster
 from vfgym.envs.registry import load_environment
