@@ -44,6 +44,7 @@ keeps working. Every message says what went wrong and what to do.
     │   └── PolicyCancelledError (RuntimeError)
     ├── SandboxError (RuntimeError)
     │   ├── DockerUnavailableError
+    │   │   └── DockerHostLostError       a sandbox's Docker host went away mid-call
     │   ├── SandboxImageError
     │   ├── SandboxStartError
     │   ├── SandboxLostError
@@ -52,6 +53,9 @@ keeps working. Every message says what went wrong and what to do.
     │   ├── SandboxPathError (ValueError)
     │   └── SandboxFileError (OSError)
     │       └── SandboxFileNotFoundError (FileNotFoundError)
+    ├── running on a Ray cluster (vfgym.cluster)
+    │   ├── RayUnavailableError (ImportError)   ray is not installed
+    │   └── ClusterError (RuntimeError)   no worker is left, or none could start
     ├── VerifiersNameUnavailable (ImportError)  a verifiers 0.1.x name vfgym does not offer
     ├── ExampleDatasetUnavailable (RuntimeError) `load_example_dataset` needs the hub
     └── CommandError                      a `vfgym` command's user error (vfgym.cli)
@@ -179,6 +183,14 @@ class DockerUnavailableError(SandboxError):
     """No Docker Engine answers at the configured endpoint."""
 
 
+class DockerHostLostError(DockerUnavailableError):
+    """The Docker host of a sandbox stopped answering while a call ran.
+
+    An infrastructure failure (the rollout ends as an error, not as a wrong answer);
+    a pool with several hosts places new sandboxes on the others meanwhile.
+    """
+
+
 class SandboxImageError(SandboxError):
     """The sandbox image is missing or could not be built."""
 
@@ -231,6 +243,20 @@ INFRASTRUCTURE_ERRORS: tuple[type[SandboxError], ...] = (
     SandboxClosedError,
     SandboxLoopError,
 )
+
+
+# -- Ray clusters ------------------------------------------------------------------------
+
+
+class RayUnavailableError(VFGymError, ImportError):
+    """A cluster run was asked for, but ray is not installed: `pip install 'vfgym[ray]'`."""
+
+
+class ClusterError(VFGymError, RuntimeError):
+    """A cluster run cannot go on: no worker could start, or every worker died.
+
+    The groups already written stay in results.jsonl; `resume=True` continues the run.
+    """
 
 
 # -- training data -----------------------------------------------------------------------

@@ -141,23 +141,55 @@ async def _evaluate(
                 flush=True,
             )
         stack.push_async_callback(client.close)
+        common: dict[str, Any] = {
+            "sampling_args": options.sampling_args or None,
+            "num_examples": options.num_examples,
+            "rollouts_per_example": options.rollouts_per_example,
+            "results_path": directory,
+            "resume": resume,
+            "use_tqdm": options.progress,
+        }
+        if options.ray is not None:
+            return await _evaluate_on_cluster(env, client, endpoint.model, options, common)
         return await env.evaluate(
-            client,
-            endpoint.model,
-            sampling_args=options.sampling_args or None,
-            num_examples=options.num_examples,
-            rollouts_per_example=options.rollouts_per_example,
-            max_concurrent=options.max_concurrent,
-            results_path=directory,
-            resume=resume,
-            use_tqdm=options.progress,
+            client, endpoint.model, max_concurrent=options.max_concurrent, **common
         )
+
+
+async def _evaluate_on_cluster(
+    env: Any, client: Any, model: str, options: EvalOptions, common: dict[str, Any]
+) -> Any:
+    """`--ray`: the same evaluation, its groups played by the cluster's workers (each
+    plays up to --max-concurrent rollouts at once)."""
+    from vfgym.cluster import evaluate
+
+    per_worker = max(1, options.max_concurrent // max(1, options.rollouts_per_example))
+    return await evaluate(
+        env, client, model, ray=options.ray, groups_per_worker=per_worker, **common
+    )
 
 
 def _why_embedded(options: EvalOptions, environ: Mapping[str, str]) -> str:
     if options.model in EMBEDDED_MODELS and environ.get(options.api_key_var):
         return f"No -b/--base-url and model `{options.model}`"
     return f"No model server configured (no -b/--base-url, {options.api_key_var} unset)"
+
+
+def _check_ray(options: EvalOptions) -> None:
+    """--ray needs ray installed: say how to install it before anything runs."""
+    if options.ray is None:
+        return
+    from vfgym.cluster.connect import check_address, require_ray
+
+    # This process is the command's: Ray's crash handler (read when ray is imported)
+    # would take SIGTERM from the command's own, which stops the workers and says how
+    # to resume, and abort the process instead.
+    os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
+    try:
+        check_address(options.ray)
+        require_ray()
+    except (ImportError, ValueError) as exc:
+        raise CommandError(f"--ray: {exc}", EXIT_USAGE) from exc
 
 
 def _check_numbers(options: EvalOptions) -> None:
@@ -219,6 +251,7 @@ def _start_up(startup: _Startup) -> None:
     the results directory. The user's mistakes raise CommandError."""
     options = startup.options
     _check_numbers(options)
+    _check_ray(options)
     info = describe_environment(options.env_id)
     startup.endpoint = endpoint = resolve_endpoint(options, startup.environ)
     startup.directory, startup.resume = resolve_output_dir(options, endpoint.model)

@@ -43,6 +43,7 @@ class EvalOptions:
     resume: str | bool = False
     progress: bool = False
     verbose: bool = False
+    ray: str | None = None  # a Ray cluster's address: run the rollouts there
 
 
 @dataclass(frozen=True)

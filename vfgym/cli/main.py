@@ -106,6 +106,12 @@ def _add_eval(commands: argparse._SubParsersAction) -> None:
         action="store_true",
         help="log every rollout failure, and show the traceback of an unexpected error",
     )
+    p.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="spread the rollouts over a Ray cluster: auto (the running one), local (start "
+        "one here) or HOST:PORT; needs pip install 'vfgym[ray]'",
+    )
 
 
 def _add_serve_model(commands: argparse._SubParsersAction) -> None:
@@ -384,6 +390,7 @@ def _cmd_eval(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         resume=args.resume,
         progress=args.progress if args.progress is not None else err.isatty(),
         verbose=args.verbose,
+        ray=args.ray,
     )
     return run_eval(options, out=out, err=err)
 

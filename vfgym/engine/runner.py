@@ -20,7 +20,7 @@ import inspect
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from openai import AsyncOpenAI, OpenAI
 
@@ -51,6 +51,19 @@ if TYPE_CHECKING:
     from vfgym.envs.environment import Environment
 
 
+class RemoteGroups(Protocol):
+    """Plays whole groups elsewhere (a Ray cluster's workers, `vfgym.cluster`): given
+    the rows of one group, it returns their result records, played and scored. The
+    batch writes them itself, so a cluster run's results.jsonl, resume and summary
+    are a local run's."""
+
+    async def run_group(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]: ...
+
+    def describe(self) -> dict[str, Any]:
+        """What metadata.json records about where the groups ran."""
+        ...
+
+
 async def run_batch(
     env: Environment,
     inputs: Any,
@@ -69,8 +82,13 @@ async def run_batch(
     use_tqdm: bool = False,
     on_result: Callable[[dict[str, Any]], Awaitable[None] | None] | None = None,
     gc_freeze: bool | None = None,
+    remote: RemoteGroups | None = None,
 ) -> GenerateOutputs:
     """Run, score and record every input row, once each; see `Environment.generate`.
+
+    With `remote`, each group (all `rollouts_per_example` copies of an example) is
+    played and scored by `remote.run_group` and its lines are written here together
+    as it comes back; a resume then plays again any group not whole in the file.
 
     The rows must come in groups of `rollouts_per_example` copies of one example
     (see `check_groups`); this is checked before any rollout starts.
@@ -280,6 +298,23 @@ async def run_batch(
             if progress is not None:
                 progress.update(1)
 
+    async def run_remote(start: int) -> None:
+        """Group `start`, played by `remote`: keep, write and deliver its records."""
+        assert remote is not None
+        members = range(start, start + per)
+        records = await remote.run_group([rows[j] for j in members])
+        for j, record in zip(members, records, strict=True):
+            record["index"] = j  # the worker numbered them from 0
+            restore(j, record)
+        if writer is not None:
+            for record in records:  # every line of the group before any callback
+                writer.write(record)
+        for j, record in zip(members, records, strict=True):
+            if on_result is not None:
+                await deliver(j, record)
+            if progress is not None:
+                progress.update(1)
+
     def restore(i: int, record: dict[str, Any]) -> None:
         state = {k: v for k, v in record.items() if k not in ("prompt", "completion", "metrics")}
         state.update(record.get("state") or {})
@@ -295,7 +330,8 @@ async def run_batch(
     try:
         with writer if writer is not None else contextlib.nullcontext():
             finished = writer.finished if writer is not None else {}
-            replay = incomplete_groups(finished, n, per) if grouped else set()
+            whole_groups = grouped or remote is not None
+            replay = incomplete_groups(finished, n, per) if whole_groups else set()
             for i in range(n):
                 done = finished.get(i) if i not in replay else None
                 if done is not None:
@@ -308,7 +344,14 @@ async def run_batch(
                 writer.metadata["resumed_rollouts"] = n - len(pending)
             freeze = len(pending) >= AUTO_FREEZE_ROLLOUTS if gc_freeze is None else gc_freeze
             async with frozen_gc(freeze):
-                await launch(run_in_group if grouped else run_one, pending, workers)
+                if remote is None:
+                    await launch(run_in_group if grouped else run_one, pending, workers)
+                else:  # whole groups; the remote side limits how many run at once
+                    try:
+                        await launch(run_remote, sorted({i - i % per for i in pending}))
+                    finally:  # an interrupted run's metadata says where it ran too
+                        if writer is not None:
+                            writer.metadata.update(remote.describe())
             status = "complete"
             if writer is not None:
                 writer.close(status, summarize(rewards, states))
@@ -333,6 +376,7 @@ async def run_batch(
         metadata={
             **metadata,
             **summarize(rewards, states),
+            **(remote.describe() if remote is not None else {}),
             "status": status,
             "duration_s": time.perf_counter() - started,
         },
@@ -386,6 +430,7 @@ async def _run_group_hook(
 
 
 __all__ = [
+    "RemoteGroups",
     "as_async_client",
     "loop_local_client",
     "normalize_inputs",

@@ -53,6 +53,10 @@ class SandboxConfig:
     default image built by `python -m vfgym.sandbox build` for this version of
     vfgym. `docker_host` picks the Docker endpoint (e.g. "unix:///var/run/docker.sock"
     or "tcp://10.0.0.5:2375"); None means the usual `DOCKER_HOST` environment variable.
+    `docker_hosts` names several endpoints for one pool (then `docker_host` stays None):
+    each new sandbox goes to the reachable host with the most free capacity, at most
+    `host_limit` per host when set. A pool made without either reads the
+    comma-separated `VFGYM_DOCKER_HOSTS`.
     """
 
     image: str | None = None
@@ -72,6 +76,8 @@ class SandboxConfig:
     user: str = "10001:10001"
     workspace: str = "/workspace"
     docker_host: str | None = None
+    docker_hosts: tuple[str, ...] = ()
+    host_limit: int | None = None
     start_timeout: float = 60.0
     max_uses: int = 500
     labels: dict[str, str] = field(default_factory=dict)
@@ -154,6 +160,7 @@ class SandboxConfig:
                 "docker_host must be an endpoint such as 'unix:///var/run/docker.sock' or None, "
                 f"got {self.docker_host!r}"
             )
+        self._check_hosts()
         if not isinstance(self.labels, Mapping):
             raise ValueError(f"labels must be a dict of str to str, got {self.labels!r}")
         for key, value in self.labels.items():
@@ -161,6 +168,32 @@ class SandboxConfig:
                 raise ValueError(
                     f"labels must map str to str (Docker labels are text), got {key!r}: {value!r}"
                 )
+
+    def _check_hosts(self) -> None:
+        """Several endpoints as a tuple of strings, and a per-host limit that is a count."""
+        hosts = self.docker_hosts
+        if isinstance(hosts, str) or not isinstance(hosts, tuple | list):
+            raise ValueError(
+                "docker_hosts must be a list of endpoints such as "
+                "['unix:///var/run/docker.sock', 'tcp://10.0.0.5:2375'], "
+                f"got {hosts!r}"
+            )
+        if not all(isinstance(host, str) and host for host in hosts):
+            raise ValueError(f"docker_hosts must hold endpoint strings, got {hosts!r}")
+        if len(set(hosts)) != len(hosts):
+            raise ValueError(f"docker_hosts names a host twice: {hosts!r}; list each once")
+        if hosts and self.docker_host is not None:
+            raise ValueError(
+                "give either docker_host (one endpoint) or docker_hosts (several), not both"
+            )
+        object.__setattr__(self, "docker_hosts", tuple(hosts))
+        limit = self.host_limit
+        if limit is not None and (
+            not isinstance(limit, int) or isinstance(limit, bool) or limit <= 0
+        ):
+            raise ValueError(
+                f"host_limit must be a positive number of sandboxes per host or None, got {limit!r}"
+            )
 
     def replace(self, **changes: Any) -> SandboxConfig:
         """A copy with some fields changed (unknown names raise TypeError)."""

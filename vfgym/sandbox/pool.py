@@ -12,11 +12,12 @@ from types import TracebackType
 
 import docker
 
-from vfgym.errors import SandboxClosedError, SandboxError, SandboxImageError
+from vfgym.errors import SandboxClosedError, SandboxError
 from vfgym.sandbox.config import SandboxConfig
 from vfgym.sandbox.docker_client import make_client
-from vfgym.sandbox.gc import remove_orphans, sandbox_containers
-from vfgym.sandbox.image import default_image, image_exists
+from vfgym.sandbox.gc import sandbox_containers
+from vfgym.sandbox.hosts import HostSet, is_connection_failure, pool_endpoints
+from vfgym.sandbox.image import default_image
 from vfgym.sandbox.labels import POOL_LABEL
 from vfgym.sandbox.sandbox import DockerSandbox, remove_container
 
@@ -76,7 +77,7 @@ class SandboxPool:
         self.pool_id = uuid.uuid4().hex[:16]
         self._remove_orphans_on_start = remove_orphans_on_start
         self._start_gate = asyncio.Semaphore(start_concurrency)
-        self._client: docker.DockerClient | None = None
+        self._hosts: HostSet | None = None
         self._idle: collections.deque[DockerSandbox] = collections.deque()
         self._leased: set[DockerSandbox] = set()
         self._count = 0  # sandboxes that exist or are being created
@@ -125,21 +126,14 @@ class SandboxPool:
         self._started = True
         self._loop = asyncio.get_running_loop()
         try:
-            client = await asyncio.to_thread(make_client, self.config.docker_host)
-            if self._closed:  # close() ran meanwhile and could not see this client
-                client.close()
+            # Connect to every host (one unless several are configured), clear orphans
+            # and make sure each has the image; a host that is down is asked again later.
+            # An acquire made meanwhile waits in HostSet.place() until this is over.
+            hosts = self._hosts = HostSet(self.config, self.config.image or default_image())
+            await hosts.open(self._remove_orphans_on_start)
+            if self._closed:  # close() ran meanwhile: it may have missed these clients
+                hosts.close()
                 raise SandboxClosedError(_CLOSED_WHILE_POOL_STARTS)
-            self._client = client
-            if self._remove_orphans_on_start:
-                removed = await asyncio.to_thread(remove_orphans, client)
-                if removed:
-                    logger.info("removed %d orphaned sandbox containers", len(removed))
-            image = self.config.image or default_image()
-            if not await asyncio.to_thread(image_exists, client, image):
-                raise SandboxImageError(
-                    f"sandbox image {image!r} is not on this Docker Engine; build it with "
-                    "`python -m vfgym.sandbox build` (or set SandboxConfig.image)"
-                )
             if self._closed:
                 raise SandboxClosedError(_CLOSED_WHILE_POOL_STARTS)
             # An acquire made while the image was checked may have counted (and be
@@ -209,10 +203,10 @@ class SandboxPool:
                 try:
                     await self._notify(everyone=True)
                 finally:
-                    if self._client is not None:
-                        await self._remove_strays(self._client)
-                        with contextlib.suppress(Exception):
-                            self._client.close()
+                    if self._hosts is not None:
+                        for client in self._hosts.clients():
+                            await self._remove_strays(client)
+                        self._hosts.close()
 
     async def _remove_strays(self, client: docker.DockerClient) -> None:
         """Remove every container with this pool's label that it no longer tracks.
@@ -241,11 +235,19 @@ class SandboxPool:
         (a notebook restart, a finished `asyncio.run`). Blocking; call it from sync code.
         """
         self._closed = True
-        client = make_client(self.config.docker_host)
-        try:
-            removed = _remove_pool_containers(client, self.pool_id)
-        finally:
-            client.close()
+        removed = 0
+        failure: Exception | None = None
+        for endpoint in pool_endpoints(self.config):  # every host, even one that failed
+            try:
+                client = make_client(endpoint)
+                try:
+                    removed += _remove_pool_containers(client, self.pool_id)
+                finally:
+                    client.close()
+            except Exception as exc:
+                failure = failure or exc
+        if failure is not None:
+            raise failure
         self._idle.clear()
         self._leased.clear()
         loop = self._loop
@@ -353,7 +355,7 @@ class SandboxPool:
             self._leased.discard(sandbox)
             if sandbox not in self._idle:  # given up: cut short (cancelled) or unusable
                 try:
-                    await sandbox.close()
+                    await self._close_placed(sandbox)
                 finally:
                     await self._forget_one()
         if not self._closed:
@@ -385,19 +387,45 @@ class SandboxPool:
         raise SandboxClosedError with `closed_message` (not the start's own error,
         which close() removing its container causes)."""
         async with self._start_gate:
-            if self._closed:
+            if self._closed or self._hosts is None:
                 raise SandboxClosedError(closed_message)
-            sandbox = DockerSandbox(self.config, client=self._client, pool_id=self.pool_id)
-            try:
-                await sandbox.start()
-            except Exception as exc:
-                if self._closed:  # close() removed its container mid-start
-                    raise SandboxClosedError(closed_message) from exc
-                raise
+            hosts = self._hosts
+            attempts = len(hosts.hosts)
+            while True:
+                host = await hosts.place()
+                sandbox = DockerSandbox(
+                    hosts.config_for(host), client=host.client, pool_id=self.pool_id
+                )
+                try:
+                    await sandbox.start()
+                except Exception as exc:
+                    hosts.release(host.endpoint)
+                    if self._closed:  # close() removed its container mid-start
+                        raise SandboxClosedError(closed_message) from exc
+                    attempts -= 1
+                    if attempts > 0 and is_connection_failure(exc):
+                        hosts.mark_down(host.endpoint, exc)  # try the next host
+                        continue
+                    raise
+                break
         if self._closed:  # started after close() swept the pool: never keep it
-            await sandbox.close()
+            await self._close_placed(sandbox)
             raise SandboxClosedError(closed_message)
         return sandbox
+
+    async def _close_placed(self, sandbox: DockerSandbox) -> None:
+        """Destroy a sandbox and free its room on its host. One whose daemon went away
+        is gone with it (the daemon removes it when it returns, or close() does)."""
+        try:
+            await sandbox.close()
+        except Exception as exc:
+            if not is_connection_failure(exc):
+                raise
+            if self._hosts is not None:
+                self._hosts.mark_down(sandbox.config.docker_host, exc)
+        finally:
+            if self._hosts is not None:
+                self._hosts.release(sandbox.config.docker_host)
 
     async def _add_idle(self, sandbox: DockerSandbox) -> None:
         """Put a ready sandbox in the pool and wake one waiting acquirer for it."""

@@ -17,6 +17,7 @@ import docker
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 
 from vfgym.errors import (
+    DockerHostLostError,
     SandboxClosedError,
     SandboxError,
     SandboxFileError,
@@ -44,6 +45,8 @@ PROTOCOL_VERSION = 2
 # Time the runner gets beyond a call's own timeout to kill, clean up and answer.
 REPLY_GRACE_S = 10.0
 CONTROL_TIMEOUT_S = 30.0
+# How long a lost sandbox's daemon must keep answering for the loss to be the sandbox's own.
+HOST_GONE_GRACE_S = 3.0
 # How long closing waits for a removal that Docker already has under way.
 REMOVAL_WAIT_S = 30.0
 
@@ -274,6 +277,14 @@ class DockerSandbox:
                 # crashed it (a `sandbox_lost` result tells a model it did).
                 raise SandboxClosedError(CLOSED_DURING_CALL) from exc
             self._lost = str(exc)
+            if self._client is not None and not await _daemon_stays(self._client):
+                # The whole host went away, not this sandbox alone: an infrastructure
+                # failure, never something the model's code did.
+                raise DockerHostLostError(
+                    f"the Docker host {docker_host(self.config.docker_host)} of this sandbox "
+                    f"stopped answering during the call ({exc}); a pool places new sandboxes "
+                    "on its other hosts, and on this one again once its daemon is back"
+                ) from exc
             raise
 
     async def run_python(self, code: str, timeout: float | None = None) -> ExecResult:
@@ -450,6 +461,26 @@ def _wait_until_removed(client: docker.DockerClient, container_id: str) -> None:
         container_id[:12],
         REMOVAL_WAIT_S,
     )
+
+
+async def _daemon_stays(client: docker.DockerClient) -> bool:
+    """Whether the daemon still answers a little after a sandbox was lost. A daemon
+    that is shutting down stops its containers first and its API a moment later,
+    so one ping at once would take a host going away for a crash of this sandbox."""
+    deadline = time.monotonic() + HOST_GONE_GRACE_S
+    while await asyncio.to_thread(_daemon_answers, client):
+        if time.monotonic() >= deadline:
+            return True
+        await asyncio.sleep(0.25)
+    return False
+
+
+def _daemon_answers(client: docker.DockerClient) -> bool:
+    """Whether the Docker daemon still answers a ping."""
+    try:
+        return bool(client.ping())
+    except (DockerException, OSError):
+        return False
 
 
 def _container_state(client: docker.DockerClient, container_id: str) -> dict[str, Any] | None:
