@@ -2,6 +2,7 @@
 
     python benchmarks/sandbox_bench.py [--runtime runc|runsc] [--runs 500]
     python benchmarks/sandbox_bench.py --compare old=IMAGE[,SOURCE] new=IMAGE --rounds 10
+    python benchmarks/sandbox_bench.py --filter-cost [--runtime runsc]
 
 Measures, on the same image: warm `run_python("print(1)")` latency (p50/p99),
 throughput with a pool of 4 on this machine, acquire time from a warm pool, cold
@@ -15,6 +16,11 @@ machine: rounds of warm p50 and throughput, each in a fresh process, taking turn
 per-round ratios to the first variant. SOURCE, when given, is a checkout of the
 vfgym version that goes with IMAGE (put first on PYTHONPATH for its rounds), for
 runner images the current host code would refuse.
+
+`--filter-cost` times one cheap system call (getppid) in a container with vfgym's
+JSON profile, in fresh processes taking turns: with no filter of their own, and
+with the runner's seccomp filter installed, which is what the runner's filter adds
+to every system call sandboxed code makes.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Awaitable, Callable
 
@@ -220,6 +227,64 @@ def compare(variants: list[str], runtime: str, rounds: int, runs: int, seconds: 
     return 0
 
 
+#: Runs inside the image: alternating children time getppid without and with the
+#: runner's filter (`vfgym_runner.seccomp_filter`, as the image ships it).
+FILTER_COST_PROBE = r"""
+import json, os, statistics, struct, sys, time
+sys.path.insert(0, "/opt/vfgym")
+from vfgym_runner import seccomp_filter
+calls, rounds = int(sys.argv[1]), int(sys.argv[2])
+
+def child_time(with_filter):
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        if with_filter:
+            seccomp_filter.install(refuse_mq_open=True)
+        started = time.perf_counter()
+        for _ in range(calls):
+            os.getppid()
+        elapsed = (time.perf_counter() - started) / calls * 1e9
+        os.write(write_end, struct.pack("d", elapsed))
+        os._exit(0)
+    os.waitpid(pid, 0)
+    return struct.unpack("d", os.read(read_end, 8))[0]
+
+times = {"no filter": [], "runner filter": []}
+for index in range(rounds):
+    for name in (list(times) if index % 2 == 0 else list(times)[::-1]):
+        times[name].append(child_time(name == "runner filter"))
+print(json.dumps(times))
+"""
+
+
+def filter_cost(config: SandboxConfig, calls: int, rounds: int) -> int:
+    """Time getppid without and with the runner's filter, in the sandbox image."""
+    from vfgym.sandbox.seccomp import load_profile
+
+    image = config.image or default_image()
+    with tempfile.NamedTemporaryFile("w", suffix=".json") as profile:
+        json.dump(load_profile(), profile)
+        profile.flush()
+        command = ["docker", "run", "--rm", "--network", "none", "--runtime", config.runtime]
+        command += ["--security-opt", "no-new-privileges"]
+        command += ["--security-opt", f"seccomp={profile.name}", "--label", "vfgym.bench=1"]
+        command += ["--entrypoint", "python3", image, "-c", FILTER_COST_PROBE]
+        command += [str(calls), str(rounds)]
+        done = subprocess.run(command, capture_output=True, text=True, check=True)
+    times = json.loads(done.stdout)
+    print(f"getppid under {config.runtime}, {rounds} alternating rounds of {calls} calls:")
+    for name, values in times.items():
+        print(
+            f"  {name:<14} median {statistics.median(values):8.0f} ns"
+            f"  (spread {min(values):.0f}-{max(values):.0f})"
+        )
+    ratios = [b / a for a, b in zip(times["no filter"], times["runner filter"], strict=True)]
+    ratio = statistics.median(ratios)
+    print(f"  runner filter / no filter, median of per-round ratios: {ratio:.3f}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runtime", default="runc")
@@ -231,11 +296,14 @@ def main(argv: list[str] | None = None) -> int:
         "--compare", nargs="+", metavar="NAME=IMAGE[,SOURCE]", help="variants to alternate"
     )
     parser.add_argument("--rounds", type=int, default=10, help="rounds of --compare")
+    parser.add_argument("--filter-cost", action="store_true", help="what the filter adds")
     parser.add_argument("--round", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.compare:
         return compare(args.compare, args.runtime, args.rounds, args.runs, args.seconds)
     config = SandboxConfig(runtime=args.runtime, image=args.image)
+    if args.filter_cost:
+        return filter_cost(config, calls=5000, rounds=args.rounds)
     if args.round:
         print(json.dumps(asyncio.run(round_figures(config, args.runs, args.seconds))))
         return 0
