@@ -232,6 +232,10 @@ def build_image(
                 rm=True,
                 forcerm=True,
                 pull=False,
+                # The Debian base already holds numpy and sympy, so its build needs no
+                # network (and does not depend on the daemon's bridge); pip on a
+                # public Python image does.
+                network_mode="none" if base_ref.startswith(f"{BASE_REPOSITORY}:") else None,
                 decode=True,
             )
             for chunk in stream:
