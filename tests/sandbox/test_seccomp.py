@@ -10,15 +10,13 @@ probe in a container without any seccomp filter and shows the answers differ the
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
-from importlib import resources
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import docker
 import pytest
+from runner_filter import runner_filter_module
 
 from vfgym.errors import SandboxImageError
 from vfgym.sandbox import SandboxPool
@@ -80,16 +78,6 @@ print(json.dumps(answers))
 EXPECTED = {call.name: "ENOSYS" if call.when == "ENOSYS" else "EPERM" for call in DENIED_CALLS}
 
 
-def _runner_filter_module() -> ModuleType:
-    """The runner's filter module as the image has it (it is not an importable package)."""
-    path = resources.files("vfgym.sandboxes") / "python" / "vfgym_runner" / "seccomp_filter.py"
-    spec = importlib.util.spec_from_file_location("vfgym_runner_seccomp_filter", str(path))
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 # ------------------------------------------------------------------ the policy itself
 
 
@@ -141,7 +129,7 @@ def test_a_profile_that_lets_a_denied_call_through_is_flagged(change: Any, compl
 
 
 def test_the_runner_filter_denies_the_same_calls_as_the_profile() -> None:
-    runner_filter = _runner_filter_module()
+    runner_filter = runner_filter_module()
     assert set(runner_filter.policy_names(refuse_mq_open=False)) == DENIED_NAMES
     assert set(runner_filter.policy_names(refuse_mq_open=True)) == DENIED_NAMES | {"mq_open"}
     for arch in runner_filter.ARCHES.values():

@@ -3,7 +3,9 @@
 Where a registry is reachable the Dockerfile builds on a public Python image.
 Where none is, a Debian root filesystem made by `build-rootfs.sh` (mmdebstrap)
 is imported as the base. The image is tagged with a hash of its build context,
-so a changed runner gets a new image and an unchanged one is never rebuilt.
+so a changed runner gets a new image and an unchanged one is never rebuilt. A
+rebuild frees only the images this checkout made and no other checkout uses
+(see image_claims.py): a daemon may be shared.
 """
 
 from __future__ import annotations
@@ -24,12 +26,20 @@ import docker
 from docker.errors import APIError, DockerException, ImageNotFound
 
 from vfgym.errors import SandboxImageError
+from vfgym.sandbox.image_claims import (
+    CHECKOUT_LABEL,
+    CHECKOUT_PATH_LABEL,
+    CONTEXT_LABEL,
+    checkout_id,
+    checkout_location,
+    claim_image,
+    remove_stale_images,
+)
 
 IMAGE_REPOSITORY = "vfgym-sandbox-python"
 BASE_REPOSITORY = "vfgym-sandbox-base"
 PUBLIC_BASE = "python:3.11-slim"
 DEBIAN_SUITE = "bookworm"
-CONTEXT_LABEL = "vfgym.sandbox.context"
 CONTEXT_NAME = "python"
 ROOTFS_SCRIPT = "build-rootfs.sh"
 
@@ -150,20 +160,13 @@ def _debian_base(
     return reference
 
 
-def _remove_stale_images(
-    client: docker.DockerClient, digest: str, log: Callable[[str], None]
+def _settle_images(
+    client: docker.DockerClient, tag: str, digest: str, log: Callable[[str], None]
 ) -> None:
-    """Drop images of older build contexts; ones still used by a container stay."""
-    for image in client.api.images(name=IMAGE_REPOSITORY):
-        labels = image.get("Labels") or {}
-        if labels.get(CONTEXT_LABEL) == digest:
-            continue
-        for reference in image.get("RepoTags") or []:
-            try:
-                client.api.remove_image(reference)
-                log(f"removed stale image {reference}")
-            except APIError:
-                pass
+    """Claim `tag` as this checkout's image, then free what this checkout no longer needs."""
+    checkout = checkout_id()
+    claim_image(client, tag, IMAGE_REPOSITORY, checkout)
+    remove_stale_images(client, IMAGE_REPOSITORY, digest, checkout, log)
 
 
 def _write_context(files: dict[str, bytes], directory: Path) -> None:
@@ -192,6 +195,7 @@ def build_image(
         labels = client.api.inspect_image(tag).get("Config", {}).get("Labels") or {}
         if labels.get(CONTEXT_LABEL) == digest:
             log(f"{tag} is up to date")
+            _settle_images(client, tag, digest, log)
             return BuildReport(tag, labels.get("vfgym.sandbox.base", "?"), True, 0.0)
 
     if base == "auto":
@@ -219,10 +223,19 @@ def build_image(
                 path=tmp,
                 tag=tag,
                 buildargs={"BASE": base_ref},
-                labels={CONTEXT_LABEL: digest, "vfgym.sandbox.base": base_ref},
+                labels={
+                    CONTEXT_LABEL: digest,
+                    "vfgym.sandbox.base": base_ref,
+                    CHECKOUT_LABEL: checkout_id(),
+                    CHECKOUT_PATH_LABEL: checkout_location(),
+                },
                 rm=True,
                 forcerm=True,
                 pull=False,
+                # The Debian base already holds numpy and sympy, so its build needs no
+                # network (and does not depend on the daemon's bridge); pip on a
+                # public Python image does.
+                network_mode="none" if base_ref.startswith(f"{BASE_REPOSITORY}:") else None,
                 decode=True,
             )
             for chunk in stream:
@@ -234,7 +247,7 @@ def build_image(
         except APIError as exc:
             raise SandboxImageError(f"docker build failed: {exc}") from exc
     client.api.tag(tag, IMAGE_REPOSITORY, "latest")
-    _remove_stale_images(client, digest, log)
+    _settle_images(client, tag, digest, log)
     seconds = time.monotonic() - started
     log(f"built {tag} in {seconds:.1f}s")
     return BuildReport(tag, base_ref, False, seconds)

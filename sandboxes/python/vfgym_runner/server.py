@@ -23,9 +23,9 @@ from vfgym_runner.files import read_file, write_file
 from vfgym_runner.limits import process_settings, restore_process_settings
 from vfgym_runner.output import call_result, drain, pump
 from vfgym_runner.processes import (
+    OomCounter,
     exit_code_of,
     is_dying,
-    oom_kills,
     other_pids,
     prepare_child,
     report_exec_failure,
@@ -59,6 +59,14 @@ class Runner:
         self.kernel_pid: int | None = None
         self.kernel_fds: dict[str, int] = {}
         self.sysv_ipc = SysvIpc()
+        self.oom = OomCounter()
+        self.pid = os.getpid()
+        #: Whether something other than the session itself may have killed it since it
+        #: last answered (a shell command, processes a call left behind), so that the
+        #: next call checks it is not dying before sending it code.
+        self.kernel_at_risk = False
+        #: Set while a SIGSTOP sweep may have stopped the session (see kill_others).
+        self.session_stopped = False
         self.tcp = TcpLeftovers()
         # Before any user code runs: what every reset puts back (see process_settings).
         self.settings = process_settings()
@@ -87,9 +95,13 @@ class Runner:
                 return
             self.statuses[pid] = status
 
-    def kill_others(self, keep_kernel: bool) -> None:
-        """Kill every process except the runner (and the kernel when asked), then reap."""
-        keep = {os.getpid()}
+    def kill_others(self, keep_kernel: bool) -> bool:
+        """Kill every process except the runner (and the kernel when asked), then reap.
+
+        Returns whether there were any to kill: the usual call leaves none, and then
+        the steps that only strays need (continuing the stopped session, reading what
+        they wrote) are skipped, each system call being dear under gVisor."""
+        keep = {self.pid}
         if keep_kernel and self.kernel_pid is not None:
             keep.add(self.kernel_pid)
         else:
@@ -105,22 +117,27 @@ class Runner:
                 os.kill(-1, signal.SIGKILL)
             except OSError:
                 pass
+        found = False
         try:
             deadline = time.monotonic() + STRAY_CONFIRM_S
             while self._sweep(keep, sweep):
                 # There were strays (a fork bomb, say): look again after a pause, since
                 # a process can be missed by a pass; the usual call (no strays) skips this.
+                found = True
                 time.sleep(0.01)
                 self.reap()
                 if not other_pids(keep) or time.monotonic() > deadline:
                     break
         finally:
-            if sweep == signal.SIGSTOP:
+            # Only a sweep that found strays sent SIGSTOP (and stopped the session too).
+            if self.session_stopped:
+                self.session_stopped = False
                 try:
                     os.kill(self.kernel_pid, signal.SIGCONT)
                 except OSError:
                     pass
         self.reap()
+        return found
 
     def _sweep(self, keep: set[int], sweep: int) -> bool:
         """Up to KILL_PASSES passes of `kill_others`; True when there was anything to kill."""
@@ -130,6 +147,7 @@ class Runner:
             if not pids:
                 break
             found = True
+            self.session_stopped = sweep == signal.SIGSTOP
             try:
                 os.kill(-1, sweep)
             except OSError:
@@ -195,7 +213,8 @@ class Runner:
         runs in its replacement can say that the variables are gone."""
         self.reap()
         pid = self.kernel_pid
-        if pid is not None and pid not in self.statuses and is_dying(pid):
+        at_risk, self.kernel_at_risk = self.kernel_at_risk, False
+        if at_risk and pid is not None and pid not in self.statuses and is_dying(pid):
             # Killed a moment ago (`kill -9` from a shell command returns before the
             # process is gone): code sent to it now would be lost with it.
             self._await_exit(pid, 1.0)
@@ -233,7 +252,7 @@ class Runner:
         drain({fd: Capture(0) for fd in captures})  # stale output of an earlier call
         reply = bytearray()
         reply_eof = False
-        oom_before = oom_kills()
+        oom_before = self.oom.read()
         body = json.dumps({"code": request["code"], "value_limit": limit}).encode()
         try:
             os.write(fds["request"], HEADER.pack(len(body)) + body)
@@ -283,8 +302,9 @@ class Runner:
         value = None
         if outcome is not None:
             value = outcome.get("value")
-            self.kill_others(keep_kernel=True)
-            drain(captures)
+            if self.kill_others(keep_kernel=True):
+                self.kernel_at_risk = True  # a stray may have signalled it before dying
+                drain(captures)  # what the strays wrote before they died
         else:
             # Timed out, crashed, or garbled its reply: the interpreter state is lost.
             if done and kernel_pid not in self.statuses:
@@ -302,6 +322,7 @@ class Runner:
             exit_code,
             not done,
             oom_before,
+            self.oom.read(),
             started,
             value=value,
             kernel_restarted=outcome is None or lost_session,
@@ -314,7 +335,8 @@ class Runner:
         shell = next((path for path in SHELLS if os.path.exists(path)), SHELLS[-1])
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
-        oom_before = oom_kills()
+        oom_before = self.oom.read()
+        self.kernel_at_risk = True  # the command may signal the session (kill -9, say)
         pid = os.fork()
         if pid == 0:
             try:
@@ -343,7 +365,7 @@ class Runner:
         finally:
             os.close(out_r)
             os.close(err_r)
-        return call_result(out, err, exit_code, not done, oom_before, started)
+        return call_result(out, err, exit_code, not done, oom_before, self.oom.read(), started)
 
     # -- reset
 
@@ -378,7 +400,7 @@ class Runner:
         problems.extend(settle_directory_times((WORKSPACE, *SCRATCH_DIRS)))
         ipc_problems = self.sysv_ipc.wipe()
         leftovers = [d for d in (WORKSPACE, *SCRATCH_DIRS) if os.path.isdir(d) and os.listdir(d)]
-        processes = other_pids({os.getpid()})
+        processes = other_pids({self.pid})
         self.statuses.clear()
         if request.get("warm_kernel", True):
             self.start_kernel()
@@ -396,7 +418,7 @@ class Runner:
             "pid": os.getpid(),
             "uid": os.getuid(),
             "python": sys.version.split()[0],
-            "oom_counter": oom_kills() is not None,
+            "oom_counter": self.oom.read() is not None,
             "seccomp": self.denied_calls,
         }
 
