@@ -84,6 +84,23 @@ def prompt_token_ids(response: Any) -> list[int]:
     return list(response.model_extra["prompt_token_ids"])
 
 
+def sampled_ids_only(states: Sequence[vf.State]) -> list[vf.State]:
+    """The states as a server that reports only the sampled ids leaves them (no
+    `prompt_token_ids`): processing then has to place the environment's ids by the
+    template itself, which is what these tests check. With the prompt ids, a
+    rewritten history splits the rollout into exact samples instead (see
+    test_processing_samples.py)."""
+    stripped = []
+    for state in states:
+        responses = []
+        for response in state["responses"]:
+            copy = response.model_copy(deep=True)
+            copy.model_extra.pop("prompt_token_ids", None)
+            responses.append(copy)
+        stripped.append({**state, "responses": responses})
+    return stripped
+
+
 def server_tokenizer(server: ModelServer, remote: bool) -> Any:
     return ServerTokenizer(server.base_url, "vfgym-test") if remote else QWEN
 
@@ -100,7 +117,7 @@ def test_stripped_reasoning_keeps_the_model_ids_and_places_the_env_ids(
     processed = env.process_env_results(
         out.prompt,
         out.completion,
-        out.state,
+        sampled_ids_only(out.state),
         out.reward,
         server_tokenizer(thinking_server, remote),
         mask_env_responses=True,
@@ -136,7 +153,12 @@ def test_a_turn_cut_by_max_tokens_leaves_the_end_of_turn_token_to_the_template(
     responses = out.state[0]["responses"]
     assert [r.choices[0].finish_reason for r in responses] == ["length", "length"]
     processed = env.process_env_results(
-        out.prompt, out.completion, out.state, out.reward, QWEN, mask_env_responses=True
+        out.prompt,
+        out.completion,
+        sampled_ids_only(out.state),
+        out.reward,
+        QWEN,
+        mask_env_responses=True,
     )
     first, second = (list(r.choices[0].token_ids) for r in responses)
     assert QWEN.decode(first).endswith("move ")  # cut inside the answer
@@ -167,7 +189,12 @@ def test_two_model_turns_stripped_by_one_user_message(thinking_server: ModelServ
     responses = out.state[0]["responses"]
     assert "plan 1" not in QWEN.decode(prompt_token_ids(responses[2]))
     processed = env.process_env_results(
-        out.prompt, out.completion, out.state, out.reward, QWEN, mask_env_responses=True
+        out.prompt,
+        out.completion,
+        sampled_ids_only(out.state),
+        out.reward,
+        QWEN,
+        mask_env_responses=True,
     )
     first, second, third = (list(r.choices[0].token_ids) for r in responses)
     header = QWEN.encode("\n<|im_start|>assistant\n")
@@ -206,7 +233,11 @@ def test_a_template_that_recloses_a_rewritten_turn_is_refused(
     env, out = play_feedback(thinking_server, turns=2)
     with pytest.raises(TemplateAlignmentError, match="closes an assistant turn the same way"):
         env.process_env_results(
-            out.prompt, out.completion, out.state, out.reward, ReclosingTokenizer()
+            out.prompt,
+            out.completion,
+            sampled_ids_only(out.state),
+            out.reward,
+            ReclosingTokenizer(),
         )
 
 
@@ -411,7 +442,12 @@ def test_a_non_canonical_sampled_tokenization_keeps_the_newline_after_the_end_of
     assert not state.get("error"), state.get("error")
     responses = state["responses"]
     processed = env.process_env_results(
-        out.prompt, out.completion, out.state, out.reward, merging, mask_env_responses=True
+        out.prompt,
+        out.completion,
+        sampled_ids_only(out.state),
+        out.reward,
+        merging,
+        mask_env_responses=True,
     )
     want_ids: list[int] = []
     want_mask: list[int] = []
