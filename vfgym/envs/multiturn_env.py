@@ -404,13 +404,11 @@ class MultiTurnEnv(Environment):
         `prompt_token_ids` (vLLM's `return_token_ids`) are compared turn by turn. With
         neither, nothing can be said and nothing is recorded.
         """
-        if isinstance(caller, TokenExactCaller):
-            state["token_mode"] = "exact"
-            samples: int | None = caller.samples or None
-        else:
-            state["token_mode"] = "chat"
-            grouped = exact_samples(state.get("responses") or [])
-            samples = len(grouped) if grouped else None
+        exact = isinstance(caller, TokenExactCaller)
+        state["token_mode"] = "exact" if exact else "chat"
+        # The server's own ids decide, as they do for process_env_results.
+        grouped = exact_samples(state.get("responses") or [])
+        samples = len(grouped) if grouped else (caller.samples if exact else None)
         if samples is None:
             return
         state["token_samples"] = samples

@@ -41,6 +41,7 @@ by the named tool parser, hermes by default), `choices[0].logprobs.content`,
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -156,6 +157,42 @@ class TokenExactCaller:
         self._sequence: list[int] | None = None  # its ids, ending with the sampled ones
         self._sampled: list[int] = []
         self._closing: list[int] | None = None
+        self._client = client
+        self._window: int | None = None
+
+    async def _room(self, prompt_length: int) -> int:
+        """The tokens left in the context window after a prompt of `prompt_length`.
+
+        Without `max_tokens` the chat endpoint generates until the window is full,
+        but `/v1/completions` stops after 16 tokens (OpenAI's default, and vLLM's):
+        the same sampling arguments must mean the same in both modes. The window is
+        the model's `max_model_len` from the server's model list (vLLM's and vfgym's
+        servers give it).
+        """
+        if self._window is None:
+            try:
+                if isinstance(self._client, AsyncOpenAI):
+                    cards = (await self._client.models.list()).data
+                else:
+                    cards = (await asyncio.to_thread(self._client.models.list)).data
+            except Exception as exc:
+                raise ModelCallError(
+                    f"token-exact mode could not read the model's context window from the "
+                    f"server's model list ({type(exc).__name__}: {exc}); give max_tokens in "
+                    "the sampling arguments",
+                    attempts=1,
+                ) from exc
+            windows = {card.id: _field(card, "max_model_len") for card in cards}
+            window = windows.get(self.model) or next((w for w in windows.values() if w), None)
+            if not isinstance(window, int):
+                raise ModelCallError(
+                    "the server's model list gives no max_model_len, so token-exact mode "
+                    "cannot tell how long a reply may be; give max_tokens in the sampling "
+                    "arguments",
+                    attempts=1,
+                )
+            self._window = window
+        return max(self._window - prompt_length, 1)
 
     async def __call__(
         self, prompt: Messages, sampling_args: dict[str, Any] | None = None
@@ -166,6 +203,8 @@ class TokenExactCaller:
         args = self._args
         if sampling_args is not None and sampling_args is not self._sampling_args:
             args = completion_sampling_args(sampling_args)
+        if args.get("max_tokens") is None:
+            args = {**args, "max_tokens": await self._room(len(ids))}
         raw = await self._inner(ids, args)  # type: ignore[arg-type]  # a token-id prompt
         response = self._chat_response(raw, ids)
         self._messages = [*context, assistant_message(response)]
