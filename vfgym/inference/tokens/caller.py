@@ -147,7 +147,11 @@ class TokenExactCaller:
         self._tools = oai_tools
         self._parse = tool_parser(tool_parser_name)
         self._sampling_args = sampling_args
-        self._args = completion_sampling_args(sampling_args)
+        # With tools, the tool-call markers must reach the text the parser reads: they
+        # are often special tokens, which a completion's text leaves out by default
+        # (vLLM's own tool parsers ask the same of the chat endpoint).
+        self._keep_special = bool(oai_tools) and tool_parser_name != "none"
+        self._args = self._completion_args(sampling_args)
         self._inner = ModelCaller(
             client, model, message_type="completion", sampling_args=self._args, retry=retry
         )
@@ -159,6 +163,12 @@ class TokenExactCaller:
         self._closing: list[int] | None = None
         self._client = client
         self._window: int | None = None
+
+    def _completion_args(self, sampling_args: dict[str, Any] | None) -> dict[str, Any]:
+        args = completion_sampling_args(sampling_args)
+        if self._keep_special:
+            args["extra_body"].setdefault("skip_special_tokens", False)
+        return args
 
     async def _room(self, prompt_length: int) -> int:
         """The tokens left in the context window after a prompt of `prompt_length`.
@@ -202,7 +212,7 @@ class TokenExactCaller:
         ids = await self._prompt_ids(context)
         args = self._args
         if sampling_args is not None and sampling_args is not self._sampling_args:
-            args = completion_sampling_args(sampling_args)
+            args = self._completion_args(sampling_args)
         if args.get("max_tokens") is None:
             args = {**args, "max_tokens": await self._room(len(ids))}
         raw = await self._inner(ids, args)  # type: ignore[arg-type]  # a token-id prompt
