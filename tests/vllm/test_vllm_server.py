@@ -21,7 +21,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-from openai import AsyncOpenAI
+from openai import AsyncOpenAI, OpenAI
 from vllm_process import MAX_MODEL_LEN, VLLMServer
 
 import vfgym as vf
@@ -467,3 +467,43 @@ async def test_chat_mode_compares_every_turn_with_the_servers_ids(
     # A stop string cuts the text inside a token, so chat mode's next prompt is not the
     # sampled ids: the drift is found and split, not hidden.
     assert any(state["token_samples"] > 1 for state in out.state)
+
+
+# ------------------------------------------------------------------ Gymnasium
+
+
+def test_the_gym_adapter_plays_episodes_with_a_policy_calling_vllm(
+    vllm_server: VLLMServer,
+) -> None:
+    import gymnasium as gym
+
+    import vfgym.gym  # noqa: F401  (registers the vfgym/<Name>-v0 ids)
+
+    env = gym.make("vfgym/GuessTheNumber-v0", num_examples=3)
+    policy = OpenAI(base_url=vllm_server.base_url, api_key="EMPTY", max_retries=0)
+    try:
+        for episode in range(3):
+            observation, info = env.reset(seed=episode)
+            steps, done = 0, False
+            while not done:
+                reply = policy.chat.completions.create(
+                    model=vllm_server.model,
+                    messages=info["messages"],
+                    max_tokens=8,
+                    temperature=1.0,
+                    seed=episode * 100 + steps,
+                )
+                action = reply.choices[0].message.content or ""
+                observation, reward, terminated, truncated, info = env.step(action)
+                steps += 1
+                done = terminated or truncated
+                assert isinstance(observation, str) and observation
+            assert steps >= 1
+            assert isinstance(reward, float) and not math.isnan(reward)
+            assert info["messages"][-1]["role"] in ("user", "assistant")
+            # The conversation the policy answered is the one the episode recorded.
+            replies = [m for m in info["messages"] if m["role"] == "assistant"]
+            assert len(replies) == steps
+    finally:
+        env.close()
+        policy.close()
