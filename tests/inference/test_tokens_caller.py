@@ -266,3 +266,21 @@ def test_an_unknown_token_mode_errors_the_rollout_saying_which_there_are() -> No
     with ModelServer(moving_policy).running() as server:
         out = feedback_env("tokens", turns=1).evaluate_sync(server.sync_client(), "vfgym-test")
     assert "token_mode must be one of 'auto', 'exact', 'chat'" in out.state[0]["error"]["message"]
+
+
+def botched_call_policy(prompt: Any) -> str:
+    return '<tool_call>{"name": "add", "arguments": {"a": 2,</tool_call>'
+
+
+def test_a_tool_call_that_does_not_parse_is_kept_as_content_and_reported(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    env = vf.ToolEnv(tools=[add], dataset=[{"prompt": [{"role": "user", "content": "2+3?"}]}])
+    env.token_mode = "exact"
+    with ModelServer(botched_call_policy, tokenizer=ByteTokenizer()).running() as server:
+        out = env.evaluate_sync(server.sync_client(), "vfgym-test")
+    (reply,) = out.completion[0]
+    assert reply["content"] == botched_call_policy("") and "tool_calls" not in reply
+    response = out.state[0]["responses"][0]
+    assert "does not parse" in response.model_extra["tool_call_parse_error"]
+    assert "kept as the message content" in caplog.text

@@ -31,9 +31,12 @@ from vfgym.envs.turn_limits import (
 )
 from vfgym.errors import ContextLengthExceeded, NoModelTurnError, error_record
 from vfgym.inference.messages import assistant_message, completion_text
-from vfgym.inference.tokens.caller import TokenExactCaller
-from vfgym.inference.tokens.mode import TokenMode, checked_token_mode, rollout_caller
-from vfgym.inference.tokens.samples import exact_samples
+from vfgym.inference.tokens.mode import (
+    TokenMode,
+    checked_token_mode,
+    note_token_samples,
+    rollout_caller,
+)
 from vfgym.training.response_ids import response_field
 from vfgym.types import ChatMessage, Info, Messages, ModelResponse, SamplingArgs, State
 
@@ -396,32 +399,6 @@ class MultiTurnEnv(Environment):
             return state["prompt"] + state["completion"]
         return call_inline(self.get_context_messages, state)
 
-    def _note_token_samples(self, state: State, caller: Any) -> None:
-        """Record how the rollout's ids split into exact samples (`token_samples`), and
-        say so when they split: a trainer must never take a drifted turn for exact.
-
-        In token-exact mode the caller counts them; in chat mode the responses' own
-        `prompt_token_ids` (vLLM's `return_token_ids`) are compared turn by turn. With
-        neither, nothing can be said and nothing is recorded.
-        """
-        exact = isinstance(caller, TokenExactCaller)
-        state["token_mode"] = "exact" if exact else "chat"
-        # The server's own ids decide, as they do for process_env_results.
-        grouped = exact_samples(state.get("responses") or [])
-        samples = len(grouped) if grouped else (caller.samples if exact else None)
-        if samples is None:
-            return
-        state["token_samples"] = samples
-        if samples > 1:
-            self.logger.info(
-                "rollout %s: its token ids split into %d exact samples (%s mode): the "
-                "server saw a history other than the sequence kept; process_env_results "
-                "gives one row per sample",
-                state.get("example_id"),
-                samples,
-                state["token_mode"],
-            )
-
     def finish(self, state: State, stop_reason: str) -> None:
         """Mark how the episode ended."""
         state["stop_reason"] = stop_reason
@@ -552,7 +529,7 @@ class MultiTurnEnv(Environment):
             self.finish(state, "error")
             self.logger.warning("rollout %s failed: %s", example_id, state["error"]["message"])
         finally:
-            self._note_token_samples(state, caller)
+            note_token_samples(state, caller, self.logger)
             try:
                 if not self._default_hook("cleanup_state"):
                     await self.call_hook(self.cleanup_state, (state,), kwargs)

@@ -42,6 +42,7 @@ by the named tool parser, hermes by default), `choices[0].logprobs.content`,
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -56,6 +57,8 @@ from vfgym.inference.retry import RetryPolicy
 from vfgym.inference.tokens.render import Renderer
 from vfgym.inference.tokens.tool_parsers import tool_parser
 from vfgym.types import ChatCompletionToolParam, Messages, ModelResponse
+
+logger = logging.getLogger(__name__)
 
 #: Two texts a template renders alike apart from the text itself (see `_closing`).
 _PROBES = ("x", "y")
@@ -301,6 +304,14 @@ class TokenExactCaller:
             "prompt_token_ids": list(prompt_ids) if prompt_ids is not None else list(sent),
             "token_mode": "exact",
         }
+        if not calls and self._keep_special and "<tool_call>" in text:
+            # Left as content, as vLLM's parser leaves it, but said: a call the model
+            # botched must not pass for a plain answer without a trace.
+            body["tool_call_parse_error"] = (
+                "the reply holds a <tool_call> block whose JSON does not parse into "
+                '{"name": ..., "arguments": ...}; it is kept as the message content'
+            )
+            logger.warning("%s: %s", raw.id, body["tool_call_parse_error"])
         return ChatCompletion.model_validate(body)
 
 

@@ -11,6 +11,7 @@ without the subset `caller.py` lists fails the rollout with a clear error) or
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any, Literal
 
 from openai import AsyncOpenAI, OpenAI
@@ -19,6 +20,7 @@ from vfgym.inference.client import ModelCaller
 from vfgym.inference.retry import RetryPolicy
 from vfgym.inference.tokens.caller import TokenExactCaller
 from vfgym.inference.tokens.render import LocalRenderer, Renderer, ServerRenderer
+from vfgym.inference.tokens.samples import exact_samples
 from vfgym.types import ChatCompletionToolParam, MessageType
 
 TokenMode = Literal["auto", "exact", "chat"]
@@ -112,11 +114,39 @@ async def rollout_caller(
     )
 
 
+def note_token_samples(state: dict[str, Any], caller: Any, logger: logging.Logger) -> None:
+    """Record a finished rollout's mode (`token_mode`) and how its ids split into exact
+    samples (`token_samples`), and say so when they split: a trainer must never take
+    a drifted turn for exact.
+
+    The server's own ids decide (`prompt_token_ids`, compared turn by turn), as they
+    do for `process_env_results`; without them a token-exact caller's own count is
+    used, and in chat mode nothing can be said and nothing is recorded.
+    """
+    exact = isinstance(caller, TokenExactCaller)
+    state["token_mode"] = "exact" if exact else "chat"
+    grouped = exact_samples(state.get("responses") or [])
+    samples = len(grouped) if grouped else (caller.samples if exact else None)
+    if not samples:
+        return
+    state["token_samples"] = samples
+    if samples > 1:
+        logger.info(
+            "rollout %s: its token ids split into %d exact samples (%s mode): the server "
+            "saw a history other than the sequence kept; process_env_results gives one "
+            "row per sample",
+            state.get("example_id"),
+            samples,
+            state["token_mode"],
+        )
+
+
 __all__ = [
     "TOKEN_MODES",
     "TokenMode",
     "checked_token_mode",
     "needs_chat_endpoint",
+    "note_token_samples",
     "rollout_caller",
     "serves_token_ids",
 ]
