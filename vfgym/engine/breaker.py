@@ -11,7 +11,11 @@ errored rollout is played again by `--resume`) once the server is back.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from vfgym.errors import ServerUnreachable
@@ -47,6 +51,7 @@ class CircuitBreaker:
         self.base_url = base_url
         self.failures = 0
         self.tripped = False
+        self._trip = asyncio.Event()
 
     def record(self, state: Any) -> None:
         """Count the ended rollout's `state`: a connection failure adds one, any rollout
@@ -55,9 +60,21 @@ class CircuitBreaker:
             self.failures += 1
             if self.failures >= self.threshold and not self.tripped:
                 self.tripped = True
+                self._trip.set()
                 logger.error("%s", self.refusal())
         elif not (isinstance(state, dict) and state.get("error")):
             self.failures = 0
+
+    async def tripped_within(self, seconds: float) -> bool:
+        """Wait `seconds` (a retry's backoff), or less if the breaker trips meanwhile:
+        True when it has tripped, so a rollout retrying a dead server gives up at once
+        instead of sleeping through the rest of its retries."""
+        if not self.tripped:
+            try:
+                await asyncio.wait_for(self._trip.wait(), seconds)
+            except TimeoutError:
+                pass
+        return self.tripped
 
     def refusal(self) -> ServerUnreachable:
         """The error a rollout gets that is not started once the breaker tripped."""
@@ -70,4 +87,30 @@ class CircuitBreaker:
         )
 
 
-__all__ = ["DEFAULT_BREAKER_THRESHOLD", "CircuitBreaker", "connection_failure"]
+#: The breaker of the run the current task belongs to (rollout tasks inherit it), so a
+#: model call's retries can see it trip; None outside a run.
+_RUN_BREAKER: ContextVar[CircuitBreaker | None] = ContextVar("vfgym_run_breaker", default=None)
+
+
+def run_breaker() -> CircuitBreaker | None:
+    """The circuit breaker of the run the calling task belongs to, if any."""
+    return _RUN_BREAKER.get()
+
+
+@contextmanager
+def breaker_of_run(breaker: CircuitBreaker) -> Iterator[None]:
+    """Make `breaker` the run's for the tasks started inside (see `run_breaker`)."""
+    token = _RUN_BREAKER.set(breaker)
+    try:
+        yield
+    finally:
+        _RUN_BREAKER.reset(token)
+
+
+__all__ = [
+    "DEFAULT_BREAKER_THRESHOLD",
+    "CircuitBreaker",
+    "breaker_of_run",
+    "connection_failure",
+    "run_breaker",
+]

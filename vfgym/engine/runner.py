@@ -39,7 +39,7 @@ from vfgym.engine.batch_results import (
     metric_columns,
     summarize,
 )
-from vfgym.engine.breaker import DEFAULT_BREAKER_THRESHOLD, CircuitBreaker
+from vfgym.engine.breaker import DEFAULT_BREAKER_THRESHOLD, CircuitBreaker, breaker_of_run
 from vfgym.engine.clients import as_async_client, loop_local_client
 from vfgym.engine.gcpolicy import AUTO_FREEZE_ROLLOUTS, frozen_gc
 from vfgym.engine.launch import launch, progress_bar
@@ -333,7 +333,8 @@ async def run_batch(
                 writer.metadata["resumed_rollouts"] = n - len(pending)
             freeze = len(pending) >= AUTO_FREEZE_ROLLOUTS if gc_freeze is None else gc_freeze
             async with frozen_gc(freeze):
-                await launch(run_in_group if grouped else run_one, pending, workers)
+                with breaker_of_run(breaker):
+                    await launch(run_in_group if grouped else run_one, pending, workers)
             status = _final_status(states, breaker)
             if writer is not None:
                 writer.close(status, summarize(rewards, states))
