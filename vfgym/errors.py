@@ -7,6 +7,8 @@ keeps working. Every message says what went wrong and what to do.
 
     VFGymError
     ├── ModelCallError                    the model server failed, even after retries
+    │   ├── NoModelTurnError              the first prompt never fit: no model turn at all
+    │   └── ServerUnreachable             the run's circuit breaker gave up on the server
     ├── ContextLengthExceeded             the conversation outgrew the context window
     ├── TokenBudgetExhausted              a rollout spent its completion-token budget
     ├── ResultCallbackError (RuntimeError)     an `on_result` callback raised
@@ -85,6 +87,27 @@ class ModelCallError(VFGymError):
         super().__init__(message)
         self.attempts = attempts
         self.cause = cause
+
+
+class NoModelTurnError(ModelCallError):
+    """The rollout's first prompt does not fit the context window: the model never answered.
+
+    Not a wrong answer but a rollout that never ran, so it ends errored (reward NaN),
+    with the server's message in `state["error"]`; shorten the prompt or serve the
+    model with a longer window (vLLM's --max-model-len).
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, attempts=1)
+
+
+class ServerUnreachable(ModelCallError):
+    """The run stopped sending work to a model server that refused every connection.
+
+    Raised for the rollouts left after N consecutive connection failures (the
+    circuit breaker); the finished ones are in the results directory, and the run
+    resumes from there once the server is back (`vfgym eval ... --resume`).
+    """
 
 
 class ContextLengthExceeded(VFGymError):

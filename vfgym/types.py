@@ -161,9 +161,10 @@ class RolloutScores(ColumnsModel, ScoresFromJSON):
 class ProcessedOutputs(ColumnsModel):
     """Token-level training data: ids, masks and logprobs per rollout.
 
-    Every column has one row per rollout, and each mask (and the logprobs) is as
-    long as its ids: a trainer zips them token by token, so a short row would mask
-    the wrong tokens with no sign of it. That is checked when the model is built.
+    Every column has one row per rollout (per exact sample, see `rollout_index`), and
+    each mask (and the logprobs) is as long as its ids: a trainer zips them token by
+    token, so a short row would mask the wrong tokens with no sign of it. That is
+    checked when the model is built.
     `is_truncated`, which the reference does not list, is all False when not given.
     """
 
@@ -174,12 +175,17 @@ class ProcessedOutputs(ColumnsModel):
     completion_logprobs: list[list[float]]
     rewards: list[float]
     is_truncated: list[bool] = Field(default_factory=list)
+    #: The rollout each row came from: a rollout whose ids split into several exact
+    #: samples gives several rows (see `process_env_results`). 0..n-1 when not given.
+    rollout_index: list[int] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _columns_line_up(self) -> ProcessedOutputs:
         n = len(self.prompt_ids)
         if not self.is_truncated and "is_truncated" not in self.model_fields_set:
             self.is_truncated = [False] * n
+        if not self.rollout_index and "rollout_index" not in self.model_fields_set:
+            self.rollout_index = list(range(n))
         _check_rows(self, n)
         for k in range(n):
             _check_tokens(self, k, "prompt_ids", ("prompt_mask",))

@@ -8,6 +8,7 @@ from typing import Any
 import datasets
 import pytest
 
+from vfgym.engine.seeds import rollout_seed
 from vfgym.engine.state import new_state
 from vfgym.envs import MultiTurnEnv, SingleTurnEnv
 from vfgym.rubrics import Rubric
@@ -301,7 +302,7 @@ async def test_cleanup_runs_once_on_normal_end_and_on_error(model_server) -> Non
     assert failed["stop_reason"] == "error" and failed["is_truncated"] is False
     assert "error" not in ok and "error" not in ok2
     assert out.metadata["num_errored"] == 1
-    assert out.metadata["status"] == "complete"
+    assert out.metadata["status"] == "complete_with_errors"
 
 
 async def test_cleanup_runs_once_when_the_rollout_is_cancelled(model_server) -> None:
@@ -417,7 +418,7 @@ async def test_sampling_args_reach_the_server(model_server) -> None:
     assert "max_tokens" not in body
     assert body["top_k"] == 50
     assert body["min_p"] == 0.05
-    assert body["seed"] == 11
+    assert body["seed"] == rollout_seed(11, 0)  # the rollout's own, derived from the given one
     assert body["skip_special_tokens"] is False
     assert body["logprobs"] is True and body["top_logprobs"] == 5
     assert body["guided_decoding"] == {"regex": r"\d+"}

@@ -298,7 +298,9 @@ async def test_a_429_that_says_do_not_retry_is_not_retried(scripted) -> None:
 
 
 @pytest.mark.usefixtures("client_path")
-async def test_vllms_decoder_prompt_overflow_ends_the_rollout_as_truncated(scripted) -> None:
+async def test_vllms_decoder_prompt_overflow_errors_a_rollout_with_no_model_turn(
+    scripted,
+) -> None:
     """vLLM's engine words an overflowing prompt differently from its OpenAI layer."""
     message = (
         "The decoder prompt (length 5000) is longer than the maximum model length of 4096. "
@@ -309,10 +311,11 @@ async def test_vllms_decoder_prompt_overflow_ends_the_rollout_as_truncated(scrip
     env = SingleTurnEnv(dataset=[{"question": "q", "answer": "a"}], rubric=rubric, retry=FAST)
     out = await env.evaluate(server.client(), "m")
     state = out.state[0]
-    assert "error" not in state
-    assert state["stop_reason"] == "context_length"
-    assert state["is_truncated"] is True
-    assert out.reward == [1.0]  # scored, not errored
+    assert state["error"]["type"] == "NoModelTurnError"
+    assert "decoder prompt (length 5000)" in state["error"]["message"]  # the server's words
+    assert state["stop_reason"] == "error"
+    assert state["prompt_too_long"] is True
+    assert math.isnan(out.reward[0])  # errored, never scored
     assert len(server.times) == 1
 
 

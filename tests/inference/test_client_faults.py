@@ -85,7 +85,7 @@ async def test_a_server_that_keeps_failing_errors_that_rollout_only(
     assert [out.reward[0], out.reward[2]] == [1.0, 1.0]
     assert out.metadata["num_errored"] == 1
     assert out.metadata["avg_reward"] == 1.0
-    assert out.metadata["status"] == "complete"
+    assert out.metadata["status"] == "complete_with_errors"  # says the run had errors
     cursed = [r for r in server.requests if r["messages"][-1]["content"] == "cursed"]
     assert len(cursed) == 1
 
@@ -159,21 +159,22 @@ def test_backoff_grows_and_is_capped() -> None:
 # -- context overflow --------------------------------------------------------------------
 
 
-async def test_context_overflow_on_the_first_turn_is_truncation(
+async def test_context_overflow_on_the_first_turn_is_an_errored_rollout(
     model_server, client_path: ClientPath, fast_retry
 ) -> None:
+    """A prompt that never fit is no wrong answer: the rollout errored (reward NaN), and
+    the server's message is kept."""
     server = await model_server(shout, max_model_len=64)
     env = make_env(fast_retry, ("x" * 100, "short"))
     out = await env.evaluate(client_path.client(server), "m")
     long = out.state[0]
-    assert long["stop_reason"] == "context_length"
-    assert long["is_truncated"] is True
+    assert long["stop_reason"] == "error"
     assert long["prompt_too_long"] is True
-    assert "error" not in long
+    assert long["error"]["type"] == "NoModelTurnError"
+    assert "maximum context length is 64 tokens" in long["error"]["message"]
     assert out.completion[0] == []
-    assert out.reward == [0.0, 1.0]  # scored, not errored
-    assert out.metadata["num_errored"] == 0
-    assert out.metadata["num_truncated"] == 1
+    assert math.isnan(out.reward[0]) and out.reward[1] == 1.0  # not scored 0.0
+    assert out.metadata["num_errored"] == 1
     assert len(server.requests) == 2  # no retries of an overflow
 
 
@@ -198,7 +199,7 @@ async def test_context_overflow_later_in_the_episode_keeps_the_turns(
     assert len(server.requests) == state["turn"] + 1
 
 
-async def test_an_injected_context_error_ends_the_rollout_as_truncated(
+async def test_an_injected_context_error_on_the_first_turn_errors_the_rollout(
     model_server, client_path: ClientPath, fast_retry
 ) -> None:
     server = await model_server(shout)
@@ -207,8 +208,8 @@ async def test_an_injected_context_error_ends_the_rollout_as_truncated(
         await request_model_response(client_path.client(server), "m", HELLO, retry=fast_retry)
     server.inject_faults("context")
     _, state = await make_env(fast_retry).rollout(client_path.client(server), "m", HELLO)
-    assert state["stop_reason"] == "context_length"
-    assert "error" not in state
+    assert state["stop_reason"] == "error"
+    assert state["error"]["type"] == "NoModelTurnError"
 
 
 async def test_max_tokens_past_the_window_is_shrunk_to_what_fits(

@@ -24,7 +24,8 @@ async def test_a_sync_client_keeps_its_own_http_client_in_evaluate(model_server)
     try:
         out = await SingleTurnEnv(dataset=ROWS).evaluate(client, "m")
         assert all("error" not in state for state in out.state)
-        assert seen == ["/v1/chat/completions"] * 2
+        # (the model list first: token_mode "auto" asks once whether the server is a vLLM)
+        assert seen == ["/v1/models"] + ["/v1/chat/completions"] * 2
         # The caller's client is still open for its own use.
         assert (await asyncio.to_thread(client.models.list)).data
     finally:
@@ -41,7 +42,7 @@ def test_a_sync_client_keeps_its_own_http_client_in_evaluate_sync() -> None:
         try:
             out = SingleTurnEnv(dataset=ROWS).evaluate_sync(client, "m")
             assert all("error" not in state for state in out.state), out.state
-            assert seen == ["/v1/chat/completions"] * 2
+            assert seen == ["/v1/models"] + ["/v1/chat/completions"] * 2
         finally:
             client.close()
 

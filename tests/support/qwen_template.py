@@ -138,6 +138,57 @@ class QwenStyleTokenizer:
         return render_qwen_style(conversation, tools, add_generation_prompt)
 
 
+class SamplingQwenStyleTokenizer(QwenStyleTokenizer):
+    """The server's side of the same vocabulary: a reply ends with `<|im_end|>`.
+
+    A real model ends its turn by sampling the end-of-turn token, and vLLM returns
+    it in `token_ids` while leaving it out of the text. The loopback server turns
+    a reply's text into ids with `encode`, so here `encode` adds that token.
+    """
+
+    def encode(self, text: str, add_special_tokens: bool = False, **_: Any) -> list[int]:
+        return [*self.text_ids(text), IM_END]
+
+
+MERGED = 10  # a reserved id of the byte vocabulary, standing for the two bytes "ve"
+
+
+V, E = (BYTES.encode(c)[0] for c in "ve")
+
+
+def merge_ve(ids: list[int]) -> list[int]:
+    """Byte ids with every "v" "e" pair merged into MERGED, as a BPE vocabulary would."""
+    out: list[int] = []
+    for tid in ids:
+        if out and out[-1] == V and tid == E:
+            out[-1] = MERGED
+        else:
+            out.append(tid)
+    return out
+
+
+class MergingQwenTokenizer(QwenStyleTokenizer):
+    """Qwen's template over a vocabulary whose canonical encoding merges "ve"."""
+
+    def text_ids(self, text: str) -> list[int]:
+        return merge_ve(super().text_ids(text))
+
+    def decode(self, ids: Any, skip_special_tokens: bool = False, **_: Any) -> str:
+        spelled: list[int] = []
+        for tid in ids:
+            spelled += [V, E] if tid == MERGED else [tid]
+        return super().decode(spelled, skip_special_tokens=skip_special_tokens)
+
+
+class UnmergedSamplingTokenizer(MergingQwenTokenizer):
+    """The server's side: prompts are rendered canonically, but the model samples "v" and
+    "e" as two tokens (a non-canonical tokenization, which sampling produces) and ends
+    its turn with `<|im_end|>`."""
+
+    def encode(self, text: str, add_special_tokens: bool = False, **_: Any) -> list[int]:
+        return [*QwenStyleTokenizer.text_ids(self, text), IM_END]
+
+
 class FeedbackEnv(vf.MultiTurnEnv):
     """Answers every model turn, the last one too, with a user message (a game's feedback)."""
 

@@ -16,8 +16,12 @@ import pytest
 from openai.types.chat import ChatCompletion
 from qwen_template import (
     IM_END,
+    MERGED,
     FeedbackEnv,
+    MergingQwenTokenizer,
     QwenStyleTokenizer,
+    SamplingQwenStyleTokenizer,
+    UnmergedSamplingTokenizer,
     feedback,
     plain_policy,
     render_qwen_style,
@@ -31,18 +35,6 @@ from vfgym.inference.server import ByteTokenizer, ModelServer
 from vfgym.training.processing import ServerTokenizer, response_tokens
 
 WANT_IDS = {"extra_body": {"return_token_ids": True}, "logprobs": True}
-
-
-class SamplingQwenStyleTokenizer(QwenStyleTokenizer):
-    """The server's side of the same vocabulary: a reply ends with `<|im_end|>`.
-
-    A real model ends its turn by sampling the end-of-turn token, and vLLM returns
-    it in `token_ids` while leaving it out of the text. The loopback server turns
-    a reply's text into ids with `encode`, so here `encode` adds that token.
-    """
-
-    def encode(self, text: str, add_special_tokens: bool = False, **_: Any) -> list[int]:
-        return [*self.text_ids(text), IM_END]
 
 
 QWEN = QwenStyleTokenizer()
@@ -84,6 +76,23 @@ def prompt_token_ids(response: Any) -> list[int]:
     return list(response.model_extra["prompt_token_ids"])
 
 
+def sampled_ids_only(states: Sequence[vf.State]) -> list[vf.State]:
+    """The states as a server that reports only the sampled ids leaves them (no
+    `prompt_token_ids`): processing then has to place the environment's ids by the
+    template itself, which is what these tests check. With the prompt ids, a
+    rewritten history splits the rollout into exact samples instead (see
+    test_processing_samples.py)."""
+    stripped = []
+    for state in states:
+        responses = []
+        for response in state["responses"]:
+            copy = response.model_copy(deep=True)
+            copy.model_extra.pop("prompt_token_ids", None)
+            responses.append(copy)
+        stripped.append({**state, "responses": responses})
+    return stripped
+
+
 def server_tokenizer(server: ModelServer, remote: bool) -> Any:
     return ServerTokenizer(server.base_url, "vfgym-test") if remote else QWEN
 
@@ -100,7 +109,7 @@ def test_stripped_reasoning_keeps_the_model_ids_and_places_the_env_ids(
     processed = env.process_env_results(
         out.prompt,
         out.completion,
-        out.state,
+        sampled_ids_only(out.state),
         out.reward,
         server_tokenizer(thinking_server, remote),
         mask_env_responses=True,
@@ -136,7 +145,12 @@ def test_a_turn_cut_by_max_tokens_leaves_the_end_of_turn_token_to_the_template(
     responses = out.state[0]["responses"]
     assert [r.choices[0].finish_reason for r in responses] == ["length", "length"]
     processed = env.process_env_results(
-        out.prompt, out.completion, out.state, out.reward, QWEN, mask_env_responses=True
+        out.prompt,
+        out.completion,
+        sampled_ids_only(out.state),
+        out.reward,
+        QWEN,
+        mask_env_responses=True,
     )
     first, second = (list(r.choices[0].token_ids) for r in responses)
     assert QWEN.decode(first).endswith("move ")  # cut inside the answer
@@ -167,7 +181,12 @@ def test_two_model_turns_stripped_by_one_user_message(thinking_server: ModelServ
     responses = out.state[0]["responses"]
     assert "plan 1" not in QWEN.decode(prompt_token_ids(responses[2]))
     processed = env.process_env_results(
-        out.prompt, out.completion, out.state, out.reward, QWEN, mask_env_responses=True
+        out.prompt,
+        out.completion,
+        sampled_ids_only(out.state),
+        out.reward,
+        QWEN,
+        mask_env_responses=True,
     )
     first, second, third = (list(r.choices[0].token_ids) for r in responses)
     header = QWEN.encode("\n<|im_start|>assistant\n")
@@ -206,7 +225,11 @@ def test_a_template_that_recloses_a_rewritten_turn_is_refused(
     env, out = play_feedback(thinking_server, turns=2)
     with pytest.raises(TemplateAlignmentError, match="closes an assistant turn the same way"):
         env.process_env_results(
-            out.prompt, out.completion, out.state, out.reward, ReclosingTokenizer()
+            out.prompt,
+            out.completion,
+            sampled_ids_only(out.state),
+            out.reward,
+            ReclosingTokenizer(),
         )
 
 
@@ -294,45 +317,6 @@ class IntroEnv(vf.MultiTurnEnv):
         return [{"role": "user", "content": "feedback"}], state
 
 
-MERGED = 10  # a reserved id of the byte vocabulary, standing for the two bytes "ve"
-
-
-V, E = (TOKENIZER.encode(c)[0] for c in "ve")
-
-
-def merge_ve(ids: list[int]) -> list[int]:
-    """Byte ids with every "v" "e" pair merged into MERGED, as a BPE vocabulary would."""
-    out: list[int] = []
-    for tid in ids:
-        if out and out[-1] == V and tid == E:
-            out[-1] = MERGED
-        else:
-            out.append(tid)
-    return out
-
-
-class MergingQwenTokenizer(QwenStyleTokenizer):
-    """Qwen's template over a vocabulary whose canonical encoding merges "ve"."""
-
-    def text_ids(self, text: str) -> list[int]:
-        return merge_ve(super().text_ids(text))
-
-    def decode(self, ids: Any, skip_special_tokens: bool = False, **_: Any) -> str:
-        spelled: list[int] = []
-        for tid in ids:
-            spelled += [V, E] if tid == MERGED else [tid]
-        return super().decode(spelled, skip_special_tokens=skip_special_tokens)
-
-
-class UnmergedSamplingTokenizer(MergingQwenTokenizer):
-    """The server's side: prompts are rendered canonically, but the model samples "v" and
-    "e" as two tokens (a non-canonical tokenization, which sampling produces) and ends
-    its turn with `<|im_end|>`."""
-
-    def encode(self, text: str, add_special_tokens: bool = False, **_: Any) -> list[int]:
-        return [*QwenStyleTokenizer.text_ids(self, text), IM_END]
-
-
 class PrefilledTextEnv(vf.MultiTurnEnv):
     """A completion-mode game that opens the completion with text of its own."""
 
@@ -411,7 +395,12 @@ def test_a_non_canonical_sampled_tokenization_keeps_the_newline_after_the_end_of
     assert not state.get("error"), state.get("error")
     responses = state["responses"]
     processed = env.process_env_results(
-        out.prompt, out.completion, out.state, out.reward, merging, mask_env_responses=True
+        out.prompt,
+        out.completion,
+        sampled_ids_only(out.state),
+        out.reward,
+        merging,
+        mask_env_responses=True,
     )
     want_ids: list[int] = []
     want_mask: list[int] = []

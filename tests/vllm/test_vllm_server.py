@@ -21,11 +21,12 @@ from typing import Any
 
 import aiohttp
 import pytest
-from openai import AsyncOpenAI
+from openai import AsyncOpenAI, OpenAI
 from transport_paths import ClientPath, client_path_fixture  # noqa: F401  (the fixture)
 from vllm_process import MAX_MODEL_LEN, VLLMServer
 
 import vfgym as vf
+from vfgym.engine.seeds import rollout_seed
 from vfgym.training.processing import ServerTokenizer, response_field
 
 #: Asks vLLM for the prompt's and the answer's token ids with every response.
@@ -62,7 +63,8 @@ def chat_messages(completion: Any) -> list[dict[str, Any]]:
 
 
 def sampled_ids(response: Any) -> tuple[list[int], list[int]]:
-    """A vLLM chat response's prompt ids and generated ids (with `return_token_ids`)."""
+    """The prompt ids vLLM generated from and the ids it generated, as its response says
+    (`return_token_ids`; in token-exact mode the completion's own, kept on the response)."""
     prompt_ids = response_field(response, "prompt_token_ids")
     generated = response_field(response.choices[0], "token_ids")
     assert prompt_ids and generated is not None, "vLLM sent no token ids"
@@ -143,7 +145,7 @@ async def test_the_request_carries_the_sampling_args_given(
         "temperature=0.37",
         "top_p=0.83",
         "top_k=17",
-        "seed=4242",
+        f"seed={rollout_seed(4242, 0)}",  # the rollout's own, derived from the given one
         "frequency_penalty=0.25",
         "max_tokens=9",
     ):
@@ -195,7 +197,7 @@ def end_of_turn(server: VLLMServer) -> int:
     return next(token["id"] for token in added if token["content"] == "<|im_end|>")
 
 
-async def test_a_prompt_longer_than_the_window_ends_the_rollout_truncated(
+async def test_a_prompt_longer_than_the_window_errors_the_rollout(
     vllm_server: VLLMServer,
     client: AsyncOpenAI,
 ) -> None:
@@ -203,17 +205,17 @@ async def test_a_prompt_longer_than_the_window_ends_the_rollout_truncated(
     question = " ".join(f"{words[i % len(words)]}{i}" for i in range(3000))
     with ServerTokenizer(vllm_server.base_url, vllm_server.model) as tokenizer:
         assert len(tokenizer.encode(question)) > MAX_MODEL_LEN  # really past the window
-    env = one_question_env(question)
+    env = one_question_env(question, copies=2)
     out = await env.evaluate(client, vllm_server.model, sampling_args=SHORT)
-    (state,) = out.state
-    # vfgym today: vLLM's 400 "maximum context length" is read as a context overflow and
-    # the rollout ends truncated (not errored), with no model reply and its reward scored.
-    # Issue 28 revisits this (a trainer must tell "never started" from "cut short").
-    assert state.get("error") is None
-    assert state["stop_reason"] == "context_length"
-    assert state["is_truncated"] is True
+    # A rollout the model never answered is no wrong answer: errored, reward NaN, vLLM's
+    # own message kept; the batch completes.
+    for state, reward in zip(out.state, out.reward, strict=True):
+        assert state["stop_reason"] == "error"
+        assert state["error"]["type"] == "NoModelTurnError"
+        assert str(MAX_MODEL_LEN) in state["error"]["message"]  # vLLM's words, kept
+        assert math.isnan(reward)
     assert out.completion[0] == []
-    assert not math.isnan(out.reward[0])
+    assert out.metadata["status"] == "complete_with_errors"
 
 
 # ------------------------------------------------------------------ concurrency
@@ -323,51 +325,187 @@ async def test_single_turn_ids_equal_the_servers_prompt_and_sampled_ids(
         assert len(processed.completion_logprobs[row]) == len(generated)
 
 
-def _multi_turn_env() -> vf.MultiTurnEnv:
-    """A three-turn conversation: the environment answers every reply with a fixed line."""
+class Echo(vf.MultiTurnEnv):
+    """A five-turn conversation: the environment answers every reply with a fixed line."""
 
-    class Echo(vf.MultiTurnEnv):
-        async def is_completed(self, messages: Any, state: vf.State, **kwargs: Any) -> bool:
-            return state["turn"] >= 3
+    async def is_completed(self, messages: Any, state: vf.State, **kwargs: Any) -> bool:
+        return state["turn"] >= 5
 
-        def env_response(self, messages: Any, state: vf.State, **kwargs: Any) -> Any:
-            return [{"role": "user", "content": "Go on."}], state
-
-    return Echo(dataset=[{"prompt": [{"role": "user", "content": "Tell me a story."}]}])
+    def env_response(self, messages: Any, state: vf.State, **kwargs: Any) -> Any:
+        return [{"role": "user", "content": "Go on."}], state
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 28 (token-exact mode): vfgym renders turn k's prompt from the "
-    "conversation's text, so its ids up to turn k are not the ids vLLM was sent "
-    "(prompt_token_ids) once a reply's text retokenizes differently",
-)
-async def test_multi_turn_ids_up_to_each_turn_equal_that_turns_prompt_ids(
-    vllm_server: VLLMServer,
-    client: AsyncOpenAI,
-) -> None:
-    env = _multi_turn_env()
-    out = await env.evaluate(
-        client,
-        vllm_server.model,
-        sampling_args={
-            "max_tokens": 24,
-            "temperature": 1.0,
-            "seed": 7,
-            # Leans the noise towards ending its turn, so turns end as a model's would.
-            "logit_bias": {str(end_of_turn(vllm_server)): 6},
-            **TOKEN_IDS,
-        },
-    )
-    (state,) = out.state
-    assert state.get("error") is None
-    assert len(state["responses"]) == 3
-    with ServerTokenizer(vllm_server.base_url, vllm_server.model) as tokenizer:
-        processed = env.process_env_results(
-            out.prompt, out.completion, out.state, out.reward, tokenizer
+def assert_every_turn_exact(processed: vf.ProcessedOutputs, state: vf.State, rollout: int) -> None:
+    """For every turn, the ids vLLM reports it generated from (`prompt_token_ids`) and
+    sampled (`token_ids`) are a prefix of the row `process_env_results` gives for it;
+    the mask is 1 exactly on the sampled ids and their logprobs are the server's."""
+    rows = [k for k, index in enumerate(processed.rollout_index) if index == rollout]
+    assert len(rows) == state["token_samples"]
+    sampled: list[int] = []
+    logprobs: list[float] = []
+    for k in rows:
+        triples = zip(
+            processed.completion_ids[k],
+            processed.completion_mask[k],
+            processed.completion_logprobs[k],
+            strict=True,
         )
-    sequence = processed.prompt_ids[0] + processed.completion_ids[0]
+        for token, mask, logprob in triples:
+            if mask:
+                sampled.append(token)
+                logprobs.append(logprob)
+    position = 0
     for turn, response in enumerate(state["responses"]):
         prompt_ids, generated = sampled_ids(response)
         seen = prompt_ids + generated
-        assert sequence[: len(seen)] == seen, f"turn {turn}: vfgym's ids drift from vLLM's"
+        owners = [
+            k
+            for k in rows
+            if (processed.prompt_ids[k] + processed.completion_ids[k])[: len(seen)] == seen
+        ]
+        assert owners, f"turn {turn}: vfgym's ids are not the ids vLLM generated from"
+        assert sampled[position : position + len(generated)] == generated
+        served = [entry.logprob for entry in response.choices[0].logprobs.content]
+        assert logprobs[position : position + len(generated)] == pytest.approx(served)
+        position += len(generated)
+    assert position == len(sampled), "a token with mask 1 that the model did not sample"
+
+
+async def play_and_check(
+    env: vf.MultiTurnEnv, server: VLLMServer, client: AsyncOpenAI, args: dict[str, Any]
+) -> Any:
+    """Evaluate `env` against vLLM and check every turn of every rollout is token-exact."""
+    out = await env.evaluate(client, server.model, sampling_args=args, rollouts_per_example=2)
+    with ServerTokenizer(server.base_url, server.model) as tokenizer:
+        processed = env.process_env_results(
+            out.prompt, out.completion, out.state, out.reward, tokenizer, mask_env_responses=True
+        )
+    for rollout, state in enumerate(out.state):
+        assert state.get("error") is None, state.get("error")
+        assert state["token_mode"] == "exact"  # the default against vLLM
+        assert state["token_samples"] == 1  # ChatML keeps the prefix: one exact sample
+        assert_every_turn_exact(processed, state, rollout)
+    return out
+
+
+def echo_env() -> Echo:
+    return Echo(dataset=[{"prompt": [{"role": "user", "content": "Tell me a story."}]}])
+
+
+async def test_five_turn_rollouts_are_token_exact(
+    vllm_server: VLLMServer, client: AsyncOpenAI
+) -> None:
+    args = {
+        "max_tokens": 24,
+        "temperature": 1.0,
+        "seed": 7,
+        # Leans the noise towards ending its turn, so turns end as a model's would.
+        "logit_bias": {str(end_of_turn(vllm_server)): 4},
+    }
+    out = await play_and_check(echo_env(), vllm_server, client, args)
+    assert all(len(state["responses"]) == 5 for state in out.state)
+    # The two copies of the example got seeds of their own, so they differ.
+    assert out.completion[0] != out.completion[1]
+
+
+async def test_rollouts_cut_by_a_stop_string_are_token_exact(
+    vllm_server: VLLMServer, client: AsyncOpenAI
+) -> None:
+    # A stop string ends the text inside a token vLLM keeps whole in token_ids; the next
+    # turn is sent those ids, never the cut text re-tokenized.
+    args = {"max_tokens": 24, "temperature": 1.0, "seed": 3, "stop": ["e", "a"]}
+    out = await play_and_check(echo_env(), vllm_server, client, args)
+    finishes = {r.choices[0].finish_reason for s in out.state for r in s["responses"]}
+    assert "stop" in finishes
+
+
+#: A hermes tool call of the calculator, as the tiny model's template writes one.
+CALL_REGEX = (
+    r'<tool_call>\n\{"name": "calculator", "arguments": '
+    r'\{"expression": "[1-9] \+ [1-9]"\}\}\n</tool_call>'
+)
+
+
+async def test_hermes_tool_calls_are_parsed_run_and_token_exact(
+    vllm_server: VLLMServer, client: AsyncOpenAI
+) -> None:
+    # Random weights call no tool on their own: vLLM's structured outputs force the text
+    # of a hermes call, which vfgym parses from the sampled text, runs, and answers.
+    env = vf.load_environment("calculator", num_examples=1, max_turns=3, seed=0)
+    args = {
+        "max_tokens": 60,
+        "logit_bias": {str(end_of_turn(vllm_server)): 5},
+        "extra_body": {"structured_outputs": {"regex": CALL_REGEX}},
+    }
+    out = await play_and_check(env, vllm_server, client, args)
+    for completion in out.completion:
+        calls = [m for m in chat_messages(completion) if m.get("tool_calls")]
+        results = [m for m in chat_messages(completion) if m["role"] == "tool"]
+        assert calls and len(results) == len(calls)
+        for call_turn, result in zip(calls, results, strict=True):
+            (call,) = call_turn["tool_calls"]
+            expression = json.loads(call["function"]["arguments"])["expression"]
+            assert result["tool_call_id"] == call["id"]
+            assert result["content"] == str(eval(expression))  # the tool really ran
+
+
+async def test_chat_mode_compares_every_turn_with_the_servers_ids(
+    vllm_server: VLLMServer, client: AsyncOpenAI
+) -> None:
+    """Chat mode re-renders the history from text; with return_token_ids vfgym checks
+    each turn against its sequence, and splits where vLLM saw something else."""
+    env = echo_env()
+    env.token_mode = "chat"
+    args = {"max_tokens": 24, "seed": 11, "stop": ["e"], "logprobs": True, **TOKEN_IDS}
+    out = await env.evaluate(client, vllm_server.model, sampling_args=args, rollouts_per_example=2)
+    with ServerTokenizer(vllm_server.base_url, vllm_server.model) as tokenizer:
+        processed = env.process_env_results(
+            out.prompt, out.completion, out.state, out.reward, tokenizer, mask_env_responses=True
+        )
+    for rollout, state in enumerate(out.state):
+        assert state["token_mode"] == "chat"
+        assert state["token_samples"] >= 1
+        assert_every_turn_exact(processed, state, rollout)
+    # A stop string cuts the text inside a token, so chat mode's next prompt is not the
+    # sampled ids: the drift is found and split, not hidden.
+    assert any(state["token_samples"] > 1 for state in out.state)
+
+
+# ------------------------------------------------------------------ Gymnasium
+
+
+def test_the_gym_adapter_plays_episodes_with_a_policy_calling_vllm(
+    vllm_server: VLLMServer,
+) -> None:
+    import gymnasium as gym
+
+    import vfgym.gym  # noqa: F401  (registers the vfgym/<Name>-v0 ids)
+
+    env = gym.make("vfgym/GuessTheNumber-v0", num_examples=3)
+    policy = OpenAI(base_url=vllm_server.base_url, api_key="EMPTY", max_retries=0)
+    try:
+        for episode in range(3):
+            observation, info = env.reset(seed=episode)
+            steps, done = 0, False
+            while not done:
+                reply = policy.chat.completions.create(
+                    model=vllm_server.model,
+                    messages=info["messages"],
+                    max_tokens=8,
+                    temperature=1.0,
+                    seed=episode * 100 + steps,
+                )
+                action = reply.choices[0].message.content or ""
+                observation, reward, terminated, truncated, info = env.step(action)
+                steps += 1
+                done = terminated or truncated
+                assert isinstance(observation, str) and observation
+            assert steps >= 1
+            assert isinstance(reward, float) and not math.isnan(reward)
+            assert info["messages"][-1]["role"] in ("user", "assistant")
+            # The conversation the policy answered is the one the episode recorded.
+            replies = [m for m in info["messages"] if m["role"] == "assistant"]
+            assert len(replies) == steps
+    finally:
+        env.close()
+        policy.close()

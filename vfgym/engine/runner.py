@@ -39,9 +39,11 @@ from vfgym.engine.batch_results import (
     metric_columns,
     summarize,
 )
+from vfgym.engine.breaker import DEFAULT_BREAKER_THRESHOLD, CircuitBreaker, breaker_of_run
 from vfgym.engine.clients import as_async_client, loop_local_client
 from vfgym.engine.gcpolicy import AUTO_FREEZE_ROLLOUTS, frozen_gc
 from vfgym.engine.launch import launch, progress_bar
+from vfgym.engine.seeds import seeded_sampling_args
 from vfgym.engine.state import errored_state
 from vfgym.errors import error_record
 from vfgym.results.jsonl import ResultsWriter, inputs_digest, make_record
@@ -83,6 +85,7 @@ async def run_batch(
     on_result: Callable[[dict[str, Any]], Awaitable[None] | None] | None = None,
     gc_freeze: bool | None = None,
     remote: RemoteGroups | None = None,
+    max_connection_failures: int = DEFAULT_BREAKER_THRESHOLD,
 ) -> GenerateOutputs:
     """Run, score and record every input row, once each; see `Environment.generate`.
 
@@ -100,6 +103,13 @@ async def run_batch(
     chained from the first). A callback therefore cannot stop a batch by raising;
     cancel the task running it instead. Rollouts restored by `resume` are not
     offered to it again.
+
+    A `seed` in the sampling arguments seeds each rollout with its own seed derived
+    from it and the rollout's index (see `vfgym.engine.seeds`): copies differ, a
+    rerun repeats. After `max_connection_failures` rollouts in a row could not reach
+    the server, the rollouts not yet started end errored at once (see
+    `vfgym.engine.breaker`) and the run's status is "stopped"; it is "complete" when
+    no rollout errored and "complete_with_errors" otherwise.
 
     `gc_freeze` keeps garbage-collector pauses short while the batch runs (see
     `vfgym.engine.gcpolicy`); None turns it on for batches of 1,000 rollouts or more.
@@ -147,12 +157,14 @@ async def run_batch(
     rewards: list[float] = [NAN] * n
     metrics: list[dict[str, float]] = [{}] * n
 
+    merged_args = env.merged_sampling_args(sampling_args)
+    breaker = CircuitBreaker(max_connection_failures, str(aclient.base_url))
     metadata = {
         "env_id": env.env_id,
         "env_args": env.env_args,
         "model": model,
         "base_url": str(aclient.base_url),
-        "sampling_args": env.merged_sampling_args(sampling_args),
+        "sampling_args": merged_args,
         "num_inputs": n,
         "rollouts_per_example": per,
         "num_examples": n // per,
@@ -200,8 +212,19 @@ async def run_batch(
         # passes its `completions`: the rollout continues from it.
         opening = row.get("completion")
         async with limit:
+            if breaker.tripped:  # the server is gone: no request, no retries
+                state = errored_state(
+                    env.message_type,
+                    prompt,
+                    row["answer"],
+                    row["task"],
+                    row["info"],
+                    row["example_id"],
+                    breaker.refusal(),
+                )
+                return state["completion"], state
             try:
-                return await env.rollout(
+                played = await env.rollout(
                     aclient,
                     model,
                     list(prompt) if isinstance(prompt, list) else prompt,
@@ -210,8 +233,10 @@ async def run_batch(
                     task=row["task"],
                     info=dict(row["info"]),
                     example_id=row["example_id"],
-                    sampling_args=sampling_args,
+                    sampling_args=seeded_sampling_args(sampling_args, merged_args, i),
                 )
+                breaker.record(played[1])
+                return played
             except Exception as exc:  # a custom rollout that raised: record, go on
                 state = errored_state(
                     env.message_type,
@@ -344,15 +369,16 @@ async def run_batch(
                 writer.metadata["resumed_rollouts"] = n - len(pending)
             freeze = len(pending) >= AUTO_FREEZE_ROLLOUTS if gc_freeze is None else gc_freeze
             async with frozen_gc(freeze):
-                if remote is None:
-                    await launch(run_in_group if grouped else run_one, pending, workers)
-                else:  # whole groups; the remote side limits how many run at once
-                    try:
-                        await launch(run_remote, sorted({i - i % per for i in pending}))
-                    finally:  # an interrupted run's metadata says where it ran too
-                        if writer is not None:
-                            writer.metadata.update(remote.describe())
-            status = "complete"
+                with breaker_of_run(breaker):
+                    if remote is None:
+                        await launch(run_in_group if grouped else run_one, pending, workers)
+                    else:  # whole groups; the remote side limits how many run at once
+                        try:
+                            await launch(run_remote, sorted({i - i % per for i in pending}))
+                        finally:  # an interrupted run's metadata says where it ran too
+                            if writer is not None:
+                                writer.metadata.update(remote.describe())
+            status = _final_status(states, breaker)
             if writer is not None:
                 writer.close(status, summarize(rewards, states))
     finally:
@@ -385,6 +411,15 @@ async def run_batch(
         error = callback_error(callback_errors, len(pending), outputs, results_path)
         raise error from next(iter(callback_errors.values()))
     return outputs
+
+
+def _final_status(states: list[State], breaker: CircuitBreaker) -> str:
+    """A finished run's status: whether every rollout ran, and whether the server was lost."""
+    if breaker.tripped:
+        return "stopped"
+    if any(isinstance(state, dict) and state.get("error") for state in states):
+        return "complete_with_errors"
+    return "complete"
 
 
 async def _run_group_hook(

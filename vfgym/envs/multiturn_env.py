@@ -7,6 +7,7 @@ per-turn token budget in `turn_limits.py`.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from abc import abstractmethod
 from collections.abc import Awaitable, Callable
@@ -28,9 +29,14 @@ from vfgym.envs.turn_limits import (
     turn_limit,
     turn_sampling_args,
 )
-from vfgym.errors import ContextLengthExceeded, error_record
-from vfgym.inference.client import ModelCaller
+from vfgym.errors import ContextLengthExceeded, NoModelTurnError, error_record
 from vfgym.inference.messages import assistant_message, completion_text
+from vfgym.inference.tokens.mode import (
+    TokenMode,
+    checked_token_mode,
+    note_token_samples,
+    rollout_caller,
+)
 from vfgym.training.response_ids import response_field
 from vfgym.types import ChatMessage, Info, Messages, ModelResponse, SamplingArgs, State
 
@@ -49,6 +55,17 @@ class MultiTurnEnv(Environment):
     #: environment written for verifiers 0.1.x (which ended the rollout on that turn,
     #: before `env_response`), True otherwise.
     answers_last_turn: bool | None = None
+
+    #: How model turns are sent (see `vfgym.inference.tokens`): "auto" sends token ids to
+    #: a vLLM and messages to any other server, "exact" always sends token ids, "chat"
+    #: always messages.
+    token_mode: TokenMode = "auto"
+    #: In token-exact mode: which format tool calls are read from the sampled text in (the
+    #: name vLLM's --tool-call-parser gives it).
+    tool_parser: str = "hermes"
+    #: In token-exact mode: a local Hugging Face tokenizer to render the chat template
+    #: with; None renders with the server's own /tokenize.
+    chat_tokenizer: Any = None
 
     def __init__(self, max_turns: int | None = -1, **kwargs: Any):
         super().__init__(**kwargs)
@@ -69,6 +86,8 @@ class MultiTurnEnv(Environment):
         self._default_model_call = cls.get_model_response is Environment.get_model_response
         # Said once per environment: a budget its server's responses give no way to count.
         self._warned_uncounted_budget = False
+        # Per server base URL: whether it was found to speak token-exact mode ("auto").
+        self._token_servers: dict[str, asyncio.Task[bool]] = {}
         # Where sync hooks run (`setup_state` and `cleanup_state`, which acquire and
         # release a sandbox or a connection; `env_response` and `is_completed`): one
         # that blocks would stall every rollout sharing the loop; quick ones still run
@@ -448,13 +467,17 @@ class MultiTurnEnv(Environment):
         caller = None
         try:
             if self._default_model_call:  # the request's fixed part, prepared once
-                caller = ModelCaller(
+                caller = await rollout_caller(
                     client,
                     model,
+                    token_mode=checked_token_mode(self.token_mode),
                     message_type=self.message_type,
                     oai_tools=tools,
                     sampling_args=args,
                     retry=self.retry,
+                    tool_parser=self.tool_parser,
+                    tokenizer=self.chat_tokenizer,
+                    known_servers=self._token_servers,
                 )
             if not self._default_hook("setup_state"):
                 prepared = await self.call_hook(self.setup_state, (state,), kwargs)
@@ -484,8 +507,13 @@ class MultiTurnEnv(Environment):
                             sampling_args=turn_args,
                             message_type=self.message_type,
                         )
-                except ContextLengthExceeded:
+                except ContextLengthExceeded as exc:
                     state["prompt_too_long"] = True
+                    if state["turn"] == 0:  # no model turn at all: nothing was generated
+                        raise NoModelTurnError(
+                            f"the first prompt does not fit the model's context window, so "
+                            f"the model never answered: {exc}"
+                        ) from exc
                     stop = "context_length"
                     break
                 message = (
@@ -501,6 +529,7 @@ class MultiTurnEnv(Environment):
             self.finish(state, "error")
             self.logger.warning("rollout %s failed: %s", example_id, state["error"]["message"])
         finally:
+            note_token_samples(state, caller, self.logger)
             try:
                 if not self._default_hook("cleanup_state"):
                     await self.call_hook(self.cleanup_state, (state,), kwargs)

@@ -21,6 +21,7 @@ from openai import AsyncOpenAI, OpenAI
 from openai.resources.chat.completions import AsyncCompletions as AsyncChatCompletions
 from openai.resources.completions import AsyncCompletions
 
+from vfgym.engine.breaker import run_breaker
 from vfgym.errors import ContextLengthExceeded, ModelCallError
 from vfgym.inference.overflow import (
     completion_room,
@@ -307,7 +308,12 @@ class ModelCaller:
                         f"({type(exc).__name__}: {exc}){failure_hint(exc)}",
                         attempts=attempt,
                     ) from exc
-                await asyncio.sleep(self.retry.delay(attempt, retry_after(exc)))
+                delay = self.retry.delay(attempt, retry_after(exc))
+                breaker = run_breaker()
+                if breaker is None or not isinstance(exc, openai.APIConnectionError):
+                    await asyncio.sleep(delay)
+                elif await breaker.tripped_within(delay):  # the run gave up on the server
+                    raise breaker.refusal() from exc
             try:
                 return _checked(await self._send(prompt, kwargs))
             except Exception as again:

@@ -14,10 +14,16 @@ from collections.abc import Callable
 from typing import Any
 
 from vfgym.errors import TemplateAlignmentError
+from vfgym.inference.tokens.render import jinja_template, with_parsed_arguments
 from vfgym.training.tokenizers import Tokenizer
 
 
 def chat_ids(tokenizer: Tokenizer, messages: list[Any], tools: Any, generation: bool) -> list[int]:
+    """The template's ids of `messages`, rendered as the server renders them: a Hugging
+    Face tokenizer's Jinja template gets tool-call arguments parsed to objects, as vLLM
+    gives its template (the server's own /tokenize does that itself)."""
+    if jinja_template(tokenizer):
+        messages = with_parsed_arguments(messages)
     ids = tokenizer.apply_chat_template(
         messages, tools=tools or None, tokenize=True, add_generation_prompt=generation
     )

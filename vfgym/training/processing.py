@@ -53,6 +53,7 @@ from vfgym.errors import (
     ServerTokenizerError,
     TemplateAlignmentError,
 )
+from vfgym.inference.tokens.samples import exact_samples, server_ids
 from vfgym.training.alignment import chat_ids, template_ids
 from vfgym.training.response_ids import (
     MISSING_LOGPROB,
@@ -137,6 +138,79 @@ def _process_chat(
         generated = None
         i = j
     return prompt_ids, ids, mask, logprobs
+
+
+def _process_server_ids(
+    tokenizer: Tokenizer,
+    prompt: list[Any],
+    completion: list[Any],
+    state: State,
+    tools: Any,
+    mask_env: bool,
+    groups: list[list[int]],
+) -> list[tuple[list[int], list[int], list[int], list[float]]]:
+    """The rollout's exact samples, built from the ids the server reported.
+
+    Each response's `prompt_token_ids` are what the model was conditioned on; within
+    a sample every turn's prompt extends the previous turn's prompt and sampled ids,
+    and what it adds (the end of the turn the model did not sample, the environment's
+    messages, the next header) is the environment's. Nothing is rendered, so nothing
+    can drift, except the environment's messages after the last model turn, which no
+    request carried: those are rendered with the tokenizer after the last sample.
+    """
+    responses = list(state.get("responses") or [])
+    env_mask = 0 if mask_env else 1
+    rows: list[tuple[list[int], list[int], list[int], list[float]]] = []
+    sequence: list[int] = []
+    generated: list[int] = []
+    for group in groups:
+        prompt_ids: list[int] | None = None
+        ids: list[int] = []
+        mask: list[int] = []
+        logprobs: list[float] = []
+        for index in group:
+            reported = server_ids(responses[index])
+            assert reported is not None  # (`exact_samples` checked every response)
+            sent, _ = reported
+            if prompt_ids is None:
+                prompt_ids = sent
+            else:
+                bridge = sent[len(sequence) :]
+                ids += bridge
+                mask += [env_mask] * len(bridge)
+                logprobs += [0.0] * len(bridge)
+            generated, values = response_tokens(responses[index])
+            ids += generated
+            mask += [1] * len(generated)
+            logprobs += values
+            sequence = sent + generated
+        rows.append((prompt_ids or [], ids, mask, logprobs))
+    last_model_turn = max(
+        (i for i, m in enumerate(completion) if m.get("role") == "assistant"), default=-1
+    )
+    trailing = len(completion) - last_model_turn - 1
+    if rows and trailing and last_model_turn >= 0:
+        conversation = [*prompt, *completion]
+        try:
+            env_ids = template_ids(
+                tokenizer, conversation, trailing, tools, False, sequence, generated
+            )
+        except (TemplateAlignmentError, ServerTokenizerError) as exc:
+            logger.warning(
+                "the environment's %d message(s) after the last model turn are left out of "
+                "the training data: %s",
+                trailing,
+                exc,
+            )
+        else:
+            last = rows[-1]
+            rows[-1] = (
+                last[0],
+                last[1] + env_ids,
+                last[2] + [env_mask] * len(env_ids),
+                last[3] + [0.0] * len(env_ids),
+            )
+    return rows
 
 
 def _process_text(
@@ -233,30 +307,40 @@ def _tokenize_rollout(
     tools: Any,
     message_type: MessageType,
     mask_env: bool,
-) -> tuple[list[int], list[int], list[int], list[float]]:
-    """One rollout's prompt ids, completion ids, mask and logprobs.
+) -> list[tuple[list[int], list[int], list[int], list[float]]]:
+    """One rollout's samples: prompt ids, completion ids, mask and logprobs of each.
 
-    A rollout that errored is often one whose messages the template cannot
-    render (that is why the server refused it); it carries no training signal
-    anyway, so it becomes an empty completion instead of failing the batch.
+    A rollout is one sample unless the server's own ids (vLLM's `prompt_token_ids`)
+    show it saw another history than the sample holds: then each exact part is one
+    (see `vfgym.inference.tokens.samples`). A rollout that errored is often one
+    whose messages the template cannot render (that is why the server refused it);
+    it carries no training signal anyway, so it becomes an empty completion instead
+    of failing the batch.
     """
     try:
         _check_message_type(prompt, completion, message_type)
         if message_type == "chat":
-            return _process_chat(tokenizer, list(prompt), list(completion), state, tools, mask_env)
-        return _process_text(tokenizer, str(prompt), str(completion), state, mask_env)
+            groups = exact_samples(state.get("responses") or [])
+            if groups:
+                return _process_server_ids(
+                    tokenizer, list(prompt), list(completion), state, tools, mask_env, groups
+                )
+            return [
+                _process_chat(tokenizer, list(prompt), list(completion), state, tools, mask_env)
+            ]
+        return [_process_text(tokenizer, str(prompt), str(completion), state, mask_env)]
     except Exception as exc:
         if not state.get("error"):
             raise
         logger.warning("errored rollout kept with an empty completion: %s", exc)
     try:
         if message_type == "chat":
-            return chat_ids(tokenizer, list(prompt), tools, True), [], [], []
+            return [(chat_ids(tokenizer, list(prompt), tools, True), [], [], [])]
         if isinstance(prompt, str):
-            return list(tokenizer.encode(prompt, add_special_tokens=True)), [], [], []
+            return [(list(tokenizer.encode(prompt, add_special_tokens=True)), [], [], [])]
     except Exception:
         pass
-    return [], [], [], []
+    return [([], [], [], [])]
 
 
 def _reward(value: Any, k: int) -> float:
@@ -313,6 +397,12 @@ def process_env_results(
     environment's tokens, and a model token whose logprob is missing, null or not
     a finite number, live or read back from results.jsonl) has 0.0.
 
+    There is one row per rollout, unless the server's own ids (`prompt_token_ids`,
+    which vLLM returns with `return_token_ids`) show that a later turn was generated
+    from a history other than the row's ids (chat mode re-tokenizing a reply's text,
+    a template rewriting the past): such a rollout gives one exact row per part, and
+    `rollout_index` says which rollout every row came from (rewards are copied).
+
     `oai_tools` is the tool list of every rollout, or one list per rollout.
     `max_seq_len` of None, 0 or a negative number is no limit.
     """
@@ -334,12 +424,13 @@ def process_env_results(
             "completion_logprobs",
             "rewards",
             "is_truncated",
+            "rollout_index",
         )
     }
     for k in range(n):
         state = states[k]
         tools = _rollout_tools(state, tools_by_rollout[k])
-        p_ids, c_ids, c_mask, c_lps = _tokenize_rollout(
+        samples = _tokenize_rollout(
             processing_class,
             prompts[k],
             completions[k],
@@ -348,27 +439,30 @@ def process_env_results(
             message_type,
             mask_env_responses,
         )
-        truncated = bool(state.get("is_truncated"))
-        if max_seq_len > 0 and len(p_ids) + len(c_ids) > max_seq_len:
-            truncated = True
-            keep = max(0, max_seq_len - len(p_ids))
-            p_ids = p_ids[:max_seq_len]
-            c_ids, c_mask, c_lps = c_ids[:keep], c_mask[:keep], c_lps[:keep]
         reward = _reward(rewards[k], k)
-        if state.get("error") or not math.isfinite(reward):
-            c_mask = [0] * len(c_ids)
-            reward = 0.0
-        if truncated and mask_truncated_completions:
-            c_mask = [0] * len(c_ids)
-        if truncated and zero_truncated_completions:
-            reward = 0.0
-        out["prompt_ids"].append(p_ids)
-        out["prompt_mask"].append([0] * len(p_ids))
-        out["completion_ids"].append(c_ids)
-        out["completion_mask"].append(c_mask)
-        out["completion_logprobs"].append(c_lps)
-        out["rewards"].append(reward)
-        out["is_truncated"].append(truncated)
+        for p_ids, c_ids, c_mask, c_lps in samples:
+            truncated = bool(state.get("is_truncated"))
+            if max_seq_len > 0 and len(p_ids) + len(c_ids) > max_seq_len:
+                truncated = True
+                keep = max(0, max_seq_len - len(p_ids))
+                p_ids = p_ids[:max_seq_len]
+                c_ids, c_mask, c_lps = c_ids[:keep], c_mask[:keep], c_lps[:keep]
+            row_reward = reward
+            if state.get("error") or not math.isfinite(reward):
+                c_mask = [0] * len(c_ids)
+                row_reward = 0.0
+            if truncated and mask_truncated_completions:
+                c_mask = [0] * len(c_ids)
+            if truncated and zero_truncated_completions:
+                row_reward = 0.0
+            out["prompt_ids"].append(p_ids)
+            out["prompt_mask"].append([0] * len(p_ids))
+            out["completion_ids"].append(c_ids)
+            out["completion_mask"].append(c_mask)
+            out["completion_logprobs"].append(c_lps)
+            out["rewards"].append(row_reward)
+            out["is_truncated"].append(truncated)
+            out["rollout_index"].append(k)
     return ProcessedOutputs(**out)
 
 
