@@ -1,6 +1,6 @@
 """vfgym against verifiers 0.1.7 over a real vLLM: rollouts per second, side by side.
 
-The vLLM is the test suite's (tests/vllm): CPU vLLM serving a tiny random-weight
+The vLLM is the test suite's (tests/vllm_server): CPU vLLM serving a tiny random-weight
 model, started on a free loopback port and stopped after (`bash .ci/setup-vllm`
 builds its venv once). Its answers are noise, so the runs check the rollouts and
 their model calls, not rewards. Each framework runs in its own worker process (the

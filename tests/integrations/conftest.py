@@ -7,10 +7,8 @@ fail instead.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,33 +16,6 @@ import pytest
 from tiny_policy import require_trl
 
 TESTS = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="session", autouse=True)
-def no_tests_folder_as_vllm() -> Iterator[None]:
-    """Keep tests/vllm from passing for the vLLM package.
-
-    The suite runs with tests/ on sys.path (its top conftest's folder), so
-    `find_spec("vllm")` finds the tests/vllm folder as a namespace package. TRL then
-    believes vLLM is installed and fails reading its version ("N/A"). A None entry in
-    sys.modules makes `find_spec` answer None for this session's TRL imports."""
-    spec = None
-    if "vllm" not in sys.modules:
-        try:
-            spec = importlib.util.find_spec("vllm")
-        except (ImportError, ValueError):
-            spec = None
-    locations = [Path(p).resolve() for p in (spec.submodule_search_locations or [])] if spec else []
-    shadowed = (
-        spec is not None and spec.origin is None and all(TESTS in p.parents for p in locations)
-    )
-    if shadowed:
-        sys.modules["vllm"] = None  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        if shadowed and sys.modules.get("vllm", 0) is None:
-            del sys.modules["vllm"]
 
 
 @pytest.fixture(scope="session")
