@@ -15,8 +15,6 @@ from pathlib import Path
 import pytest
 from tiny_policy import require_trl
 
-TESTS = Path(__file__).resolve().parents[1]
-
 
 @pytest.fixture(scope="session")
 def torch_one_thread() -> Iterator[None]:
