@@ -29,8 +29,8 @@ REFERENCE_EXTRAS = ("math-verify", "reasoning-gym", "textarena", "nltk", "pillow
 
 RUNNER = """
 import asyncio, json, os, random, sys, traceback
-side, module_name, base_url, args, count = (
-    sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4]), int(sys.argv[5]))
+side, site, module_name, base_url, args, count = (sys.argv[1], sys.argv[2], sys.argv[3],
+    sys.argv[4], json.loads(sys.argv[5]), int(sys.argv[6]))
 def fail(stage, exc):
     first = str(exc).splitlines()[0] if str(exc) else ""
     print(json.dumps({"error": f"{stage}: {type(exc).__name__}: {first}"[:300]}))
@@ -41,10 +41,17 @@ install_synthetic_hub()
 if side == "vfgym":
     from vfgym.compat import install_verifiers_alias
     install_verifiers_alias()
-import importlib
+import importlib.util
 from openai import AsyncOpenAI
+# the example's folder goes last on the path, and the example is loaded from its
+# file, so an example named like a standard module (math.py) shadows nothing
+sys.path.append(site)
+name = f"example_{module_name}" if module_name in sys.stdlib_module_names else module_name
 try:
-    module = importlib.import_module(module_name)
+    spec = importlib.util.spec_from_file_location(name, os.path.join(site, module_name + ".py"))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
 except BaseException as exc:
     fail("import", exc)
 random.seed(0)
@@ -106,7 +113,9 @@ def discover(specs: list[str]) -> list[tuple[str, list[str], Path]]:
     return sorted(seen.values(), key=lambda item: (item[0], item[1]))
 
 
-def _run(python: Path, side: str, site: Path, name: str, base_url: str) -> dict[str, Any]:
+def _run(
+    python: Path, side: str, tools: Path, site: Path, name: str, base_url: str
+) -> dict[str, Any]:
     args = {
         key: value.format(base_url=base_url) if isinstance(value, str) else value
         for key, value in LOAD_ARGS.get(name, {}).items()
@@ -138,7 +147,7 @@ def _run(python: Path, side: str, site: Path, name: str, base_url: str) -> dict[
         )
     except subprocess.TimeoutExpired:
         return {"error": "timed out after 900 s"}
-    (site / f"_{side}.log").write_text(done.stdout + done.stderr, encoding="utf-8")
+    (tools / f"{side}.log").write_text(done.stdout + done.stderr, encoding="utf-8")
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if not lines:
         tail = done.stderr.strip().splitlines()
@@ -168,6 +177,22 @@ def _summary(side: dict[str, Any]) -> str:
     return " ".join(parts)
 
 
+def _traced(respond: Any) -> Any:
+    """`respond`, writing each request and reply to $VFGYM_PARITY_TRACE when set (the
+    sides run one after the other, so the file reads in order)."""
+    trace = os.environ.get("VFGYM_PARITY_TRACE")
+    if not trace:
+        return respond
+
+    def traced(prompt: Any) -> Any:
+        reply = respond(prompt)
+        with open(trace, "a", encoding="utf-8") as out:
+            out.write(json.dumps({"prompt": prompt, "reply": reply}, default=str) + "\n")
+        return reply
+
+    return traced
+
+
 def run_examples(specs: list[str], only: list[str] | None, reference: Path) -> int:
     """Run every example on both sides and print the table; 1 when any differs."""
     from vfgym.inference.server import ModelServer
@@ -176,15 +201,17 @@ def run_examples(specs: list[str], only: list[str] | None, reference: Path) -> i
     examples = [e for e in discover(specs) if not only or e[0] in only]
     keep = os.environ.get("VFGYM_PARITY_KEEP")
     rows: list[dict[str, Any]] = []
-    with ModelServer(verifiers_examples.respond).running() as server:
+    with ModelServer(_traced(verifiers_examples.respond)).running() as server:
         for name, labels, folder in examples:
-            site = Path(tempfile.mkdtemp(prefix=f"vfgym-example-{name}-"))
+            scratch = Path(tempfile.mkdtemp(prefix=f"vfgym-example-{name}-"))
+            site, tools = scratch / "example", scratch / "tools"
             try:
-                shutil.copytree(folder, site, dirs_exist_ok=True)
-                shutil.copy(verifiers_examples.__file__, site / "verifiers_examples.py")
-                (site / "_examples_runner.py").write_text(RUNNER, encoding="utf-8")
-                ref = _run(reference, "verifiers", site, name, server.base_url)
-                ours = _run(Path(sys.executable), "vfgym", site, name, server.base_url)
+                shutil.copytree(folder, site)
+                tools.mkdir()
+                shutil.copy(verifiers_examples.__file__, tools / "verifiers_examples.py")
+                (tools / "examples_runner.py").write_text(RUNNER, encoding="utf-8")
+                ref = _run(reference, "verifiers", tools, site, name, server.base_url)
+                ours = _run(Path(sys.executable), "vfgym", tools, site, name, server.base_url)
                 rows.append({"name": name, "labels": labels, "ref": ref, "ours": ours})
                 print(
                     f"[{name} {','.join(labels)}] verifiers: {ref.get('error') or _summary(ref)}"
@@ -193,9 +220,9 @@ def run_examples(specs: list[str], only: list[str] | None, reference: Path) -> i
                 )
             finally:
                 if keep:
-                    print(f"[{name}] kept {site}", file=sys.stderr)
+                    print(f"[{name}] kept {scratch}", file=sys.stderr)
                 else:
-                    shutil.rmtree(site, ignore_errors=True)
+                    shutil.rmtree(scratch, ignore_errors=True)
     return _print_table(rows)
 
 

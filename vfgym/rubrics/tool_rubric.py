@@ -119,14 +119,18 @@ class ToolRubric(Rubric):
         self.tools = list(tools or [])
         self.tool_names = [tool_name(t) for t in self.tools]
         _check_tool_names(self.tool_names)
-        self.oai_tools = [
-            t if isinstance(t, dict) else convert_func_to_oai_tool(t) for t in self.tools
-        ]
         counters = [ToolCallCounter(name) for name in self.tool_names]
         super().__init__(
             funcs=[self.total_tool_calls, *counters],
             weights=[0.0] * (1 + len(counters)),
         )
+
+    @property
+    def oai_tools(self) -> list[Any]:
+        """The tools' OpenAI schemas, built when asked for: counting calls needs only
+        the names, and a tool whose parameters an environment fills in itself
+        (PythonEnv's `python` takes the rollout's sandbox) has no schema of its own."""
+        return [t if isinstance(t, dict) else convert_func_to_oai_tool(t) for t in self.tools]
 
     def total_tool_calls(self, completion: Messages, state: State) -> float:
         """Number of tool calls in the rollout, whatever the tool."""
