@@ -49,6 +49,7 @@ ENVIRONMENTS: dict[str, dict[str, Any]] = {
     "vf_judged_group": {"judge_base_url": "{base_url}"},
     "vf_math_boxed": {},
     "vf_continuation": {},
+    "vf_quiz_session": {"judge_base_url": "{base_url}"},
 }
 
 #: Run inside each interpreter: load one environment, evaluate it, print the results.
