@@ -193,7 +193,7 @@ def hub_rows(path: str, name: str | None) -> dict[str, list[dict[str, Any]]]:
     table: dict[str, Any] = {
         "openai/gsm8k": lambda: {"train": _gsm8k(1200, 0), "test": _gsm8k(60, 7)},
         "chiayewken/competition_math": lambda: {
-            "train": _competition_math(1200),
+            "train": _competition_math(6000),
             "test": _competition_math(40),
         },
         "Idavidrein/gpqa": lambda: {"train": _gpqa(20)},
@@ -389,6 +389,13 @@ def respond(prompt: Any) -> Any:
     if prompt[-1].get("role") == "tool":
         value = last.strip()
         return f"The result is \\boxed{{{value}}}."
+    if "Use the calculator tool" in system and "Compute" in first_user:
+        if result := re.search(r"<result>\s*(.*?)\s*</result>", last, re.DOTALL):
+            return f"<reasoning>\nread it\n</reasoning>\n<answer>\n{result.group(1)}\n</answer>"
+        a, b = re.search(r"Compute (\d+) (?:times|over) (\d+)", first_user).groups()
+        operator = "*" if "times" in first_user else "/"
+        call = json.dumps({"name": "calculator", "args": {"expression": f"{a}{operator}{b}"}})
+        return f"<reasoning>\ncalculate\n</reasoning>\n<tool>\n{call}\n</tool>"
     if match := re.search(r"Compute (\d+) times (\d+)", first_user):
         a, b = int(match.group(1)), int(match.group(2))
         if "Use python" in system:

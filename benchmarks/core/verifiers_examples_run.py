@@ -65,8 +65,12 @@ try:
                                        rollouts_per_example=1, max_concurrent=1))
 except BaseException as exc:
     fail("evaluate", exc)
+failed = [s.get("error") for s in results.state if isinstance(s, dict) and s.get("error")]
+first = failed[0] if failed else None
+first = first.get("message") if isinstance(first, dict) else first
 print(json.dumps({"reward": list(results.reward),
-                  "metrics": {k: list(v) for k, v in results.metrics.items()}}))
+                  "metrics": {k: list(v) for k, v in results.metrics.items()},
+                  "failed": len(failed), "first_failure": str(first)[:160]}))
 """
 
 
@@ -113,6 +117,19 @@ def discover(specs: list[str]) -> list[tuple[str, list[str], Path]]:
     return sorted(seen.values(), key=lambda item: (item[0], item[1]))
 
 
+def _word_data() -> dict[str, str]:
+    """NLTK_DATA for both sides when NLTK's own word data is absent: the stand-in vfgym
+    builds (vfgym.envs.textarena_words), so the real verifiers' TextArenaEnv draws
+    its secrets from the same lists instead of failing to download them."""
+    try:
+        from vfgym.envs.textarena_words import ensure_word_data
+
+        root = ensure_word_data()
+    except ModuleNotFoundError:  # no nltk/textarena here: wordle fails on both sides
+        return {}
+    return {"NLTK_DATA": str(root)} if root else {}
+
+
 def _run(
     python: Path, side: str, tools: Path, site: Path, name: str, base_url: str
 ) -> dict[str, Any]:
@@ -126,20 +143,13 @@ def _run(
         "OPENAI_BASE_URL": base_url,
         "HF_DATASETS_OFFLINE": "1",
         "HF_HUB_OFFLINE": "1",
-        "PYTHONPATH": str(site),
+        **_word_data(),
     }
+    command = [str(python), str(tools / "examples_runner.py"), side, str(site), name, base_url]
     try:
         done = subprocess.run(
-            [
-                str(python),
-                str(site / "_examples_runner.py"),
-                side,
-                name,
-                base_url,
-                json.dumps(args),
-                str(NUM_EXAMPLES),
-            ],
-            cwd=site,
+            [*command, json.dumps(args), str(NUM_EXAMPLES)],
+            cwd=tools,
             env=env,
             capture_output=True,
             text=True,
@@ -226,12 +236,23 @@ def run_examples(specs: list[str], only: list[str] | None, reference: Path) -> i
     return _print_table(rows)
 
 
+def _runs(side: dict[str, Any]) -> str:
+    if "error" in side:
+        return "no: " + side["error"]
+    if side.get("failed"):
+        return (
+            f"no: {side['failed']}/{len(side['reward'])} rollouts failed: {side['first_failure']}"
+        )
+    return "yes"
+
+
 def _verdict(ref: dict[str, Any], ours: dict[str, Any]) -> str:
-    if "error" in ref and "error" in ours:
+    ref_ok, ours_ok = _runs(ref) == "yes", _runs(ours) == "yes"
+    if not ref_ok and not ours_ok:
         return "both fail"
-    if "error" in ref:
+    if not ref_ok:
         return "vfgym only"
-    if "error" in ours:
+    if not ours_ok:
         return "NO (vfgym fails)"
     if not _equal(ours["reward"], ref["reward"]):
         return "NO (reward)"
@@ -258,8 +279,7 @@ def _print_table(rows: list[dict[str, Any]]) -> int:
         bad += verdict.startswith("NO")
         print(
             f"| {row['name']} | {', '.join(row['labels'])} "
-            f"| {'yes' if 'error' not in ref else 'no: ' + ref['error']} "
-            f"| {'yes' if 'error' not in ours else 'no: ' + ours['error']} "
+            f"| {_runs(ref)} | {_runs(ours)} "
             f"| {_summary(ref)} | {_summary(ours)} | {verdict} |"
         )
     return 1 if bad else 0
