@@ -79,6 +79,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         metavar="LABEL=DIR",
         help="run the example environments of a verifiers checkout's environments/ folder",
     )
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="with --examples: examples run at a time"
+    )
     return parser.parse_args(argv)
 
 
@@ -124,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     if options.examples:
         from verifiers_examples_run import run_examples
 
-        return run_examples(options.examples, options.only, reference_python())
+        return run_examples(options.examples, options.only, reference_python(), options.jobs)
     sys.path.insert(0, str(ENVS))
     from policy import respond  # the scripted model both sides talk to
 

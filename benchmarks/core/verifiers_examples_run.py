@@ -153,10 +153,10 @@ def _run(
             env=env,
             capture_output=True,
             text=True,
-            timeout=900,
+            timeout=600,
         )
     except subprocess.TimeoutExpired:
-        return {"error": "timed out after 900 s"}
+        return {"error": "timed out after 600 s"}
     (tools / f"{side}.log").write_text(done.stdout + done.stderr, encoding="utf-8")
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if not lines:
@@ -203,36 +203,45 @@ def _traced(respond: Any) -> Any:
     return traced
 
 
-def run_examples(specs: list[str], only: list[str] | None, reference: Path) -> int:
-    """Run every example on both sides and print the table; 1 when any differs."""
+def _compare(example: tuple[str, list[str], Path], reference: Path, base_url: str) -> dict:
+    """Run one example on both sides, each in a scratch copy of its folder."""
+    name, labels, folder = example
+    scratch = Path(tempfile.mkdtemp(prefix=f"vfgym-example-{name}-"))
+    site, tools = scratch / "example", scratch / "tools"
+    try:
+        shutil.copytree(folder, site)
+        tools.mkdir()
+        shutil.copy(verifiers_examples.__file__, tools / "verifiers_examples.py")
+        (tools / "examples_runner.py").write_text(RUNNER, encoding="utf-8")
+        ref = _run(reference, "verifiers", tools, site, name, base_url)
+        ours = _run(Path(sys.executable), "vfgym", tools, site, name, base_url)
+        print(
+            f"[{name} {','.join(labels)}] verifiers: {ref.get('error') or _summary(ref)}"
+            f" | vfgym: {ours.get('error') or _summary(ours)}",
+            file=sys.stderr,
+        )
+        return {"name": name, "labels": labels, "ref": ref, "ours": ours}
+    finally:
+        if os.environ.get("VFGYM_PARITY_KEEP"):
+            print(f"[{name}] kept {scratch}", file=sys.stderr)
+        else:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def run_examples(specs: list[str], only: list[str] | None, reference: Path, jobs: int = 1) -> int:
+    """Run every example on both sides (`jobs` examples at a time) and print the
+    table; 1 when any differs."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from vfgym.inference.server import ModelServer
 
     _ensure_reference_extras(reference)
     examples = [e for e in discover(specs) if not only or e[0] in only]
-    keep = os.environ.get("VFGYM_PARITY_KEEP")
-    rows: list[dict[str, Any]] = []
-    with ModelServer(_traced(verifiers_examples.respond)).running() as server:
-        for name, labels, folder in examples:
-            scratch = Path(tempfile.mkdtemp(prefix=f"vfgym-example-{name}-"))
-            site, tools = scratch / "example", scratch / "tools"
-            try:
-                shutil.copytree(folder, site)
-                tools.mkdir()
-                shutil.copy(verifiers_examples.__file__, tools / "verifiers_examples.py")
-                (tools / "examples_runner.py").write_text(RUNNER, encoding="utf-8")
-                ref = _run(reference, "verifiers", tools, site, name, server.base_url)
-                ours = _run(Path(sys.executable), "vfgym", tools, site, name, server.base_url)
-                rows.append({"name": name, "labels": labels, "ref": ref, "ours": ours})
-                print(
-                    f"[{name} {','.join(labels)}] verifiers: {ref.get('error') or _summary(ref)}"
-                    f" | vfgym: {ours.get('error') or _summary(ours)}",
-                    file=sys.stderr,
-                )
-            finally:
-                if keep:
-                    print(f"[{name}] kept {scratch}", file=sys.stderr)
-                else:
-                    shutil.rmtree(scratch, ignore_errors=True)
+    with (
+        ModelServer(_traced(verifiers_examples.respond)).running() as server,
+        ThreadPoolExecutor(max_workers=max(1, jobs)) as pool,
+    ):
+        rows = list(pool.map(lambda e: _compare(e, reference, server.base_url), examples))
     return _print_table(rows)
 
 
