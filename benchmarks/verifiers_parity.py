@@ -82,6 +82,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--jobs", type=int, default=1, help="with --examples: examples run at a time"
     )
+    parser.add_argument(
+        "--table-from",
+        nargs="+",
+        metavar="ROWS",
+        help="print the --examples table from rows saved with VFGYM_PARITY_ROWS=FILE",
+    )
     return parser.parse_args(argv)
 
 
@@ -124,6 +130,10 @@ def _mean(values: list[float]) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     options = parse_args(argv)
+    if options.table_from:
+        from verifiers_examples_run import table_from
+
+        return table_from(options.table_from)
     if options.examples:
         from verifiers_examples_run import run_examples
 

@@ -24,8 +24,9 @@ import verifiers_examples
 from verifiers_examples import LOAD_ARGS, NUM_EXAMPLES
 
 #: What the reference venv needs besides verifiers for the examples that use them
-#: (vfgym gets them from its `verifiers-compat` extra).
-REFERENCE_EXTRAS = ("math-verify", "reasoning-gym", "textarena", "nltk", "pillow")
+#: (vfgym gets the first four from its `verifiers-compat` extra; for the mmmu and
+#: smolagents_math_tools examples, `pip install pillow smolagents` into vfgym's venv).
+REFERENCE_EXTRAS = ("math-verify", "reasoning-gym", "textarena", "nltk", "pillow", "smolagents")
 
 RUNNER = """
 import asyncio, json, os, random, sys, traceback
@@ -82,6 +83,7 @@ def _ensure_reference_extras(python: Path) -> None:
         "textarena": "textarena",
         "nltk": "nltk",
         "pillow": "PIL",
+        "smolagents": "smolagents",
     }
     missing = [
         package
@@ -220,7 +222,11 @@ def _compare(example: tuple[str, list[str], Path], reference: Path, base_url: st
             f" | vfgym: {ours.get('error') or _summary(ours)}",
             file=sys.stderr,
         )
-        return {"name": name, "labels": labels, "ref": ref, "ours": ours}
+        row = {"name": name, "labels": labels, "ref": ref, "ours": ours}
+        if saved := os.environ.get("VFGYM_PARITY_ROWS"):
+            with open(saved, "a", encoding="utf-8") as out:  # for --table-from
+                out.write(json.dumps(row) + "\n")
+        return row
     finally:
         if os.environ.get("VFGYM_PARITY_KEEP"):
             print(f"[{name}] kept {scratch}", file=sys.stderr)
@@ -273,6 +279,17 @@ def _verdict(ref: dict[str, Any], ours: dict[str, Any]) -> str:
         if not _equal(ours["metrics"][key], ref["metrics"][key]):
             return f"NO ({key})"
     return "yes"
+
+
+def table_from(files: list[str]) -> int:
+    """Print the table of rows saved by earlier runs (VFGYM_PARITY_ROWS), so a long
+    comparison can be split over several runs; the last row of an example wins."""
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for file in files:
+        for line in Path(file).read_text(encoding="utf-8").splitlines():
+            row = json.loads(line)
+            rows[(row["name"], ",".join(row["labels"]))] = row
+    return _print_table([rows[key] for key in sorted(rows)])
 
 
 def _print_table(rows: list[dict[str, Any]]) -> int:
