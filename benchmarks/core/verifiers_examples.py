@@ -198,7 +198,7 @@ def hub_rows(path: str, name: str | None) -> dict[str, list[dict[str, Any]]]:
         },
         "Idavidrein/gpqa": lambda: {"train": _gpqa(20)},
         "HuggingFaceH4/aime_2024": lambda: {
-            "train": [{"problem": f"Compute {i} times 7.", "answer": i * 7} for i in range(30)]
+            "train": [{"problem": f"Compute {i} times 7.", "answer": str(i * 7)} for i in range(30)]
         },
         "opencompass/AIME2025": lambda: {
             "test": [{"question": f"Compute {i} times 9.", "answer": str(i * 9)} for i in range(15)]
