@@ -8,6 +8,18 @@ scripted model served by vfgym's loopback server, and prints the mean reward and
 metrics side by side, with whether every rollout's value agrees.
 
     .venv/bin/python benchmarks/verifiers_parity.py
+
+With `--examples`, it runs instead the example environments of a verifiers checkout
+(`environments/<name>/<name>.py`; give one or more `LABEL=PATH/environments`, e.g.
+the same repository at two tags), unmodified, with the hub data sets replaced by the
+small synthetic ones of benchmarks/core/verifiers_examples.py and its scripted model,
+and prints one row per environment: whether it runs on each side, the mean reward
+and metrics on both, and whether every rollout's values agree. Examples whose file
+is the same at several labels run once.
+
+    git -C VERIFIERS worktree add /tmp/vf-0.1.7 v0.1.7.post0   # or git archive
+    .venv/bin/python benchmarks/verifiers_parity.py \
+        --examples v0.1.7.post0=/tmp/vf-0.1.7/environments v0.1.6.post0=/tmp/vf-0.1.6/environments
 """
 
 from __future__ import annotations
@@ -37,6 +49,7 @@ ENVIRONMENTS: dict[str, dict[str, Any]] = {
     "vf_judged_group": {"judge_base_url": "{base_url}"},
     "vf_math_boxed": {},
     "vf_continuation": {},
+    "vf_quiz_session": {"judge_base_url": "{base_url}"},
 }
 
 #: Run inside each interpreter: load one environment, evaluate it, print the results.
@@ -60,6 +73,21 @@ print(json.dumps({"reward": list(results.reward),
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", help="environment modules to run (default: all)")
+    parser.add_argument(
+        "--examples",
+        nargs="+",
+        metavar="LABEL=DIR",
+        help="run the example environments of a verifiers checkout's environments/ folder",
+    )
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="with --examples: examples run at a time"
+    )
+    parser.add_argument(
+        "--table-from",
+        nargs="+",
+        metavar="ROWS",
+        help="print the --examples table from rows saved with VFGYM_PARITY_ROWS=FILE",
+    )
     return parser.parse_args(argv)
 
 
@@ -102,6 +130,14 @@ def _mean(values: list[float]) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     options = parse_args(argv)
+    if options.table_from:
+        from verifiers_examples_run import table_from
+
+        return table_from(options.table_from)
+    if options.examples:
+        from verifiers_examples_run import run_examples
+
+        return run_examples(options.examples, options.only, reference_python(), options.jobs)
     sys.path.insert(0, str(ENVS))
     from policy import respond  # the scripted model both sides talk to
 

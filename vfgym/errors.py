@@ -59,7 +59,7 @@ keeps working. Every message says what went wrong and what to do.
     │   ├── RayUnavailableError (ImportError)   ray is not installed
     │   └── ClusterError (RuntimeError)   no worker is left, or none could start
     ├── VerifiersNameUnavailable (ImportError)  a verifiers 0.1.x name vfgym does not offer
-    ├── ExampleDatasetUnavailable (RuntimeError) `load_example_dataset` needs the hub
+    ├── ExampleDatasetUnavailable (RuntimeError) `load_example_dataset` could not load it
     └── CommandError                      a `vfgym` command's user error (vfgym.cli)
 
 Defined here, except `CommandError`, which belongs to the CLI; each is also importable
@@ -180,9 +180,10 @@ class VerifiersNameUnavailable(VFGymError, ImportError):
 
 
 class ExampleDatasetUnavailable(VFGymError, RuntimeError):
-    """`load_example_dataset` was called, but it downloads a hub data set and vfgym
-    runs offline: build the rows yourself (a `datasets.Dataset` or a list of dicts
-    with `question` and `answer`) and pass them to the environment.
+    """`load_example_dataset` was asked for a data set verifiers 0.1.x did not know,
+    or its hub data set could not be loaded (no network, no cached copy): build the
+    rows yourself (a `datasets.Dataset` of `question` and `answer`) and pass them to
+    the environment.
     """
 
 

@@ -165,3 +165,52 @@ def test_xml_format_reward_averages_every_assistant_message() -> None:
 def test_a_catalogue_game_loaded_from_verifiers_style_code_still_plays_its_last_move() -> None:
     game = vf.load_environment("guess-the-number", difficulty="easy")
     assert game.answers_last_turn is True
+
+
+# ------------------------------------------------- tool calls at the turn limit
+
+
+def increment(x: int) -> int:
+    """Add one to x.
+
+    Args:
+        x: The integer to add one to.
+    """
+    return x + 1
+
+
+def negate(flag: bool) -> bool:
+    """Negate a flag.
+
+    Args:
+        flag: The flag to negate.
+    """
+    return not flag
+
+
+def _calls(*names: str) -> dict[str, Any]:
+    arguments = {"increment": '{"x": 1}', "negate": '{"flag": true}'}
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": f"c{k}", "type": "function", "function": {"name": n, "arguments": arguments[n]}}
+            for k, n in enumerate(names)
+        ],
+    }
+
+
+async def test_calls_of_the_last_allowed_turn_count_though_they_never_ran() -> None:
+    tools = [increment, negate]
+    rubric = vf.ToolRubric(tools=tools)
+    env = vf.ToolEnv(dataset=ROWS[:1], tools=tools, rubric=rubric, max_turns=2)
+    replies = iter([_calls("increment"), _calls("increment", "negate")])
+    async with ModelServer(lambda messages: next(replies)) as server:
+        client = AsyncOpenAI(base_url=server.base_url, api_key="x", max_retries=0)
+        results = await env.evaluate(client, "m", num_examples=1)
+    state, completion = results.state[0], results.completion[0]
+    assert state["tools_called"] == ["increment"]  # the second turn's calls never ran
+    assert completion[-1]["role"] == "assistant" and len(completion[-1]["tool_calls"]) == 2
+    assert results.metrics["total_tool_calls"] == [3.0]  # as 0.1.7 counted: every call made
+    assert results.metrics["increment_calls"] == [2.0]
+    assert results.metrics["negate_calls"] == [1.0]

@@ -44,6 +44,8 @@ EXPECTED_REWARDS: dict[str, list[float]] = {
     "judged-group": [1.0, 0.0, 1.0, 0.0, 1.0],
     "math-boxed": [1.0, 1.0, 0.0],
     "vf-continuation": [1.0, 0.0, 1.0],
+    # share of answers right + 0.5 when the judge accepts the last one
+    "quiz-session": [1.0 + 0.5, 2 / 3 + 0.5, 1.0 + 0.5],
 }
 EXPECTED_METRICS: dict[str, dict[str, list[float]]] = {
     "xml-countdown": {
@@ -53,6 +55,7 @@ EXPECTED_METRICS: dict[str, dict[str, list[float]]] = {
     },
     "tool-lookup": {"total_tool_calls": [1.0, 1.0, 1.0, 0.0], "correct_city": [1.0] * 4},
     "math-boxed": {"correct_answer_reward_func": [1.0, 1.0, 0.0]},
+    "quiz-session": {"questions_asked": [1.0, 2.0, 0.0], "judged_last_answer": [0.5] * 3},
 }
 
 
@@ -63,7 +66,7 @@ def site(tmp_path: Path) -> Iterator[Path]:
 
 
 def _env_args(name: str, base_url: str) -> dict[str, Any]:
-    return {"judge_base_url": base_url} if name == "judged-group" else {}
+    return {"judge_base_url": base_url} if name in ("judged-group", "quiz-session") else {}
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED_REWARDS))
@@ -88,7 +91,9 @@ def test_the_loaded_modules_import_verifiers_and_get_vfgym(site: Path) -> None:
     assert listed["tool-lookup"].distribution == "vf-compat-examples"
 
 
-@pytest.mark.parametrize("name", ["xml-countdown", "judged-group", "vf-continuation"])
+@pytest.mark.parametrize(
+    "name", ["xml-countdown", "judged-group", "vf-continuation", "quiz-session"]
+)
 def test_vfgym_eval_runs_them_unmodified(site: Path, tmp_path: Path, name: str) -> None:
     output = tmp_path / "out"
     with ModelServer(respond).running() as server:

@@ -23,6 +23,7 @@ REGISTERED = {
     "tool-lookup": "vf_tool_lookup",
     "judged-group": "vf_judged_group",
     "math-boxed": "vf_math_boxed",
+    "quiz-session": "vf_quiz_session",
 }
 UNREGISTERED = "vf-continuation"
 

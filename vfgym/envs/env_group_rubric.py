@@ -13,6 +13,7 @@ from typing import Any
 from vfgym.envs.environment import Environment
 from vfgym.errors import UnknownTaskError
 from vfgym.rubrics import Rubric
+from vfgym.rubrics.scores import NO_VALUE
 from vfgym.types import Info, Messages, RolloutScore, State
 
 
@@ -48,9 +49,15 @@ class EnvGroupRubric(Rubric):
         example_id: int | None = None,
         **kwargs: Any,
     ) -> RolloutScore:
-        return await self._rubric_for(task).score_rollout(
+        """The member's score, with every other member's metric present as NaN (no
+        value): a batch then has a column for each metric of the group, as verifiers
+        0.1.x gave, even when no rollout of a task was drawn."""
+        score = await self._rubric_for(task).score_rollout(
             prompt, completion, answer, state, task=task, info=info, example_id=example_id, **kwargs
         )
+        for name in self.get_reward_func_names():
+            score.metrics.setdefault(name, NO_VALUE)
+        return score
 
     async def score_group(self, states: list[State], **kwargs: Any) -> None:
         """Each member's `score_group` over the rollouts of its own task.

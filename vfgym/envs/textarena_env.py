@@ -4,9 +4,10 @@ friends) as a multi-turn environment, as verifiers 0.1.x offered them (extra
 
 Each row's `answer` is the secret the game is reset with; the model's parsed
 answer is the move, and the game's observation is the reply. textarena's word
-games read NLTK corpora (`words`, and the `averaged_perceptron_tagger_eng` tagger to
-keep nouns) that NLTK downloads on first use; vfgym never downloads, so
-`TextArenaEnv` checks for them first and says how to install them when absent.
+games read NLTK data (the `words` corpus, and the `averaged_perceptron_tagger_eng`
+tagger to keep nouns) that NLTK downloads on first use; vfgym never downloads, so
+when that data is absent it builds a stand-in offline (`vfgym.envs.textarena_words`,
+which says what differs) and keeps textarena from reaching for the network.
 """
 
 from __future__ import annotations
@@ -19,40 +20,27 @@ from typing import Any
 from datasets import Dataset
 
 from vfgym.envs.multiturn_env import MultiTurnEnv
+from vfgym.envs.textarena_words import ensure_word_data, offline_downloads
 from vfgym.parsers.xml_parser import XMLParser
 from vfgym.rubrics.rubric import Rubric
 from vfgym.types import Messages, State
 
-#: The NLTK resources textarena's word games load, and where NLTK looks them up.
-NLTK_RESOURCES = {
-    "words": "corpora/words",
-    "averaged_perceptron_tagger_eng": "taggers/averaged_perceptron_tagger_eng",
-}
-
 
 def _textarena() -> Any:
+    """The textarena package, imported once NLTK can find the word data its games
+    load (NLTK's own, or vfgym's stand-in) and with downloads kept local."""
     try:
-        import nltk
-        import textarena
+        import nltk  # noqa: F401
+
+        ensure_word_data()
+        with offline_downloads():
+            import textarena
     except ModuleNotFoundError as exc:
         raise ModuleNotFoundError(
             "TextArenaEnv runs games of the textarena package: "
             "pip install 'vfgym[textarena]' (or pip install textarena nltk)",
             name=exc.name,
         ) from exc
-    missing = []
-    for name, path in NLTK_RESOURCES.items():
-        try:
-            nltk.data.find(path)
-        except LookupError:
-            missing.append(name)
-    if missing:
-        raise RuntimeError(
-            f"textarena's word games need the NLTK data {', '.join(missing)}, which is not "
-            "installed and which vfgym does not download. On a machine with network access "
-            f"run `python -m nltk.downloader -d <dir> {' '.join(missing)}`, copy <dir> here "
-            "and point NLTK_DATA at it (or put it in ~/nltk_data)."
-        )
     return textarena
 
 
@@ -79,7 +67,8 @@ class TextArenaEnv(MultiTurnEnv):
         ta = _textarena()
         parser = parser or XMLParser(fields=["think", "guess"], answer_field="guess")
         self.game = game
-        self.ta_env = ta.make(env_id=game)
+        with offline_downloads():
+            self.ta_env = ta.make(env_id=game)
         self.num_train_examples = num_train_examples
         self.num_eval_examples = num_eval_examples
         self.seed = seed
@@ -121,7 +110,8 @@ class TextArenaEnv(MultiTurnEnv):
     def ta_to_hf(self) -> tuple[Dataset, Dataset | None]:
         """Rows whose question is the game's opening prompt and answer a secret word."""
         ta = _textarena()
-        ta_env = ta.make(env_id=self.game)
+        with offline_downloads():
+            ta_env = ta.make(env_id=self.game)
         ta_env.reset(num_players=1)
         _, user_prompt = ta_env.get_observation()
         words = ta_env.word_list

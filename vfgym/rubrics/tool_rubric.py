@@ -48,8 +48,9 @@ def count_tool_calls(completion: Messages, state: State | None) -> Counter[str |
     """Calls per tool name, with the calls that name no tool under None.
 
     `state["tools_called"]` (entries with a "name", or plain names) is the
-    record when the environment keeps one; otherwise the assistant messages'
-    `tool_calls` are counted. The None key lets the total include nameless calls
+    record when the environment keeps one, plus the calls of a final assistant
+    turn left unanswered; otherwise the assistant messages' `tool_calls` are
+    counted. The None key lets the total include nameless calls
     while no tool, whatever its name, is credited with them.
     """
     counts: Counter[str | None] = Counter()
@@ -57,6 +58,14 @@ def count_tool_calls(completion: Messages, state: State | None) -> Counter[str |
     if isinstance(recorded, list):
         for entry in recorded:
             counts[_called_name(entry)] += 1
+        # Calls of a last turn the loop stopped after (the turn limit came first)
+        # were asked for but never run, so the record lacks them; verifiers 0.1.x
+        # counted every call the model made, and so does this.
+        if isinstance(completion, list) and completion:
+            last = completion[-1]
+            if message_role(last) == "assistant":
+                for call in tool_calls(last):
+                    counts[_called_name(call)] += 1
         return counts
     if isinstance(completion, str):
         return counts
@@ -110,14 +119,18 @@ class ToolRubric(Rubric):
         self.tools = list(tools or [])
         self.tool_names = [tool_name(t) for t in self.tools]
         _check_tool_names(self.tool_names)
-        self.oai_tools = [
-            t if isinstance(t, dict) else convert_func_to_oai_tool(t) for t in self.tools
-        ]
         counters = [ToolCallCounter(name) for name in self.tool_names]
         super().__init__(
             funcs=[self.total_tool_calls, *counters],
             weights=[0.0] * (1 + len(counters)),
         )
+
+    @property
+    def oai_tools(self) -> list[Any]:
+        """The tools' OpenAI schemas, built when asked for: counting calls needs only
+        the names, and a tool whose parameters an environment fills in itself
+        (PythonEnv's `python` takes the rollout's sandbox) has no schema of its own."""
+        return [t if isinstance(t, dict) else convert_func_to_oai_tool(t) for t in self.tools]
 
     def total_tool_calls(self, completion: Messages, state: State) -> float:
         """Number of tool calls in the rollout, whatever the tool."""

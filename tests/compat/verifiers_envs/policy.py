@@ -55,6 +55,22 @@ _MATH = {
 }
 
 
+#: The quiz's answers, one of them wrong (a plum is not red).
+_QUIZ = {
+    "sky": "blue",
+    "grass": "green",
+    "banana": "yellow",
+    "plum": "red",
+    "lime": "green",
+    "snow": "white",
+}
+
+
+def _quiz(last: str) -> str:
+    thing = re.search(r"Colour of (?:the |a )?(\w+)\?", last).group(1)
+    return _QUIZ[thing]
+
+
 def respond(prompt: Any) -> Any:
     """The model's turn for a chat (a list of messages) or a text completion (a str)."""
     if isinstance(prompt, str):
@@ -63,6 +79,8 @@ def respond(prompt: Any) -> Any:
     first, last = _text(prompt[0]), _text(prompt[-1])
     if last.count("```") >= 6:  # a judge's prompt: question, reference, response
         return _judge(last)
+    if first.startswith("Quiz on"):
+        return _quiz(last)
     if first.startswith("Count down"):
         return _countdown(prompt)
     if first.startswith("Use the capital_of tool"):
