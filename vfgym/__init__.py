@@ -59,6 +59,7 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys(
         (
             "ContextLengthExceeded",
+            "EnvironmentImportError",
             "ModelCallError",
             "ResultCallbackError",
             "SubEnvError",
@@ -144,6 +145,7 @@ if TYPE_CHECKING:  # what type checkers and editors see: the same names, eagerly
     from vfgym.envs.textarena_env import TextArenaEnv
     from vfgym.errors import (
         ContextLengthExceeded,
+        EnvironmentImportError,
         ModelCallError,
         ResultCallbackError,
         ServerTokenizerError,
