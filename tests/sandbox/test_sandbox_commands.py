@@ -187,10 +187,16 @@ async def test_remove_container_returns_once_a_removal_in_progress_is_done(
         entrypoint=["python3", "-c", fill],
         user="0",
         labels={LABEL: "1", **session_labels},
+        # no network, as every sandbox: the test needs none, nor the daemon's bridge
+        host_config=docker_client.api.create_host_config(network_mode="none"),
     )
     container_id = created["Id"]
-    await asyncio.to_thread(docker_client.api.start, container_id)
-    await asyncio.to_thread(docker_client.api.wait, container_id)
+    try:
+        await asyncio.to_thread(docker_client.api.start, container_id)
+        await asyncio.to_thread(docker_client.api.wait, container_id)
+    except BaseException:  # never leave the container behind a failed start
+        await asyncio.to_thread(remove_container, docker_client, container_id)
+        raise
     first = threading.Thread(
         target=docker_client.api.remove_container, args=(container_id,), kwargs={"force": True}
     )

@@ -102,6 +102,7 @@ class DockerSandbox:
         self._closed = False
         self._retired = False  # a pool's lease on it ended: see hand_over()
         self._lost: str | None = None
+        self._lost_state: dict[str, Any] | None = None  # the container's, when it was lost
         self._loop: asyncio.AbstractEventLoop | None = None  # the one its stream is bound to
 
     # ------------------------------------------------------------------ lifecycle
@@ -277,6 +278,12 @@ class DockerSandbox:
                 # crashed it (a `sandbox_lost` result tells a model it did).
                 raise SandboxClosedError(CLOSED_DURING_CALL) from exc
             self._lost = str(exc)
+            if self._client is not None and self.container_id is not None:
+                # What Docker knows of the container (OOMKilled), read at once: after the
+                # wait below an exited container may already be gone.
+                self._lost_state = await asyncio.to_thread(
+                    _container_state, self._client, self.container_id
+                )
             if self._client is not None and not await _daemon_stays(self._client):
                 # The whole host went away, not this sandbox alone: an infrastructure
                 # failure, never something the model's code did.
@@ -327,10 +334,11 @@ class DockerSandbox:
     async def _lost_result(self, reason: str, duration: float) -> ExecResult:
         """A result for a call that took the sandbox down, with what Docker knows."""
         oom = None
-        if self._client is not None and self.container_id is not None:
+        state = self._lost_state
+        if state is None and self._client is not None and self.container_id is not None:
             state = await asyncio.to_thread(_container_state, self._client, self.container_id)
-            if state is not None:
-                oom = bool(state.get("OOMKilled"))
+        if state is not None:
+            oom = bool(state.get("OOMKilled"))
         return ExecResult(
             stdout="",
             stderr=f"sandbox lost: {reason}",

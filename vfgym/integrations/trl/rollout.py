@@ -255,17 +255,30 @@ class VFGymRollout:
             tokenizer,
             mask_env_responses=True,
         )
+        # `process_env_results` gives one row per exact sample: a rollout whose history
+        # the server re-rendered differently (chat mode) comes back as several rows. TRL
+        # takes one sequence per prompt, so such a rollout is kept out of training.
+        rows_of: list[list[int]] = [[] for _ in rollouts]
+        for row, k in enumerate(processed.rollout_index):
+            rows_of[k].append(row)
         rewards: list[float | None] = []
         dropped = list(errored)
         for k, rollout in enumerate(rollouts):
             if errored[k]:
                 rewards.append(None)
                 continue
+            rows = rows_of[k]
             try:
+                if len(rows) != 1:
+                    raise TokenMismatchError(
+                        f"the rollout's token history splits into {len(rows)} exact samples "
+                        "(the server saw a context other than the sequence kept so far); "
+                        "one sequence per prompt is what the trainer takes"
+                    )
                 check_turns(
-                    processed.prompt_ids[k],
-                    processed.completion_ids[k],
-                    processed.completion_mask[k],
+                    processed.prompt_ids[rows[0]],
+                    processed.completion_ids[rows[0]],
+                    processed.completion_mask[rows[0]],
                     rollout["state"].get("responses") or [],
                 )
             except TokenMismatchError as exc:
@@ -276,14 +289,17 @@ class VFGymRollout:
                 rewards.append(None)
                 continue
             rewards.append(float(rollout["reward"]))
+        first = [rows[0] for rows in rows_of]  # every rollout gives at least one row
         env_mask = [
-            [0] * len(mask) if dropped[k] else list(mask)
-            for k, mask in enumerate(processed.completion_mask)
+            [0] * len(processed.completion_mask[row])
+            if dropped[k]
+            else list(processed.completion_mask[row])
+            for k, row in enumerate(first)
         ]
         return {
-            "prompt_ids": processed.prompt_ids,
-            "completion_ids": processed.completion_ids,
-            "logprobs": processed.completion_logprobs,
+            "prompt_ids": [processed.prompt_ids[row] for row in first],
+            "completion_ids": [processed.completion_ids[row] for row in first],
+            "logprobs": [processed.completion_logprobs[row] for row in first],
             "env_mask": env_mask,
             REWARD_KEY: rewards,
         }
