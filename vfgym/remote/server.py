@@ -92,7 +92,8 @@ class EnvServer:
     Args:
         environment: the vfgym environment (a `MultiTurnEnv`); shared by the sessions,
             each of which plays its own episodes.
-        host, port: where to listen; port 0 picks a free port.
+        host: the address to listen on.
+        port: the port to listen on; 0 picks a free one.
         token: the bearer token every request but `/health` must carry.
         allow_no_token: serve without a token; only on a loopback host.
         max_sessions: sessions at once (and whole rollouts at once); one more is refused.
