@@ -47,7 +47,10 @@ def make_image(
     labels = {CONTEXT_LABEL: context, **({CHECKOUT_LABEL: checkout} if checkout else {})}
     tag = f"{repository}:{context[:12]}"
     dockerfile = io.BytesIO(b"FROM scratch\nLABEL vfgym.test=claims\n")
-    for chunk in client.api.build(fileobj=dockerfile, tag=tag, labels=labels, decode=True):
+    built = client.api.build(
+        fileobj=dockerfile, tag=tag, labels=labels, decode=True, rm=True, forcerm=True
+    )  # rm: no intermediate container of the build stays behind
+    for chunk in built:
         assert "error" not in chunk, chunk
     return tag
 
