@@ -23,6 +23,7 @@ import openai
 from aiohttp import web
 
 from vfgym.inference.server.app import ServerCore, build_app
+from vfgym.inference.server.background import serve_in_thread, stop_thread
 from vfgym.inference.server.faults import FaultMix
 from vfgym.inference.server.policy import PolicyRouter, PolicySpec
 from vfgym.inference.server.protocol import TokenizerView
@@ -271,37 +272,9 @@ class ModelServer:
         """Serve from a background thread with its own event loop; returns once listening."""
         if self._thread is not None or self._runner is not None:
             raise RuntimeError("this server is already running")
-        loop = asyncio.new_event_loop()
-        started = threading.Event()
-        failure: list[BaseException] = []
-
-        def serve() -> None:
-            asyncio.set_event_loop(loop)
-            try:
-                loop.run_until_complete(self.start_async())
-            except BaseException as exc:  # handed to the starting thread below
-                failure.append(exc)
-                started.set()
-                loop.close()
-                return
-            started.set()
-            try:
-                loop.run_forever()
-            finally:
-                try:
-                    loop.run_until_complete(self.stop_async())
-                    loop.run_until_complete(loop.shutdown_asyncgens())
-                    loop.run_until_complete(loop.shutdown_default_executor())
-                finally:
-                    loop.close()
-
-        thread = threading.Thread(target=serve, name="vfgym-model-server", daemon=True)
-        thread.start()
-        started.wait()
-        if failure:
-            thread.join()
-            raise failure[0]
-        self._thread, self._thread_loop = thread, loop
+        self._thread, self._thread_loop = serve_in_thread(
+            self.start_async, self.stop_async, "vfgym-model-server"
+        )
         return self
 
     def stop(self) -> None:
@@ -310,8 +283,7 @@ class ModelServer:
         if thread is None or loop is None:
             return
         self._thread = self._thread_loop = None
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join()
+        stop_thread(thread, loop)
 
     def __enter__(self) -> ModelServer:
         return self.start()

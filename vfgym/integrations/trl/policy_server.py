@@ -31,6 +31,7 @@ from typing import Any
 
 from aiohttp import web
 
+from vfgym.inference.server.background import serve_in_thread, stop_thread
 from vfgym.integrations.trl.sampling import ModelSampler, Sample, SamplingSettings
 from vfgym.training.alignment import chat_ids
 
@@ -130,37 +131,9 @@ class PolicyServer:
         """Listen on a free loopback port from a background thread; returns once listening."""
         if self._thread is not None:
             raise RuntimeError("this policy server is already running")
-        loop = asyncio.new_event_loop()
-        ready = threading.Event()
-        failure: list[BaseException] = []
-
-        def serve() -> None:
-            asyncio.set_event_loop(loop)
-            try:
-                loop.run_until_complete(self._start_site())
-            except BaseException as exc:  # handed to the starting thread
-                failure.append(exc)
-                ready.set()
-                loop.close()
-                return
-            ready.set()
-            try:
-                loop.run_forever()
-            finally:
-                try:
-                    if self._runner is not None:
-                        loop.run_until_complete(self._runner.cleanup())
-                    loop.run_until_complete(loop.shutdown_default_executor())
-                finally:
-                    loop.close()
-
-        thread = threading.Thread(target=serve, name="vfgym-policy-server", daemon=True)
-        thread.start()
-        ready.wait()
-        if failure:
-            thread.join()
-            raise failure[0]
-        self._thread, self._loop = thread, loop
+        self._thread, self._loop = serve_in_thread(
+            self._start_site, self._stop_site, "vfgym-policy-server"
+        )
         return self
 
     async def _start_site(self) -> None:
@@ -178,14 +151,18 @@ class PolicyServer:
         self._runner = runner
         self._port = sock.getsockname()[1]
 
+    async def _stop_site(self) -> None:
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            await runner.cleanup()
+
     def stop(self) -> None:
         """Stop serving and wait for the thread (idempotent)."""
         thread, loop = self._thread, self._loop
         if thread is None or loop is None:
             return
         self._thread = self._loop = None
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join()
+        stop_thread(thread, loop)
         self._port = None
 
     def __enter__(self) -> PolicyServer:
